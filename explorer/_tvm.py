@@ -1,0 +1,116 @@
+"""The one module that imports TVM.
+
+TVM's Python namespaces moved in 2026 (``tvm.tir`` became ``tvm.tirx``/``tvm.s_tir``; target
+strings were removed; ``tvm.nd`` became ``tvm.runtime.tensor``), so every other module reaches TVM
+through the names and helpers defined here. When TVM moves again, this file is the only one to edit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import types
+from collections.abc import Sequence
+from typing import Any
+
+# TVM's CPU thread pool defaults to 1 thread on this kind of machine and reads the variable when
+# the pool first starts, so the default must be in place before any kernel runs. Measurement
+# workers set it explicitly; this only covers kernels run in the calling process.
+os.environ.setdefault("TVM_NUM_THREADS", str(os.cpu_count() or 1))
+
+import tvm  # noqa: E402
+import tvm_ffi  # noqa: E402
+from tvm import te, tirx, topi  # noqa: E402
+from tvm.ir.utils import derived_object  # noqa: E402
+from tvm.s_tir import Schedule, ScheduleError, Trace  # noqa: E402
+from tvm.s_tir import meta_schedule as ms  # noqa: E402
+
+TVM_VERSION: str = tvm.__version__
+FFI_VERSION: str = getattr(tvm_ffi, "__version__", "unknown")
+
+__all__ = [
+    "FFI_VERSION",
+    "TVM_VERSION",
+    "Schedule",
+    "ScheduleError",
+    "Trace",
+    "apply_trace_json",
+    "compile_mod",
+    "create_prim_func",
+    "derived_object",
+    "ensure_cpu_intrinsics",
+    "make_target",
+    "ms",
+    "te",
+    "tirx",
+    "to_plain",
+    "topi",
+    "trace_to_json",
+    "tvm",
+    "tvm_ffi",
+]
+
+
+def make_target(spec: dict[str, Any]) -> tvm.target.Target:
+    """Build a ``tvm.target.Target`` from its dict form (the only form TVM 0.27 accepts)."""
+    return tvm.target.Target(spec)
+
+
+def create_prim_func(tensors: Sequence[te.Tensor]) -> tvm.IRModule:
+    """Lower a list of TE tensors (inputs first, outputs last) to an IRModule with ``main``."""
+    return tvm.IRModule({"main": te.create_prim_func(list(tensors))})
+
+
+def to_plain(obj: Any) -> Any:
+    """Turn TVM FFI containers and scalars (from ``Trace.as_json``) into plain JSON values."""
+    if isinstance(obj, (list, tuple)) or type(obj).__name__ == "Array":
+        return [to_plain(x) for x in obj]
+    if isinstance(obj, dict) or type(obj).__name__ == "Map":
+        return {to_plain(k): to_plain(v) for k, v in obj.items()}
+    if isinstance(obj, (tirx.IntImm, tirx.FloatImm)):
+        return obj.value
+    if isinstance(obj, str):
+        return str(obj)  # FFI strings subclass str; keep them plain
+    return obj
+
+
+def trace_to_json(trace: Trace, *, remove_postproc: bool = False) -> Any:
+    """The trace as a plain, ``json.dumps``-able value (round-trips through ``apply_trace_json``)."""
+    value = to_plain(trace.as_json(remove_postproc=remove_postproc))
+    json.dumps(value)  # fail here, not in the database, if TVM ever returns something exotic
+    return value
+
+
+def apply_trace_json(trace_json: Any, sch: Schedule) -> None:
+    """Replay a JSON trace onto ``sch`` (raises ``ScheduleError``/``ValueError`` when it cannot)."""
+    Trace.apply_json_to_schedule(trace_json, sch)
+
+
+def compile_mod(mod: tvm.IRModule, target: tvm.target.Target) -> Any:
+    """Compile a TIR module for ``target``; returns a ``tvm.runtime.Executable``."""
+    return tvm.compile(mod, target=target)
+
+
+_INTRINSICS_READY = False
+
+
+def ensure_cpu_intrinsics() -> None:
+    """Register the x86 tensor intrinsics that MetaSchedule's CPU rules look up, and only those.
+
+    ``import tvm.s_tir.tensor_intrin`` registers every backend's intrinsics and takes about 12 s
+    (the CUDA ones alone take 8 s). The default x86 schedule rules only look up the x86 ones
+    (``dot_16x4_vnni``), so a package stub plus the x86 module is enough for CPU design spaces and
+    brings a first ``TuneContext`` down to about 0.1 s (field guide, section 10).
+    """
+    global _INTRINSICS_READY
+    if _INTRINSICS_READY:
+        return
+    name = "tvm.s_tir.tensor_intrin"
+    if name not in sys.modules:
+        pkg = types.ModuleType(name)
+        pkg.__path__ = [os.path.join(os.path.dirname(tvm.s_tir.__file__), "tensor_intrin")]
+        sys.modules[name] = pkg
+    import tvm.s_tir.tensor_intrin.x86  # noqa: F401  (registers the x86 intrinsics)
+
+    _INTRINSICS_READY = True

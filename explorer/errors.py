@@ -1,0 +1,75 @@
+"""The exception hierarchy. Failures of a schedule *under measurement* are data (``MeasureStatus``);
+these exceptions are for misuse: bad arguments, bad files, unknown names."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+
+class ExplorerError(Exception):
+    """Root of every error the explorer raises on purpose."""
+
+
+class WorkloadError(ExplorerError, ValueError):
+    """A workload cannot be built: unknown family, bad shape, malformed expression.
+
+    ``position`` is the 0-based character offset in an expression when the error points at one.
+    """
+
+    def __init__(self, message: str, *, position: int | None = None, text: str | None = None):
+        self.position = position
+        self.text = text
+        if position is not None and text is not None:
+            message = f"{message}\n  {text}\n  {' ' * position}^"
+        super().__init__(message)
+
+
+class PrimitiveError(ExplorerError, ValueError):
+    """A schedule primitive was refused. The session it was applied to is unchanged.
+
+    Attributes name the primitive, the argument at fault (or ``None`` when the step as a whole is
+    illegal), the constraint in plain language and the value received.
+    """
+
+    def __init__(
+        self,
+        primitive: str,
+        arg: str | None,
+        reason: str,
+        *,
+        value: Any = None,
+        detail: str | None = None,
+    ):
+        self.primitive = primitive
+        self.arg = arg
+        self.reason = reason
+        self.value = value
+        self.detail = detail  # TVM's own message, kept verbatim for the curious
+        where = f"{primitive}({arg}={value!r})" if arg is not None else f"{primitive}()"
+        super().__init__(f"{where}: {reason}")
+
+
+class TargetError(ExplorerError, ValueError):
+    """A target description is invalid or names hardware that is not present."""
+
+
+class StoreError(ExplorerError):
+    """The record database cannot be opened or written: corrupt, foreign, or too new a schema."""
+
+
+class SearchError(ExplorerError):
+    """A search cannot start or continue (empty design space, bad budget)."""
+
+
+class UnknownPluginError(ExplorerError, KeyError):
+    """An unknown name was asked of a registry; the message lists the valid names."""
+
+    def __init__(self, kind: str, name: str, valid: Iterable[str]):
+        self.kind = kind
+        self.name = name
+        self.valid = sorted(valid)
+        super().__init__(f"unknown {kind} {name!r}; valid names: {', '.join(self.valid)}")
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])

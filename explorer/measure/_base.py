@@ -1,0 +1,162 @@
+"""What is measured and what comes back: ``Candidate`` in, ``MeasureResult`` out."""
+
+from __future__ import annotations
+
+import abc
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from explorer.target import Target
+from explorer.types import JSON, MeasureStatus
+from explorer.workloads import Workload
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A schedule to measure: the workload, the target and the schedule as a JSON trace.
+
+    The trace is what ``explorer._tvm.trace_to_json`` produces; replaying it on the workload's
+    unscheduled module gives the schedule back. ``decisions`` optionally names the knob values a
+    search chose (kept for analysis; measurement ignores it).
+    """
+
+    workload: Workload
+    target: Target
+    trace: JSON
+    decisions: JSON = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload.to_json(),
+            "target": self.target.to_json(),
+            "trace": self.trace,
+            "decisions": self.decisions,
+        }
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> Candidate:
+        return Candidate(
+            workload=Workload.from_json(data["workload"]),
+            target=Target.from_json(data["target"]),
+            trace=data["trace"],
+            decisions=data.get("decisions"),
+        )
+
+
+@dataclass(frozen=True)
+class MeasureConfig:
+    """How long and how often to time a kernel.
+
+    Each repeat runs the kernel ``number`` times back to back, with ``number`` grown until one
+    repeat lasts at least ``min_repeat_secs`` (TVM's ``min_repeat_ms``), so the timer's resolution
+    never dominates. The median over ``repeat`` repeats is reported; when the relative spread
+    ``(max - min) / median`` exceeds ``max_spread`` the result is flagged noisy.
+    """
+
+    repeat: int = 5
+    min_repeat_secs: float = 0.02
+    max_spread: float = 0.25
+    build_timeout_secs: float = 60.0
+    run_timeout_secs: float = 20.0
+    memory_limit_bytes: int = 4 << 30
+    num_threads: int | None = None  # None: the target's core count
+    check_correctness: bool = True
+    cache_flush: bool = False
+
+    def __post_init__(self) -> None:
+        if self.repeat < 1:
+            raise ValueError(f"MeasureConfig.repeat must be at least 1 (got {self.repeat})")
+        for name in ("min_repeat_secs", "build_timeout_secs", "run_timeout_secs"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"MeasureConfig.{name} must be >= 0 (got {getattr(self, name)})")
+
+
+@dataclass(frozen=True)
+class MeasureResult:
+    """The outcome for one candidate. Anything but ``OK`` has an ``error_msg`` (TVM's, verbatim
+    where it came from TVM)."""
+
+    status: MeasureStatus
+    run_secs: tuple[float, ...] = ()
+    error_msg: str | None = None
+    build_secs: float | None = None
+    flops: int = 0
+    num_threads: int | None = None
+    max_spread: float = field(default=0.25, compare=False)
+
+    @property
+    def median_secs(self) -> float | None:
+        return statistics.median(self.run_secs) if self.run_secs else None
+
+    @property
+    def spread(self) -> float | None:
+        """(max - min) / median of the repeats; ``None`` without timings."""
+        med = self.median_secs
+        if not med:
+            return None
+        return (max(self.run_secs) - min(self.run_secs)) / med
+
+    @property
+    def is_noisy(self) -> bool:
+        spread = self.spread
+        return spread is not None and spread > self.max_spread
+
+    @property
+    def gflops(self) -> float | None:
+        med = self.median_secs
+        if not med or not self.flops or self.status is not MeasureStatus.OK:
+            return None
+        return self.flops / med / 1e9
+
+    @property
+    def is_ok(self) -> bool:
+        return self.status is MeasureStatus.OK
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status.value,
+            "run_secs": list(self.run_secs),
+            "error_msg": self.error_msg,
+            "build_secs": self.build_secs,
+            "flops": self.flops,
+            "num_threads": self.num_threads,
+        }
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> MeasureResult:
+        return MeasureResult(
+            status=MeasureStatus(data["status"]),
+            run_secs=tuple(float(x) for x in data.get("run_secs") or ()),
+            error_msg=data.get("error_msg"),
+            build_secs=data.get("build_secs"),
+            flops=int(data.get("flops") or 0),
+            num_threads=data.get("num_threads"),
+        )
+
+
+class Measurer(abc.ABC):
+    """Builds and times candidates.
+
+    Contract:
+        * ``measure`` returns one result per candidate, in order, and never raises because a
+          candidate is bad: a trace that does not apply, a kernel that fails to compile, crashes,
+          hangs, exhausts memory or computes a wrong result all become a ``MeasureResult`` with the
+          matching status. The calling process survives all of them.
+        * It may raise for misuse (closed measurer, wrong argument types).
+        * ``close`` releases worker processes; a measurer is also a context manager.
+    """
+
+    @abc.abstractmethod
+    def measure(self, candidates: Sequence[Candidate]) -> list[MeasureResult]:
+        """Build, run and check every candidate; one result each, in order."""
+
+    def close(self) -> None:  # noqa: B027  (optional hook, default: nothing to release)
+        """Release workers and temporary files."""
+
+    def __enter__(self) -> Measurer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

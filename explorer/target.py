@@ -1,0 +1,205 @@
+"""Where kernels run: the local CPU (detected) or a CUDA GPU, converted to TVM's dict form."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import platform
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from explorer import _tvm
+from explorer.errors import TargetError
+
+# LLVM CPU names TVM 0.27 accepts here. `native` or a typo silently falls back to `generic`, which
+# is about 6x slower (field guide, section 6), so a name outside this list is refused.
+KNOWN_MCPUS = (
+    "znver5",
+    "znver4",
+    "znver3",
+    "znver2",
+    "x86-64-v4",
+    "x86-64-v3",
+    "x86-64-v2",
+    "skylake-avx512",
+    "cascadelake",
+    "icelake-server",
+    "sapphirerapids",
+    "core-avx2",
+    "haswell",
+    "generic",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A compilation and measurement target.
+
+    Example:
+        >>> t = Target.local_cpu()
+        >>> t.to_tvm_dict()["kind"]
+        'llvm'
+    """
+
+    kind: str  # "llvm" or "cuda"
+    mcpu: str | None = None  # LLVM CPU name (llvm only)
+    num_cores: int = 1  # threads a kernel may use (MetaSchedule requires it)
+    vector_bits: int = 128  # widest SIMD register
+    l1d_bytes: int = 32 * 1024  # per core
+    l2_bytes: int = 1024 * 1024  # per core
+    l3_bytes: int = 0  # shared
+    arch: str | None = None  # "sm_90" for cuda
+    name: str = ""  # human-readable, e.g. "AMD EPYC (znver5, 2 cores)"
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("llvm", "cuda"):
+            raise TargetError(f"Target.kind must be 'llvm' or 'cuda' (got {self.kind!r})")
+        if self.num_cores < 1:
+            raise TargetError(f"Target.num_cores must be at least 1 (got {self.num_cores})")
+        if self.kind == "llvm" and self.mcpu is not None and self.mcpu not in KNOWN_MCPUS:
+            raise TargetError(
+                f"Target.mcpu {self.mcpu!r} is not a CPU name LLVM accepts here; TVM would "
+                f"silently fall back to 'generic'. Use one of: {', '.join(KNOWN_MCPUS)}"
+            )
+
+    # -- construction -------------------------------------------------------------------------
+    @classmethod
+    def local_cpu(cls, num_cores: int | None = None) -> Target:
+        """Describe this machine's CPU: LLVM name, cores, vector width and cache sizes."""
+        return replace(_detect_cpu(), **({} if num_cores is None else {"num_cores": num_cores}))
+
+    @classmethod
+    def cuda(cls, device_id: int = 0) -> Target:
+        """Describe a local CUDA GPU; raises ``TargetError`` when none is present."""
+        dev = _tvm.tvm.cuda(device_id)
+        if not dev.exist:
+            raise TargetError(f"no CUDA device {device_id} on this machine")
+        major, minor = str(dev.compute_version).split(".")
+        return cls(
+            kind="cuda",
+            arch=f"sm_{major}{minor}",
+            num_cores=int(dev.multi_processor_count),
+            vector_bits=128,
+            l1d_bytes=int(dev.max_shared_memory_per_block),
+            l2_bytes=0,
+            name=f"{dev.device_name} (sm_{major}{minor})",
+        )
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Target:
+        try:
+            return cls(**data)
+        except TypeError as exc:
+            raise TargetError(f"not a target description: {exc}") from None
+
+    # -- conversion ---------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def key(self) -> str:
+        """A stable identifier used by the record database (no cache sizes: they don't change
+        code generation)."""
+        if self.kind == "cuda":
+            return f"cuda:{self.arch}"
+        return f"llvm:{self.mcpu or 'generic'}:{self.num_cores}"
+
+    def to_tvm_dict(self) -> dict[str, Any]:
+        """The dict TVM 0.27 takes (``"llvm -mcpu=..."`` strings are refused by TVM)."""
+        if self.kind == "cuda":
+            return {"kind": "cuda", "arch": self.arch}
+        spec: dict[str, Any] = {"kind": "llvm", "num-cores": self.num_cores}
+        if self.mcpu:
+            spec["mcpu"] = self.mcpu
+        return spec
+
+    def to_tvm(self) -> Any:
+        return _tvm.make_target(self.to_tvm_dict())
+
+    @property
+    def vector_lanes_f32(self) -> int:
+        return self.vector_bits // 32
+
+    @property
+    def peak_gflops_f32(self) -> float:
+        """A rough fp32 peak for the roofline: 2 FMA units x lanes x 2 flops x cores x 3 GHz.
+
+        It is an upper bound for orientation, not a promise; the clock is not readable here.
+        """
+        if self.kind == "cuda":
+            return float("nan")
+        return 2 * self.vector_lanes_f32 * 2 * self.num_cores * 3.0
+
+    def __str__(self) -> str:
+        return self.name or self.key()
+
+
+def _read_cache_sizes() -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    base = Path("/sys/devices/system/cpu/cpu0/cache")
+    for index in sorted(base.glob("index*")):
+        try:
+            level = (index / "level").read_text().strip()
+            kind = (index / "type").read_text().strip()
+            text = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        mult = {"K": 1024, "M": 1024 * 1024}.get(text[-1:], 1)
+        value = int(text.rstrip("KM")) * mult
+        if kind in ("Data", "Unified"):
+            sizes[f"l{level}"] = value
+    return sizes
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "CPU"
+
+
+@functools.cache
+def _detect_cpu() -> Target:
+    detected = str(_tvm.tvm.target.Target.from_device(_tvm.tvm.cpu()).attrs.get("mcpu", "generic"))
+    mcpu = detected if detected in KNOWN_MCPUS else _mcpu_from_flags(_cpu_flags())
+    flags = _cpu_flags()
+    vector_bits = 512 if "avx512f" in flags else 256 if "avx2" in flags else 128
+    caches = _read_cache_sizes()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = cores or 1
+    return Target(
+        kind="llvm",
+        mcpu=mcpu,
+        num_cores=cores,
+        vector_bits=vector_bits,
+        l1d_bytes=caches.get("l1", 32 * 1024),
+        l2_bytes=caches.get("l2", 1024 * 1024),
+        l3_bytes=caches.get("l3", 0),
+        name=f"{_cpu_model()} ({mcpu}, {cores} cores)",
+    )
+
+
+def _mcpu_from_flags(flags: set[str]) -> str:
+    if "avx512f" in flags:
+        return "x86-64-v4"
+    if "avx2" in flags:
+        return "x86-64-v3"
+    return "x86-64-v2" if "sse4_2" in flags else "generic"
+
+
+def dumps(target: Target) -> str:
+    return json.dumps(target.to_json(), sort_keys=True)

@@ -1,0 +1,66 @@
+"""The operator catalog and custom expressions.
+
+``get_workload("matmul", M=512, N=512, K=512)`` builds a validated ``Workload``; a preset name
+(``get_workload("resnet18_c2")``) stands for a family with fixed shapes. ``parse_expression`` turns
+einsum-like text into a workload of the ``expr`` family.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from explorer.errors import UnknownPluginError, WorkloadError
+from explorer.workloads._base import (
+    DTYPES,
+    OperatorFamily,
+    Params,
+    ShapeParam,
+    Workload,
+    make_workload,
+)
+from explorer.workloads._matmul import MATMUL
+
+FAMILIES: dict[str, OperatorFamily] = {f.name: f for f in (MATMUL,)}
+"""Every operator family by name, in the order a catalog shows them."""
+
+
+def presets() -> dict[str, tuple[str, Params]]:
+    """Named shapes: preset name -> (family name, parameters)."""
+    return {name: (f.name, p) for f in FAMILIES.values() for name, p in f.presets.items()}
+
+
+def get_family(name: str) -> OperatorFamily:
+    try:
+        return FAMILIES[name]
+    except KeyError:
+        raise UnknownPluginError("operator family", name, FAMILIES) from None
+
+
+def get_workload(name: str, **params: Any) -> Workload:
+    """A validated workload from a family or preset name plus shape parameters.
+
+    Raises:
+        UnknownPluginError: ``name`` is neither a family nor a preset.
+        WorkloadError: a parameter is unknown, out of range or inconsistent.
+    """
+    table = presets()
+    if name in table:
+        family, fixed = table[name]
+        params = {**fixed, **params}
+        name = family
+    if name not in FAMILIES:
+        raise UnknownPluginError("workload", name, [*FAMILIES, *table])
+    return make_workload(FAMILIES[name], params)
+
+
+__all__ = [
+    "DTYPES",
+    "FAMILIES",
+    "OperatorFamily",
+    "ShapeParam",
+    "Workload",
+    "WorkloadError",
+    "get_family",
+    "get_workload",
+    "presets",
+]

@@ -1,0 +1,264 @@
+"""What a workload is: an operator family (a TE builder with shape parameters, FLOP and byte counts
+and a NumPy reference) and one instance of it with concrete parameters."""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from explorer import _tvm
+from explorer.errors import WorkloadError
+
+ParamValue = Any  # int | float | str | tuple of those
+Params = Mapping[str, ParamValue]
+
+DTYPES = ("float32", "float64", "float16")
+MAX_TENSOR_ELEMENTS = 1 << 28  # 1 GiB of fp32 per tensor: larger is a typo, not a workload
+MAX_FLOPS = 10**13  # ~an hour on this machine even at peak
+
+
+@dataclass(frozen=True, slots=True)
+class ShapeParam:
+    """One parameter of an operator family, declared so a UI can build a picker from it."""
+
+    name: str
+    default: ParamValue
+    kind: str = "int"  # "int", "choice", "str", "shapes"
+    min: int | None = 1
+    max: int | None = 1 << 16
+    choices: tuple[ParamValue, ...] = ()
+    help: str = ""
+
+    def check(self, family: str, value: ParamValue) -> ParamValue:
+        """Coerce and validate one value; raises ``WorkloadError`` naming the parameter."""
+        where = f"{family}: parameter {self.name!r}"
+        if self.kind == "int":
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+                    value = int(value)
+                else:
+                    raise WorkloadError(f"{where} must be an integer (got {value!r})")
+            value = int(value)
+            if self.min is not None and value < self.min:
+                raise WorkloadError(f"{where} must be at least {self.min} (got {value})")
+            if self.max is not None and value > self.max:
+                raise WorkloadError(f"{where} must be at most {self.max} (got {value})")
+            return value
+        if self.kind == "choice":
+            if value not in self.choices:
+                raise WorkloadError(
+                    f"{where} must be one of {', '.join(map(repr, self.choices))} (got {value!r})"
+                )
+            return value
+        return value
+
+
+def dtype_param(default: str = "float32") -> ShapeParam:
+    return ShapeParam("dtype", default, kind="choice", choices=DTYPES, help="element type")
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorFamily:
+    """A parameterised operator: how to build it in TE and what it should compute.
+
+    ``build`` returns TE tensors, inputs first and the output last. ``reference`` computes the
+    output from NumPy inputs. ``validate`` checks cross-parameter constraints (e.g. a kernel larger
+    than its padded input) and raises ``WorkloadError``; per-parameter ranges are in ``params``.
+    """
+
+    name: str
+    description: str
+    params: tuple[ShapeParam, ...]
+    build: Callable[[Params], list[Any]]
+    flops: Callable[[Params], int]
+    reference: Callable[[Sequence[np.ndarray], Params], np.ndarray]
+    bytes_moved: Callable[[Params], int] | None = None  # default: inputs + output, once each
+    validate: Callable[[Params], None] | None = None
+    presets: Mapping[str, Params] = field(default_factory=dict)  # named shapes, e.g. ResNet layers
+    rtol: float = 1e-4
+
+    def resolve(self, given: Params) -> dict[str, ParamValue]:
+        """Fill defaults, coerce and validate; raises ``WorkloadError`` on anything wrong."""
+        known = {p.name: p for p in self.params}
+        unknown = sorted(set(given) - set(known))
+        if unknown:
+            raise WorkloadError(
+                f"{self.name}: unknown parameter(s) {', '.join(unknown)}; "
+                f"valid: {', '.join(known)}"
+            )
+        out = {p.name: p.check(self.name, given.get(p.name, p.default)) for p in self.params}
+        if self.validate is not None:
+            self.validate(out)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """One operator with concrete parameters: the unit a session schedules and a record names.
+
+    Build instances with ``explorer.workloads.get_workload`` (or ``parse_expression`` for custom
+    text), which validates the parameters first. Tensors and the PrimFunc are built lazily and
+    cached per key.
+
+    Example:
+        >>> from explorer.workloads import get_workload
+        >>> w = get_workload("matmul", M=64, N=64, K=64)
+        >>> w.key()
+        'matmul(K=64,M=64,N=64,dtype=float32)'
+        >>> w.flops()
+        524288
+    """
+
+    family: str
+    params: tuple[tuple[str, ParamValue], ...]
+
+    # -- identity -----------------------------------------------------------------------------
+    def key(self) -> str:
+        """A stable, readable identifier: family plus sorted parameters."""
+        inner = ",".join(f"{k}={_fmt(v)}" for k, v in self.params)
+        return f"{self.family}({inner})"
+
+    @property
+    def param_dict(self) -> dict[str, ParamValue]:
+        return dict(self.params)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"family": self.family, "params": {k: _jsonable(v) for k, v in self.params}}
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> Workload:
+        from explorer.workloads import get_workload  # the registry lives in the package
+
+        if not isinstance(data, Mapping) or "family" not in data:
+            raise WorkloadError(f"not a workload description: {data!r}")
+        return get_workload(data["family"], **dict(data.get("params", {})))
+
+    def __str__(self) -> str:
+        return self.key()
+
+    # -- what it computes ---------------------------------------------------------------------
+    @property
+    def spec(self) -> OperatorFamily:
+        from explorer.workloads import get_family
+
+        return get_family(self.family)
+
+    def tensors(self) -> list[Any]:
+        return _build_cached(self)[0]
+
+    def mod(self) -> Any:
+        """The ``tvm.IRModule`` with the unscheduled PrimFunc as ``main``."""
+        return _build_cached(self)[1]
+
+    def flops(self) -> int:
+        return int(self.spec.flops(self.param_dict))
+
+    def bytes_moved(self) -> int:
+        if self.spec.bytes_moved is not None:
+            return int(self.spec.bytes_moved(self.param_dict))
+        return sum(_nbytes(shape, dtype) for shape, dtype in self.input_specs()) + _nbytes(
+            *self.output_spec()
+        )
+
+    def input_specs(self) -> list[tuple[tuple[int, ...], str]]:
+        return [(tuple(int(s) for s in t.shape), str(t.dtype)) for t in self.tensors()[:-1]]
+
+    def output_spec(self) -> tuple[tuple[int, ...], str]:
+        out = self.tensors()[-1]
+        return tuple(int(s) for s in out.shape), str(out.dtype)
+
+    def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
+        """Inputs in [0.5, 1.5): away from zero so divisions and logs stay well defined."""
+        rng = np.random.default_rng(seed)
+        return [
+            (rng.random(shape, dtype=np.float64) + 0.5).astype(dtype)
+            for shape, dtype in self.input_specs()
+        ]
+
+    def reference(self, inputs: Sequence[np.ndarray]) -> np.ndarray:
+        """The expected output, computed by NumPy (in float64 for accuracy, cast back)."""
+        out_shape, out_dtype = self.output_spec()
+        ref = self.spec.reference([np.asarray(a, dtype=np.float64) for a in inputs], self.param_dict)
+        ref = np.asarray(ref).astype(out_dtype)
+        if ref.shape != out_shape:
+            raise AssertionError(f"{self.key()}: reference shape {ref.shape} != {out_shape}")
+        return ref
+
+    @property
+    def rtol(self) -> float:
+        dtype = self.param_dict.get("dtype", "float32")
+        return {"float16": 2e-2, "float64": 1e-9}.get(str(dtype), self.spec.rtol)
+
+    def check_output(self, got: np.ndarray, expected: np.ndarray) -> str | None:
+        """``None`` when ``got`` matches, else a one-line description of the mismatch."""
+        if got.shape != expected.shape:
+            return f"output shape {got.shape} != expected {expected.shape}"
+        scale = max(float(np.max(np.abs(expected))) if expected.size else 0.0, 1e-30)
+        bad = ~np.isclose(got, expected, rtol=self.rtol, atol=self.rtol * scale, equal_nan=False)
+        if not bad.any():
+            return None
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        return (
+            f"{int(bad.sum())} of {bad.size} output elements differ from NumPy "
+            f"(first at {list(idx)}: got {got[idx]!r}, expected {expected[idx]!r})"
+        )
+
+
+@functools.lru_cache(maxsize=64)
+def _build_cached(workload: Workload) -> tuple[list[Any], Any]:
+    tensors = workload.spec.build(workload.param_dict)
+    for t in tensors:
+        n = math.prod(int(s) for s in t.shape)
+        if n > MAX_TENSOR_ELEMENTS:
+            raise WorkloadError(
+                f"{workload.key()}: tensor {t.name!r} would hold {n:,} elements "
+                f"(limit {MAX_TENSOR_ELEMENTS:,})"
+            )
+    return tensors, _tvm.create_prim_func(tensors)
+
+
+def make_workload(family: OperatorFamily, given: Params) -> Workload:
+    """Validate ``given`` against ``family`` and return the frozen workload."""
+    params = family.resolve(given)
+    workload = Workload(family.name, tuple(sorted(params.items())))
+    flops = workload.flops()
+    if flops > MAX_FLOPS:
+        raise WorkloadError(
+            f"{workload.key()}: {flops:.3g} FLOPs is beyond what can be measured here "
+            f"(limit {MAX_FLOPS:.0e})"
+        )
+    return workload
+
+
+def check_elements(family: str, name: str, shape: Sequence[int]) -> None:
+    """Refuse absurd tensors before TVM allocates anything (cheap, shape arithmetic only)."""
+    n = math.prod(shape)
+    if n > MAX_TENSOR_ELEMENTS:
+        raise WorkloadError(
+            f"{family}: tensor {name} of shape {tuple(shape)} would hold {n:,} elements "
+            f"(limit {MAX_TENSOR_ELEMENTS:,})"
+        )
+
+
+def _nbytes(shape: Sequence[int], dtype: str) -> int:
+    return math.prod(shape) * np.dtype(dtype).itemsize
+
+
+def _fmt(value: ParamValue) -> str:
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(_jsonable(value), sort_keys=True, separators=(",", ":"))
+    return str(value)
+
+
+def _jsonable(value: ParamValue) -> Any:
+    if isinstance(value, tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    return value
