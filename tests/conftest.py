@@ -1,0 +1,50 @@
+"""Shared fixtures and options for the whole suite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+GOLDEN_DIR = Path(__file__).parent / "golden"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        default=False,
+        help="rewrite golden files from the current output instead of comparing",
+    )
+
+
+@pytest.fixture
+def golden(request: pytest.FixtureRequest):
+    """``golden("session/matmul_tiling.txt", text)`` compares ``text`` with the stored file.
+
+    Run ``pytest --update-golden`` to rewrite the files (review the diff before committing). The
+    TVM version is written in each file's header so an upgrade shows up as one reviewable diff.
+    """
+    from explorer import _tvm
+
+    update = request.config.getoption("--update-golden")
+
+    def check(relpath: str, text: str) -> None:
+        path = GOLDEN_DIR / relpath
+        body = f"# TVM {_tvm.TVM_VERSION}\n{text.rstrip()}\n"
+        if update or not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(body)
+            if not update:
+                pytest.fail(f"golden file {relpath} did not exist; written, review and re-run")
+            return
+        assert body == path.read_text(), f"output differs from golden file {relpath}"
+
+    return check
+
+
+@pytest.fixture(scope="session")
+def cpu_target():
+    from explorer.target import Target
+
+    return Target.local_cpu()
