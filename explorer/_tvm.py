@@ -2,11 +2,12 @@
 
 TVM's Python namespaces moved in 2026 (``tvm.tir`` became ``tvm.tirx``/``tvm.s_tir``; target
 strings were removed; ``tvm.nd`` became ``tvm.runtime.tensor``), so every other module reaches TVM
-through the names and helpers defined here. When TVM moves again, this file is the only one to edit.
+through the names and helpers defined here. When TVM moves again, only this file changes.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -76,14 +77,14 @@ def to_plain(obj: Any) -> Any:
 
 
 def trace_to_json(trace: Trace, *, remove_postproc: bool = False) -> Any:
-    """The trace as a plain, ``json.dumps``-able value (round-trips through ``apply_trace_json``)."""
+    """The trace as a plain ``json.dumps``-able value (it round-trips via ``apply_trace_json``)."""
     value = to_plain(trace.as_json(remove_postproc=remove_postproc))
     json.dumps(value)  # fail here, not in the database, if TVM ever returns something exotic
     return value
 
 
 def apply_trace_json(trace_json: Any, sch: Schedule) -> None:
-    """Replay a JSON trace onto ``sch`` (raises ``ScheduleError``/``ValueError`` when it cannot)."""
+    """Replay a JSON trace onto ``sch``; raises ``ScheduleError``/``ValueError`` if it cannot."""
     Trace.apply_json_to_schedule(trace_json, sch)
 
 
@@ -111,6 +112,6 @@ def ensure_cpu_intrinsics() -> None:
         pkg = types.ModuleType(name)
         pkg.__path__ = [os.path.join(os.path.dirname(tvm.s_tir.__file__), "tensor_intrin")]
         sys.modules[name] = pkg
-    import tvm.s_tir.tensor_intrin.x86  # noqa: F401  (registers the x86 intrinsics)
+    importlib.import_module(f"{name}.x86")  # registers the x86 intrinsics
 
     _INTRINSICS_READY = True

@@ -184,7 +184,8 @@ class Workload:
     def reference(self, inputs: Sequence[np.ndarray]) -> np.ndarray:
         """The expected output, computed by NumPy (in float64 for accuracy, cast back)."""
         out_shape, out_dtype = self.output_spec()
-        ref = self.spec.reference([np.asarray(a, dtype=np.float64) for a in inputs], self.param_dict)
+        wide = [np.asarray(a, dtype=np.float64) for a in inputs]
+        ref = self.spec.reference(wide, self.param_dict)
         ref = np.asarray(ref).astype(out_dtype)
         if ref.shape != out_shape:
             raise AssertionError(f"{self.key()}: reference shape {ref.shape} != {out_shape}")

@@ -1,0 +1,328 @@
+"""``explorer`` / ``python -m explorer``: the command line.
+
+Exit codes: 0 success; 1 the work ran but failed (a measurement that did not succeed, a run with
+no successful trial); 2 bad usage or bad input (unknown workload, bad shape, unreadable file);
+130 interrupted (stored trials are kept; ``explorer tune --resume RUN`` continues).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from explorer.errors import ExplorerError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "func"):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        print("interrupted; every stored trial is kept", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (ExplorerError, OSError, json.JSONDecodeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+# -- workload arguments ------------------------------------------------------------------------
+def _add_workload_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "workload",
+        help="family or preset name (see `explorer workloads`), or `expr` with --expr/--shape",
+    )
+    p.add_argument(
+        "-p",
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a shape parameter, e.g. -p M=512 (repeatable)",
+    )
+    p.add_argument("--expr", help="a custom expression, e.g. 'C[i, j] += A[i, k] * B[k, j]'")
+    p.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="NAME=DxD",
+        help="shape of an input of --expr, e.g. --shape A=64x32 (repeatable)",
+    )
+
+
+def _workload(args: argparse.Namespace) -> Any:
+    from explorer.errors import WorkloadError
+    from explorer.workloads import get_workload, parse_expression
+
+    params: dict[str, Any] = {}
+    for item in args.param:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise WorkloadError(f"--param expects KEY=VALUE (got {item!r})")
+        params[key.strip()] = int(value) if value.strip().lstrip("-").isdigit() else value
+    if args.expr is not None or args.workload == "expr":
+        if args.expr is None:
+            raise WorkloadError("the expr workload needs --expr TEXT and --shape NAME=DxD")
+        shapes = {}
+        for item in args.shape:
+            name, sep, dims = item.partition("=")
+            try:
+                shapes[name.strip()] = tuple(int(d) for d in dims.lower().split("x"))
+            except ValueError:
+                sep = ""
+            if not sep:
+                raise WorkloadError(f"--shape expects NAME=DxD, e.g. A=64x32 (got {item!r})")
+        return parse_expression(args.expr, shapes=shapes, **params)
+    return get_workload(args.workload, **params)
+
+
+def _target(args: argparse.Namespace) -> Any:
+    from explorer.target import Target
+
+    return Target.local_cpu(num_cores=args.threads) if args.target == "cpu" else Target.cuda()
+
+
+def _add_common(p: argparse.ArgumentParser, *, target: bool = True) -> None:
+    p.add_argument("--db", help="record database file (default: $EXPLORER_DB or ~/.explorer)")
+    if target:
+        p.add_argument("--target", choices=("cpu", "cuda"), default="cpu")
+        p.add_argument(
+            "--threads", type=int, default=None, help="threads per kernel (default: all cores)"
+        )
+
+
+# -- commands ----------------------------------------------------------------------------------
+def cmd_workloads(args: argparse.Namespace) -> int:
+    from explorer.workloads import FAMILIES, presets
+
+    for family in FAMILIES.values():
+        shape = ", ".join(f"{p.name}={p.default}" for p in family.params)
+        print(f"{family.name:18s} {family.description}\n{'':18s} defaults: {shape}")
+    print("\npresets:")
+    for name, (family, params) in presets().items():
+        print(f"  {name:22s} {family}({', '.join(f'{k}={v}' for k, v in params.items())})")
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from explorer.session import ScheduleSession
+
+    workload = _workload(args)
+    session = ScheduleSession(workload, target=_target(args))
+    print(f"workload: {workload.key()}")
+    print(f"FLOPs:    {workload.flops():,}")
+    print(f"bytes:    {workload.bytes_moved():,}")
+    for (shape, dtype), tensor in zip(workload.input_specs(), workload.tensors(), strict=False):
+        print(f"input:    {tensor.name} {list(shape)} {dtype}")
+    shape, dtype = workload.output_spec()
+    print(f"output:   {workload.tensors()[-1].name} {list(shape)} {dtype}")
+    print("\nloop nest:")
+    for block in session.snapshot.loop_nest:
+        loops = " > ".join(
+            f"{lp.name}({lp.extent}{', ' + lp.kind if lp.kind != 'serial' else ''})"
+            for lp in block.loops
+        )
+        print(f"  {block.name}: {loops or '(no loops)'}")
+    if args.script:
+        print("\n" + session.snapshot.script)
+    return EXIT_OK
+
+
+def cmd_measure(args: argparse.Namespace) -> int:
+    from explorer.measure import Candidate, LocalMeasurer, MeasureConfig
+    from explorer.storage import NewTrial, get_store
+
+    workload = _workload(args)
+    target = _target(args)
+    trace = _read_trace(Path(args.trace)) if args.trace else _empty_trace(workload)
+    candidate = Candidate(workload, target, trace)
+    with LocalMeasurer(MeasureConfig(repeat=args.repeat)) as measurer:
+        (result,) = measurer.measure([candidate])
+    store = get_store(args.db)
+    run = store.create_run(workload, target, "manual", settings={"trace_file": args.trace})
+    store.add_trials(run.id, [NewTrial(candidate, result)])
+    store.finish_run(run.id)
+    if result.is_ok:
+        noisy = " (noisy: spread %.0f%%)" % (100 * (result.spread or 0)) if result.is_noisy else ""
+        print(
+            f"ok: median {result.median_secs * 1e3:.4f} ms over {len(result.run_secs)} repeats, "
+            f"{result.gflops:.2f} GFLOPS, {result.num_threads} threads{noisy}; matches NumPy"
+        )
+        return EXIT_OK
+    print(f"{result.status.value}: {result.error_msg}")
+    return EXIT_FAILED
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from explorer.measure import LocalMeasurer
+    from explorer.storage import get_store
+    from explorer.tuner import Tuner
+
+    workload = _workload(args)
+    target = _target(args)
+    store = get_store(args.db)
+    with (
+        LocalMeasurer() as measurer,
+        tqdm(total=args.trials, unit="trial", disable=args.quiet, file=sys.stderr) as bar,
+    ):
+        tuner = Tuner(measurer=measurer, store=store, batch_size=args.batch)
+
+        def progress(p: Any) -> None:
+            bar.n = p.num_trials
+            if p.best_secs:
+                bar.set_postfix_str(f"best {p.best_secs * 1e3:.4f} ms")
+            bar.refresh()
+
+        result = tuner.run(
+            workload,
+            target,
+            args.strategy,
+            max_trials=args.trials,
+            max_secs=args.seconds,
+            seed=args.seed,
+            on_progress=progress,
+            resume_run_id=args.resume,
+        )
+    print(f"run {result.run.id}: {result.num_trials} trials ({result.stopped_because})")
+    if result.best is None:
+        print("no successful trial")
+        return EXIT_FAILED
+    print(
+        f"best: trial {result.best.id}, median {result.best_secs * 1e3:.4f} ms "
+        f"(re-measured), {result.best_gflops:.2f} GFLOPS"
+    )
+    if args.save_trace:
+        Path(args.save_trace).write_text(json.dumps(result.best.candidate.trace))
+        print(f"trace written to {args.save_trace}")
+    return EXIT_OK
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from explorer.storage import get_store
+
+    store = get_store(args.db)
+    runs = store.runs()
+    if not runs:
+        print(f"no runs in {getattr(store, 'path', args.db)}")
+        return EXIT_OK
+    print(f"{'id':>4} {'strategy':12} {'trials':>6} {'best ms':>10}  {'status':9} workload")
+    for run in runs:
+        best = store.best_so_far(run.id).best_secs
+        best_ms = f"{best[-1] * 1e3:.4f}" if best and best[-1] != float("inf") else "-"
+        n = store.count_trials(run_id=run.id)
+        print(
+            f"{run.id:>4} {run.strategy:12} {n:>6} {best_ms:>10}  {run.status:9} "
+            f"{run.workload.key()} on {run.target.key()}"
+        )
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from explorer import storage
+
+    store = storage.get_store(args.db)
+    out = Path(args.out)
+    if args.format == "csv":
+        n = storage.export_csv(store, out, run_id=args.run)
+    elif args.format == "jsonl":
+        n = storage.export_jsonl(store, out, run_id=args.run)
+    else:
+        n = storage.export_metaschedule(store, out, run_id=args.run)
+    print(f"exported {n} trials to {out}")
+    return EXIT_OK
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from explorer import storage
+
+    store = storage.get_store(args.db)
+    summary = storage.import_metaschedule(store, Path(args.work_dir))
+    print(
+        f"imported {summary.imported} records into run(s) {list(summary.run_ids)}; "
+        f"{summary.unmatched} with an unknown workload, {summary.failed} unreadable"
+    )
+    return EXIT_OK if summary.imported or not (summary.unmatched or summary.failed) else 1
+
+
+def _read_trace(path: Path) -> Any:
+    data = json.loads(path.read_text())
+    if isinstance(data, dict):  # a saved session or a record: take its trace
+        if "trace" not in data:
+            raise ExplorerError(f"{path}: a JSON object without a 'trace' field is not a trace")
+        return data["trace"]
+    return data
+
+
+def _empty_trace(workload: Any) -> Any:
+    from explorer import _tvm
+
+    return _tvm.trace_to_json(_tvm.Schedule(workload.mod()).trace)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="explorer",
+        description="Schedule Explorer: build, schedule, measure and tune tensor programs.",
+    )
+    sub = parser.add_subparsers(metavar="COMMAND")
+
+    p = sub.add_parser("workloads", help="list operator families and named shapes")
+    p.set_defaults(func=cmd_workloads)
+
+    p = sub.add_parser("show", help="describe a workload: sizes, FLOPs, loop nest, TVMScript")
+    _add_workload_args(p)
+    _add_common(p)
+    p.add_argument("--script", action="store_true", help="also print the TVMScript")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("measure", help="build, run, check and time one schedule")
+    _add_workload_args(p)
+    _add_common(p)
+    p.add_argument("--trace", help="JSON trace or saved session (default: unscheduled)")
+    p.add_argument("--repeat", type=int, default=5, help="timed repeats (default 5)")
+    p.set_defaults(func=cmd_measure)
+
+    p = sub.add_parser("tune", help="search for a fast schedule")
+    _add_workload_args(p)
+    _add_common(p)
+    p.add_argument("--strategy", default="random", help="search strategy (default: random)")
+    p.add_argument("--trials", type=int, default=64, help="trial budget (default 64)")
+    p.add_argument("--seconds", type=float, default=None, help="wall-clock budget")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch", type=int, default=8, help="candidates per batch (default 8)")
+    p.add_argument("--resume", type=int, default=None, metavar="RUN", help="continue a run")
+    p.add_argument("--save-trace", help="write the best trace (JSON) to this file")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_tune)
+
+    p = sub.add_parser("runs", help="list the runs in the database")
+    _add_common(p, target=False)
+    p.set_defaults(func=cmd_runs)
+
+    p = sub.add_parser("export", help="export trials as CSV, JSON Lines or a MetaSchedule DB")
+    _add_common(p, target=False)
+    p.add_argument("--format", choices=("csv", "jsonl", "metaschedule"), default="csv")
+    p.add_argument("--run", type=int, default=None, help="only this run")
+    p.add_argument("out", help="output file (a directory for metaschedule)")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("import", help="import a MetaSchedule JSON database (work_dir)")
+    _add_common(p, target=False)
+    p.add_argument("work_dir")
+    p.set_defaults(func=cmd_import)
+    return parser
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""The ask/tell contract every search strategy implements."""
+
+from __future__ import annotations
+
+import abc
+import inspect
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from explorer.measure._base import Candidate
+from explorer.space import DesignSpace
+from explorer.storage._base import TrialRecord
+from explorer.types import JSON
+
+
+class SearchStrategy(abc.ABC):
+    """Proposes candidates in batches and learns from their measurements.
+
+    Contract (the ``Tuner`` relies on it; ``explorer.testing`` checks it):
+        * ``reset`` is called once before the first ``ask``, with the space, a seeded generator and
+          the trials already stored for this run (empty unless resuming). A strategy must not
+          propose a point it was told about, and must derive all randomness from ``rng``, so a
+          fixed seed reproduces the same proposals.
+        * ``ask(n)`` returns at most ``n`` new candidates; ``[]`` means the strategy has nothing
+          left to propose (space exhausted or converged).
+        * ``tell(records)`` receives the stored trials of the last batch, failures included, in the
+          order the candidates were asked.
+        * Constructor arguments are keyword-only hyper-parameters stored verbatim; ``settings()``
+          returns them for the run's record.
+    """
+
+    name: ClassVar[str] = ""
+
+    def reset(
+        self,
+        space: DesignSpace,
+        *,
+        rng: np.random.Generator,
+        history: Sequence[TrialRecord] = (),
+    ) -> None:
+        self.space = space
+        self.rng = rng
+        self.tell(list(history))
+
+    @abc.abstractmethod
+    def ask(self, n: int) -> list[Candidate]:
+        """Up to ``n`` candidates not proposed before; ``[]`` when exhausted."""
+
+    def tell(self, records: Sequence[TrialRecord]) -> None:  # noqa: B027  (optional hook)
+        """Learn from measured trials (default: nothing)."""
+
+    def predictions(self, candidates: Sequence[Candidate]) -> list[dict[str, float]]:
+        """What the strategy's cost model(s) predicted for candidates it just proposed, by model
+        name, so every prediction is stored beside the measurement (default: none)."""
+        return [{} for _ in candidates]
+
+    def settings(self) -> dict[str, JSON]:
+        """The constructor's hyper-parameters, read back from same-named attributes."""
+        params = inspect.signature(type(self).__init__).parameters
+        return {
+            name: getattr(self, name)
+            for name in params
+            if name != "self" and hasattr(self, name) and _is_jsonable(getattr(self, name))
+        }
+
+
+def _is_jsonable(value: Any) -> bool:
+    return isinstance(value, (str, int, float, bool, type(None), list, tuple, dict))
