@@ -24,6 +24,7 @@ class RandomSearch(SearchStrategy):
     def __init__(self, *, max_misses: int = 200):
         self.max_misses = max_misses
         self._seen: set[str] = set()
+        self._exhausted = False
 
     def tell(self, records: Sequence[TrialRecord]) -> None:
         for r in records:
@@ -32,14 +33,18 @@ class RandomSearch(SearchStrategy):
     def ask(self, n: int) -> list[Candidate]:
         out: list[Candidate] = []
         misses = 0
-        while len(out) < n and misses < self.max_misses:
+        while len(out) < n and not self._exhausted:
             try:
                 sample = self.space.sample(self.rng)
             except SearchError:
+                self._exhausted = True
                 break
             key = decisions_key(sample.candidate.decisions)
             if key in self._seen:
                 misses += 1
+                # Random draws cannot prove a space empty; this many repeats in a row means the
+                # unseen remainder is too small to find, and stays so (ask keeps returning []).
+                self._exhausted = misses >= self.max_misses
                 continue
             self._seen.add(key)
             out.append(sample.candidate)
