@@ -1,0 +1,100 @@
+"""The batch loop end to end: real design space, real measurer, real SQLite file."""
+
+from __future__ import annotations
+
+import pytest
+
+from explorer.errors import SearchError
+from explorer.measure import LocalMeasurer, MeasureConfig
+from explorer.space import decisions_key
+from explorer.storage import get_store
+from explorer.tuner import Tuner
+from explorer.types import MeasureStatus
+from explorer.workloads import get_workload
+
+WORKLOAD = get_workload("matmul", M=32, N=32, K=32)
+
+
+@pytest.fixture(scope="module")
+def measurer():
+    with LocalMeasurer(MeasureConfig(repeat=3, min_repeat_secs=0.002)) as m:
+        yield m
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = get_store(tmp_path / "records.db")
+    yield s
+    s.close()
+
+
+def test_a_run_stores_every_trial_and_reports_a_confirmed_best(measurer, store, cpu_target):
+    progress = []
+    result = Tuner(measurer=measurer, store=store, batch_size=4, confirm_top=2).run(
+        WORKLOAD, cpu_target, "random", max_trials=8, seed=1, on_progress=progress.append
+    )
+    assert result.stopped_because == "budget" and result.num_trials == 8
+    assert [p.num_trials for p in progress] == [4, 8]
+    assert result.run.status == "finished" and result.run.ended_at is not None
+    trials = store.trials(run_id=result.run.id)
+    # 8 search trials, then the 2 best re-measured (same traces, stored as further trials)
+    assert len(trials) == 10
+    assert [t.seq for t in trials] == list(range(10))
+    assert all(t.status is MeasureStatus.OK for t in trials)
+    assert result.best is not None and result.best_secs > 0
+    assert result.best_gflops == pytest.approx(WORKLOAD.flops() / result.best_secs / 1e9)
+    assert result.run.settings["seed"] == 1 and result.run.settings["max_trials"] == 8
+    curve = store.best_so_far(result.run.id)
+    assert list(curve.best_secs) == sorted(curve.best_secs, reverse=True)
+
+
+def test_should_stop_cancels_between_batches_and_keeps_the_records(measurer, store, cpu_target):
+    calls = []
+
+    def stop_after_first_batch() -> bool:
+        calls.append(1)
+        return len(calls) > 1
+
+    result = Tuner(measurer=measurer, store=store, batch_size=3, confirm_top=0).run(
+        WORKLOAD, cpu_target, "random", max_trials=12, should_stop=stop_after_first_batch
+    )
+    assert result.stopped_because == "cancelled"
+    assert result.run.status == "cancelled"
+    assert store.count_trials(run_id=result.run.id) == 3
+
+
+def test_time_budget_stops_the_run(measurer, store, cpu_target):
+    result = Tuner(measurer=measurer, store=store, batch_size=2, confirm_top=0).run(
+        WORKLOAD, cpu_target, "random", max_trials=1000, max_secs=0.0
+    )
+    assert result.stopped_because == "time" and result.num_trials == 0
+
+
+def test_an_interrupted_run_keeps_its_trials_and_resumes_without_repeats(
+    measurer, store, cpu_target
+):
+    def interrupt(progress) -> None:
+        if progress.num_trials >= 4:
+            raise KeyboardInterrupt
+
+    tuner = Tuner(measurer=measurer, store=store, batch_size=2, confirm_top=0)
+    with pytest.raises(KeyboardInterrupt):
+        tuner.run(WORKLOAD, cpu_target, "random", max_trials=10, seed=3, on_progress=interrupt)
+    (run,) = store.runs()
+    assert run.status == "failed"
+    assert store.count_trials(run_id=run.id) == 4
+
+    result = tuner.run(WORKLOAD, cpu_target, "random", max_trials=10, seed=3, resume_run_id=run.id)
+    assert result.num_trials == 10 and result.run.id == run.id
+    keys = [decisions_key(t.candidate.decisions) for t in store.trials(run_id=run.id)]
+    assert len(keys) == 10 and len(set(keys)) == 10
+
+
+def test_resume_refuses_a_different_workload(measurer, store, cpu_target):
+    tuner = Tuner(measurer=measurer, store=store, batch_size=2, confirm_top=0)
+    result = tuner.run(WORKLOAD, cpu_target, "random", max_trials=2)
+    other = get_workload("matmul", M=16, N=16, K=16)
+    with pytest.raises(SearchError, match="cannot be resumed"):
+        tuner.run(other, cpu_target, "random", max_trials=4, resume_run_id=result.run.id)
+    with pytest.raises(SearchError, match="at least 1"):
+        tuner.run(WORKLOAD, cpu_target, "random", max_trials=0)
