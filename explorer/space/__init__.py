@@ -3,5 +3,15 @@
 from __future__ import annotations
 
 from explorer.space._design_space import DesignSpace, Knob, Sample, decisions_key
+from explorer.space._knob_space import KnobDomain, KnobSpace, Point, factorizations
 
-__all__ = ["DesignSpace", "Knob", "Sample", "decisions_key"]
+__all__ = [
+    "DesignSpace",
+    "Knob",
+    "KnobDomain",
+    "KnobSpace",
+    "Point",
+    "Sample",
+    "decisions_key",
+    "factorizations",
+]

@@ -1,0 +1,204 @@
+"""A discrete knob space over MetaSchedule's sketches (AutoTVM's ConfigSpace, rebuilt on TVM 0.27).
+
+Every strategy searches this one space so results are comparable. A point is a sketch plus one
+index per knob into that knob's domain:
+
+* ``SamplePerfectTile(n, max_innermost)``: every ordered ``n``-factorisation of the loop extent
+  whose innermost factor is at most ``max_innermost``. Enumerating them ourselves matters: TVM
+  silently replaces a decision whose product is wrong by ``[1, ..., extent]`` (field guide, §5),
+  so only perfect tilings may ever reach it.
+* ``SampleCategorical``: the indices of its candidates (unroll depth, for instance).
+* ``SampleComputeLocation``: kept at the sketch's own decision; its domain depends on the tiles
+  chosen before it and would need TIR analysis per point (algorithms.md, §0.1).
+
+Index 0 of every tile knob is the sketch's own decision (MetaSchedule's first sample), so the
+all-zero point is a sensible origin for coordinate descent.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from explorer import _tvm
+from explorer.measure._base import Candidate
+from explorer.space._design_space import DesignSpace, Knob
+from explorer.types import JSON
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """A point of the knob space: a sketch and one domain index per knob of that sketch."""
+
+    sketch: int
+    indices: tuple[int, ...]
+
+    def key(self) -> str:
+        return f"{self.sketch}:{','.join(map(str, self.indices))}"
+
+
+@dataclass(frozen=True)
+class KnobDomain:
+    """The values one knob can take, in index order."""
+
+    knob: Knob
+    values: tuple[JSON, ...]
+
+    @property
+    def size(self) -> int:
+        return len(self.values)
+
+
+class KnobSpace:
+    """Points <-> decisions <-> buildable candidates for one workload and target.
+
+    Example:
+        >>> space = KnobSpace(DesignSpace.of(workload, target))  # doctest: +SKIP
+        >>> p = space.random_point(np.random.default_rng(0))
+        >>> space.materialize(p)  # a Candidate, or None when the point is not buildable
+    """
+
+    def __init__(self, design: DesignSpace):
+        self.design = design
+        self.domains: tuple[tuple[KnobDomain, ...], ...] = tuple(
+            tuple(KnobDomain(k, _domain(k)) for k in knobs) for knobs in design.knobs
+        )
+
+    @property
+    def workload(self):  # noqa: ANN201  (Workload; kept short for readers)
+        return self.design.workload
+
+    @property
+    def target(self):  # noqa: ANN201
+        return self.design.target
+
+    @property
+    def num_sketches(self) -> int:
+        return len(self.domains)
+
+    def dims(self, sketch: int) -> tuple[int, ...]:
+        return tuple(d.size for d in self.domains[sketch])
+
+    def size(self, sketch: int | None = None) -> int:
+        """Number of points in one sketch, or in all of them."""
+        if sketch is None:
+            return sum(self.size(s) for s in range(self.num_sketches))
+        return math.prod(self.dims(sketch))
+
+    def origin(self, sketch: int = 0) -> Point:
+        return Point(sketch, (0,) * len(self.domains[sketch]))
+
+    def random_point(self, rng: np.random.Generator) -> Point:
+        """Uniform over all points (sketches weighted by their size)."""
+        sizes = np.array([self.size(s) for s in range(self.num_sketches)], dtype=float)
+        sketch = int(rng.choice(len(sizes), p=sizes / sizes.sum()))
+        return Point(sketch, tuple(int(rng.integers(n)) for n in self.dims(sketch)))
+
+    def decisions(self, point: Point) -> tuple[JSON, ...]:
+        self._check(point)
+        return tuple(
+            d.values[i] for d, i in zip(self.domains[point.sketch], point.indices, strict=True)
+        )
+
+    def point_of(self, sketch: int, decisions: Sequence[JSON]) -> Point | None:
+        """The point whose decisions these are; ``None`` when one lies outside its domain."""
+        domains = self.domains[sketch]
+        if len(decisions) != len(domains):
+            return None
+        indices = []
+        for domain, value in zip(domains, decisions, strict=True):
+            try:
+                indices.append(domain.values.index(_tvm.to_plain(value)))
+            except ValueError:
+                return None
+        return Point(sketch, tuple(indices))
+
+    def materialize(self, point: Point) -> Candidate | None:
+        """Replay the sketch with the point's decisions and run the postprocessors.
+
+        Returns ``None`` when TVM refuses the point (an invalid point is data for a search, not a
+        crash); the candidate carries ``decisions = {"sketch": s, "point": [...], "values": ...}``.
+        """
+        self._check(point)
+        trace = self.design.sketch_trace(point.sketch)
+        insts = list(trace.insts)
+        decisions = {
+            insts[d.knob.inst_index]: v
+            for d, v in zip(self.domains[point.sketch], self.decisions(point), strict=True)
+        }
+        sch = _tvm.Schedule(self.workload.mod())
+        try:
+            _tvm.Trace(insts, decisions).apply_to_schedule(sch, remove_postproc=True)
+        except (_tvm.ScheduleError, ValueError, RuntimeError):
+            return None
+        if not self.design.apply_postprocs(sch):
+            return None
+        return Candidate(
+            workload=self.workload,
+            target=self.target,
+            trace=_tvm.trace_to_json(sch.trace),
+            decisions={
+                "sketch": point.sketch,
+                "point": list(point.indices),
+                "values": list(self.decisions(point)),
+            },
+        )
+
+    def point_of_candidate(self, candidate: Candidate) -> Point | None:
+        """Recover the point of a candidate made by ``materialize`` (or ``None``)."""
+        d = candidate.decisions
+        if isinstance(d, dict) and "sketch" in d and "point" in d:
+            point = Point(int(d["sketch"]), tuple(int(i) for i in d["point"]))
+            return point if self._valid(point) else None
+        return None
+
+    def _valid(self, point: Point) -> bool:
+        return (
+            0 <= point.sketch < self.num_sketches
+            and len(point.indices) == len(self.domains[point.sketch])
+            and all(
+                0 <= i < n for i, n in zip(point.indices, self.dims(point.sketch), strict=True)
+            )
+        )
+
+    def _check(self, point: Point) -> None:
+        if not self._valid(point):
+            raise ValueError(
+                f"{point} is not a point of this space (dims per sketch: "
+                f"{[self.dims(s) for s in range(self.num_sketches)]})"
+            )
+
+
+def _domain(knob: Knob) -> tuple[JSON, ...]:
+    if knob.kind == "SamplePerfectTile":
+        n, max_innermost = int(knob.attrs[0]), int(knob.attrs[1])
+        extent = math.prod(int(x) for x in knob.default)
+        values = [list(f) for f in factorizations(extent, n, max_innermost)]
+        default = [int(x) for x in knob.default]
+        values.remove(default)
+        return (default, *values)
+    if knob.kind == "SampleCategorical":
+        num = len(knob.attrs[0])
+        return (int(knob.default), *(i for i in range(num) if i != int(knob.default)))
+    return (knob.default,)
+
+
+@functools.lru_cache(maxsize=256)
+def factorizations(extent: int, n: int, max_innermost: int) -> tuple[tuple[int, ...], ...]:
+    """Every ordered ``n``-tuple of positive ints with product ``extent`` and last <= the max."""
+    if n == 1:
+        return ((extent,),) if max_innermost <= 0 or extent <= max_innermost else ()
+    out = []
+    for d in _divisors(extent):
+        out.extend((d, *rest) for rest in factorizations(extent // d, n - 1, max_innermost))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=256)
+def _divisors(x: int) -> tuple[int, ...]:
+    small = [d for d in range(1, math.isqrt(x) + 1) if x % d == 0]
+    return tuple(sorted({*small, *(x // d for d in small)}))

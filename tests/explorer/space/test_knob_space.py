@@ -1,0 +1,74 @@
+"""The knob space: only perfect tilings, exact round trips between points, decisions and traces."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from explorer import _tvm
+from explorer.space import DesignSpace, KnobSpace, Point, factorizations
+from explorer.workloads import get_workload
+
+
+@pytest.fixture(scope="module")
+def space(cpu_target):
+    return KnobSpace(DesignSpace.of(get_workload("matmul", M=64, N=48, K=32), cpu_target))
+
+
+@given(st.integers(1, 360), st.integers(1, 4), st.integers(0, 64))
+@settings(max_examples=60, deadline=None)
+def test_factorizations_are_exactly_the_perfect_tilings(extent, n, max_inner):
+    got = factorizations(extent, n, max_inner)
+    assert len(set(got)) == len(got)
+    for f in got:
+        assert len(f) == n and math.prod(f) == extent
+        assert max_inner <= 0 or f[-1] <= max_inner
+    if n == 2 and max_inner <= 0:
+        assert len(got) == sum(1 for d in range(1, extent + 1) if extent % d == 0)
+
+
+def test_the_origin_is_the_sketch_itself(space):
+    for sketch in range(space.num_sketches):
+        origin = space.origin(sketch)
+        defaults = tuple(k.default for k in space.design.knobs[sketch])
+        assert space.decisions(origin) == tuple(_tvm.to_plain(d) for d in defaults)
+
+
+def test_random_points_materialize_to_schedules_carrying_their_decisions(space):
+    rng = np.random.default_rng(0)
+    for _ in range(10):
+        point = space.random_point(rng)
+        cand = space.materialize(point)
+        assert cand is not None
+        assert space.point_of_candidate(cand) == point
+        sch = _tvm.Schedule(space.workload.mod())
+        _tvm.apply_trace_json(cand.trace, sch)
+        replayed = [
+            _tvm.to_plain(sch.trace.get_decision(i))
+            for i in sch.trace.insts
+            if i.kind.name in ("SamplePerfectTile", "SampleCategorical", "SampleComputeLocation")
+        ]
+        assert tuple(replayed) == space.decisions(point)
+        assert space.point_of(point.sketch, replayed) == point
+
+
+def test_dims_count_every_tiling(space):
+    for sketch in range(space.num_sketches):
+        for domain in space.domains[sketch]:
+            if domain.knob.kind == "SamplePerfectTile":
+                n, max_inner = domain.knob.attrs
+                extent = math.prod(domain.values[0])
+                assert domain.size == len(factorizations(extent, n, max_inner))
+    assert space.size() == sum(math.prod(space.dims(s)) for s in range(space.num_sketches))
+
+
+def test_points_outside_the_space_are_refused(space):
+    with pytest.raises(ValueError, match="not a point"):
+        space.materialize(Point(0, (0,)))
+    with pytest.raises(ValueError, match="not a point"):
+        space.decisions(Point(99, space.origin().indices))
+    assert space.point_of(0, [[3, 5, 7, 11]] * len(space.domains[0])) is None
