@@ -18,9 +18,34 @@ from explorer.workloads._base import (
     Workload,
     make_workload,
 )
+from explorer.workloads._batch_matmul import BATCH_MATMUL
+from explorer.workloads._conv2d import CONV2D
+from explorer.workloads._dense import DENSE_BIAS_RELU
+from explorer.workloads._depthwise import DEPTHWISE_CONV2D
+from explorer.workloads._elementwise import ELEMENTWISE_CHAIN
+from explorer.workloads._expr import EXPR, parse_expression
+from explorer.workloads._layer_norm import LAYER_NORM
 from explorer.workloads._matmul import MATMUL
+from explorer.workloads._reduce import REDUCE_SUM
+from explorer.workloads._softmax import SOFTMAX
+from explorer.workloads._transpose import TRANSPOSE
 
-FAMILIES: dict[str, OperatorFamily] = {f.name: f for f in (MATMUL,)}
+FAMILIES: dict[str, OperatorFamily] = {
+    f.name: f
+    for f in (
+        MATMUL,
+        BATCH_MATMUL,
+        DENSE_BIAS_RELU,
+        CONV2D,
+        DEPTHWISE_CONV2D,
+        SOFTMAX,
+        LAYER_NORM,
+        REDUCE_SUM,
+        ELEMENTWISE_CHAIN,
+        TRANSPOSE,
+        EXPR,
+    )
+}
 """Every operator family by name, in the order a catalog shows them."""
 
 
@@ -62,5 +87,6 @@ __all__ = [
     "WorkloadError",
     "get_family",
     "get_workload",
+    "parse_expression",
     "presets",
 ]

@@ -29,7 +29,7 @@ class ShapeParam:
 
     name: str
     default: ParamValue
-    kind: str = "int"  # "int", "choice", "str", "shapes"
+    kind: str = "int"  # "int", "float", "choice", "str", "shapes"
     min: int | None = 1
     max: int | None = 1 << 16
     choices: tuple[ParamValue, ...] = ()
@@ -56,7 +56,66 @@ class ShapeParam:
                     f"{where} must be one of {', '.join(map(repr, self.choices))} (got {value!r})"
                 )
             return value
+        if self.kind == "float":
+            return self._check_float(where, value)
+        if self.kind == "str":
+            if not isinstance(value, str):
+                raise WorkloadError(f"{where} must be a string (got {value!r})")
+            return value
+        if self.kind == "shapes":
+            return _canonical_shapes(where, value, self.max)
         return value
+
+    def _check_float(self, where: str, value: ParamValue) -> float:
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                raise WorkloadError(f"{where} must be a number (got {value!r})") from None
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise WorkloadError(f"{where} must be a number (got {value!r})")
+        value = float(value)
+        if not math.isfinite(value):
+            raise WorkloadError(f"{where} must be finite (got {value!r})")
+        if self.min is not None and value < self.min:
+            raise WorkloadError(f"{where} must be at least {self.min} (got {value})")
+        if self.max is not None and value > self.max:
+            raise WorkloadError(f"{where} must be at most {self.max} (got {value})")
+        return value
+
+
+def _canonical_shapes(
+    where: str, value: ParamValue, max_dim: int | None
+) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """Tensor name -> shape, as a hashable tuple sorted by name (JSON gives lists of pairs)."""
+    if isinstance(value, Mapping):
+        pairs = list(value.items())
+    elif isinstance(value, (list, tuple)) and all(
+        isinstance(v, (list, tuple)) and len(v) == 2 for v in value
+    ):
+        pairs = [tuple(v) for v in value]
+    else:
+        raise WorkloadError(f"{where} must map tensor names to shapes (got {value!r})")
+    out: dict[str, tuple[int, ...]] = {}
+    for name, dims in pairs:
+        if not isinstance(name, str) or not name:
+            raise WorkloadError(f"{where}: tensor names must be non-empty strings (got {name!r})")
+        if name in out:
+            raise WorkloadError(f"{where}: tensor {name!r} is given twice")
+        if not isinstance(dims, (list, tuple)) or any(
+            isinstance(d, bool) or not isinstance(d, (int, np.integer)) for d in dims
+        ):
+            raise WorkloadError(
+                f"{where}: shape of {name!r} must be a tuple of ints (got {dims!r})"
+            )
+        for d in dims:
+            if d < 1 or (max_dim is not None and d > max_dim):
+                raise WorkloadError(
+                    f"{where}: every dimension of {name!r} must be in [1, {max_dim}] "
+                    f"(got {tuple(dims)})"
+                )
+        out[name] = tuple(int(d) for d in dims)
+    return tuple(sorted(out.items()))
 
 
 def dtype_param(default: str = "float32") -> ShapeParam:

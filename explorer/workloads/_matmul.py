@@ -7,7 +7,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from explorer import _tvm
-from explorer.workloads._base import OperatorFamily, Params, ShapeParam, dtype_param
+from explorer.workloads._base import (
+    OperatorFamily,
+    Params,
+    ShapeParam,
+    check_elements,
+    dtype_param,
+)
 
 te = _tvm.te
 
@@ -19,6 +25,13 @@ def _build(p: Params) -> list:
     k = te.reduce_axis((0, K), name="k")
     C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
     return [A, B, C]
+
+
+def _validate(p: Params) -> None:
+    # Tensor names carry the parameter names so the message says which knob to turn down.
+    check_elements("matmul", "A[M, K]", (p["M"], p["K"]))
+    check_elements("matmul", "B[K, N]", (p["K"], p["N"]))
+    check_elements("matmul", "C[M, N]", (p["M"], p["N"]))
 
 
 def _reference(inputs: Sequence[np.ndarray], p: Params) -> np.ndarray:
@@ -37,6 +50,7 @@ MATMUL = OperatorFamily(
     build=_build,
     flops=lambda p: 2 * p["M"] * p["N"] * p["K"],
     reference=_reference,
+    validate=_validate,
     presets={
         "matmul_512": {"M": 512, "N": 512, "K": 512},
         "matmul_1024": {"M": 1024, "N": 1024, "K": 1024},
