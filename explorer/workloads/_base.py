@@ -51,7 +51,9 @@ class ShapeParam:
                 raise WorkloadError(f"{where} must be at most {self.max} (got {value})")
             return value
         if self.kind == "choice":
-            if value not in self.choices:
+            # `True in (0, 1)` holds in Python; a bool is only a valid choice among bools.
+            is_bool_mixup = isinstance(value, bool) != isinstance(self.choices[0], bool)
+            if is_bool_mixup or value not in self.choices:
                 raise WorkloadError(
                     f"{where} must be one of {', '.join(map(repr, self.choices))} (got {value!r})"
                 )

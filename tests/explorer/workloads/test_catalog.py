@@ -375,3 +375,16 @@ def test_every_param_has_help_and_a_valid_default() -> None:
             assert p.help, (family.name, p.name)
             p.check(family.name, p.default)
         assert math.isfinite(family.rtol)
+
+
+def test_a_bool_is_not_taken_for_an_integer_choice():
+    from explorer.workloads import FAMILIES
+
+    family, param = next(
+        (f, p)
+        for f in FAMILIES.values()
+        for p in f.params
+        if p.kind == "choice" and 1 in p.choices and all(type(c) is int for c in p.choices)
+    )
+    with pytest.raises(WorkloadError, match=param.name):
+        get_workload(family.name, **{param.name: True})
