@@ -1,0 +1,80 @@
+"""Where runs and trials are kept: the ``RecordStore`` contract, the SQLite store, and the
+MetaSchedule, CSV and JSON Lines import/export formats.
+
+``get_store`` turns ``None``, a path, ``":memory:"`` or a store into a ``RecordStore`` (Optuna's
+``get_storage``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from explorer.storage._base import BestSoFar, NewTrial, RecordStore, RunInfo, TrialRecord
+from explorer.storage._environment import environment
+from explorer.storage._export import export_csv, export_jsonl
+from explorer.storage._metaschedule import ImportSummary, export_metaschedule, import_metaschedule
+from explorer.storage._sqlite import SCHEMA_VERSION, SQLiteStore
+
+ENV_VAR = "EXPLORER_DB"
+"""The environment variable naming the default database file."""
+
+
+def default_store_path() -> Path:
+    """The database used when none is given: ``$EXPLORER_DB``, else ``~/.explorer/records.db``."""
+    value = os.environ.get(ENV_VAR)
+    if value:
+        return Path(value).expanduser()
+    return Path.home() / ".explorer" / "records.db"
+
+
+def get_store(store: None | str | Path | RecordStore = None) -> RecordStore:
+    """Coerce what a caller passed into a ``RecordStore``.
+
+    Args:
+        store: ``None`` for the default file (``default_store_path()``); a path for an SQLite file
+            (created if missing); ``":memory:"`` for a private in-memory database that any
+            thread may use; or a ``RecordStore``, returned unchanged.
+
+    Returns:
+        The store.
+
+    Raises:
+        StoreError: The file is corrupt, not a record database, or of a newer schema.
+        TypeError: ``store`` is none of the above.
+
+    Example:
+        >>> from explorer.storage import get_store
+        >>> store = get_store(":memory:")
+        >>> get_store(store) is store
+        True
+    """
+    if isinstance(store, RecordStore):
+        return store
+    if store is None:
+        return SQLiteStore(default_store_path())
+    if isinstance(store, (str, Path)):
+        return SQLiteStore(store)
+    raise TypeError(
+        f"store must be None, a path, ':memory:' or a RecordStore (got {type(store).__name__})"
+    )
+
+
+__all__ = [
+    "ENV_VAR",
+    "SCHEMA_VERSION",
+    "BestSoFar",
+    "ImportSummary",
+    "NewTrial",
+    "RecordStore",
+    "RunInfo",
+    "SQLiteStore",
+    "TrialRecord",
+    "default_store_path",
+    "environment",
+    "export_csv",
+    "export_jsonl",
+    "export_metaschedule",
+    "get_store",
+    "import_metaschedule",
+]

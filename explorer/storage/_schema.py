@@ -1,0 +1,82 @@
+"""The record database's schema: its identity in the SQLite header and its forward migrations."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+APPLICATION_ID = 0x53457852
+"""``PRAGMA application_id`` of every record database (ASCII ``SExR``), so that a foreign SQLite
+file is recognised before anything is written to it."""
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+"""The first 16 bytes of every SQLite database file."""
+
+# Forward-only migrations: MIGRATIONS[v] takes a version-v database to version v + 1. They run
+# inside the opening transaction, so a file is always at exactly one version. Never edit a
+# released migration; append a new one.
+
+
+def _migrate_to_v1(conn: sqlite3.Connection) -> None:
+    statements = (
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        """CREATE TABLE runs (
+            id INTEGER PRIMARY KEY,
+            workload_key TEXT NOT NULL,
+            workload_json TEXT NOT NULL,
+            target_key TEXT NOT NULL,
+            target_json TEXT NOT NULL,
+            strategy TEXT NOT NULL,
+            settings_json TEXT NOT NULL,
+            environment_json TEXT NOT NULL,
+            started_at REAL NOT NULL,
+            ended_at REAL,
+            status TEXT NOT NULL DEFAULT 'running')""",
+        """CREATE TABLE trials (
+            id INTEGER PRIMARY KEY,
+            run_id INTEGER NOT NULL REFERENCES runs(id),
+            seq INTEGER NOT NULL,
+            workload_key TEXT NOT NULL,
+            target_key TEXT NOT NULL,
+            trace_json TEXT NOT NULL,
+            decisions_json TEXT,
+            status TEXT NOT NULL,
+            run_secs_json TEXT NOT NULL,
+            median_secs REAL,
+            gflops REAL,
+            flops INTEGER NOT NULL,
+            build_secs REAL,
+            error_msg TEXT,
+            predicted_json TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            UNIQUE (run_id, seq))""",
+        # (run_id, seq) is covered by the UNIQUE constraint: per-run listing, max(seq) and the
+        # best-so-far window all walk that index.
+        "CREATE INDEX runs_by_workload ON runs (workload_key, target_key)",
+        "CREATE INDEX trials_by_workload ON trials (workload_key, target_key)",
+        # Partial: best() only ever looks at successful trials, already sorted by latency.
+        "CREATE INDEX trials_best ON trials (workload_key, target_key, median_secs) "
+        "WHERE status = 'ok'",
+        # Append-only is enforced by the database itself, so that no code path (or a stray
+        # sqlite3 shell) can rewrite history.
+        "CREATE TRIGGER trials_no_update BEFORE UPDATE ON trials "
+        "BEGIN SELECT RAISE(ABORT, 'trials are append-only'); END",
+        "CREATE TRIGGER trials_no_delete BEFORE DELETE ON trials "
+        "BEGIN SELECT RAISE(ABORT, 'trials are append-only'); END",
+        "CREATE TRIGGER runs_no_delete BEFORE DELETE ON runs "
+        "BEGIN SELECT RAISE(ABORT, 'runs are append-only'); END",
+        "CREATE TRIGGER runs_fixed_columns BEFORE UPDATE OF id, workload_key, workload_json, "
+        "target_key, target_json, strategy, settings_json, environment_json, started_at ON runs "
+        "BEGIN SELECT RAISE(ABORT, 'only a run''s ended_at and status may change'); END",
+    )
+    for sql in statements:
+        conn.execute(sql)
+
+
+def _migrate_to_v2(conn: sqlite3.Connection) -> None:
+    # MeasureResult.num_threads was not stored by v1; old trials read back as None.
+    conn.execute("ALTER TABLE trials ADD COLUMN num_threads INTEGER")
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_migrate_to_v1, _migrate_to_v2)
+SCHEMA_VERSION = len(MIGRATIONS)

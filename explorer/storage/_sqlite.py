@@ -1,0 +1,539 @@
+"""The embedded record database: one SQLite file in WAL mode, shared by threads and processes."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from explorer.errors import StoreError
+from explorer.storage._base import BestSoFar, NewTrial, RecordStore, RunInfo, TrialRecord
+from explorer.storage._codec import (
+    GC_PAUSE_ROWS,
+    decode_trial,
+    dumps,
+    encode_trial,
+    filters,
+    gc_paused,
+    snapshot,
+)
+from explorer.storage._environment import environment as _environment
+from explorer.storage._schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION, SQLITE_MAGIC
+from explorer.target import Target
+from explorer.types import JSON, MeasureStatus
+from explorer.workloads import Workload
+
+logger = logging.getLogger(__name__)
+
+END_STATUSES = ("finished", "cancelled", "failed")
+_TRIAL_COLUMNS = (
+    "id, run_id, seq, trace_json, decisions_json, status, run_secs_json, build_secs, error_msg, "
+    "flops, num_threads, predicted_json, created_at"
+)
+_RUN_COLUMNS = (
+    "id, workload_json, target_json, strategy, settings_json, environment_json, started_at, "
+    "ended_at, status"
+)
+
+
+class SQLiteStore(RecordStore):
+    """A ``RecordStore`` in one SQLite file (the embedded default).
+
+    Several processes may read and write the same file at once: the file is in WAL mode, writers
+    wait up to ``timeout_secs`` for each other, and every ``add_trials`` batch is one
+    ``BEGIN IMMEDIATE`` transaction, so a process killed mid-batch leaves the previous batches
+    intact and none of the interrupted one. Commits use ``synchronous=NORMAL``: they survive the
+    process crashing; a power cut may roll back the last commits but never corrupts the file.
+
+    Within one process, one connection is shared by all threads and guarded by a lock. Queries
+    take milliseconds, and the alternative for ``":memory:"`` (per-thread connections to a
+    shared-cache database) fails with ``SQLITE_LOCKED`` instead of waiting.
+
+    A file that is not SQLite, or is SQLite but not a record database, or has a schema newer than
+    this code, raises ``StoreError`` and is left untouched. Older schemas are migrated forward.
+
+    Subscribers see only the batches written through this object, not other processes' writes.
+
+    Args:
+        path: The database file (created with its parent directories if missing), or
+            ``":memory:"`` for a private in-memory database.
+        timeout_secs: How long a writer waits for another process's transaction to finish.
+
+    Raises:
+        StoreError: The file cannot be used (see above).
+
+    Example:
+        >>> from explorer.storage import SQLiteStore
+        >>> with SQLiteStore(":memory:") as store:
+        ...     store.count_trials()
+        0
+    """
+
+    def __init__(self, path: str | Path, *, timeout_secs: float = 30.0) -> None:
+        self._path = str(path)
+        self._is_memory = self._path == ":memory:"
+        self._timeout_secs = float(timeout_secs)
+        self._lock = threading.RLock()
+        self._subscribers: dict[int, Callable[[list[TrialRecord]], None]] = {}
+        self._next_token = 0
+        # Runs never change workload or target, so their decoded objects can be cached forever.
+        self._run_objects: dict[int, tuple[Workload, Target]] = {}
+        self._workloads: dict[str, Workload] = {}
+        self._targets: dict[str, Target] = {}
+        self._conn: sqlite3.Connection | None = self._open()
+
+    @property
+    def path(self) -> str:
+        """The database file (or ``":memory:"``)."""
+        return self._path
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self._path!r})"
+
+    # -- opening ------------------------------------------------------------------------------
+    def _corrupt(self) -> StoreError:
+        return StoreError(f"{self._path} is not a database (file is corrupt or not SQLite)")
+
+    def _open(self) -> sqlite3.Connection:
+        if not self._is_memory:
+            self._check_file()
+        try:
+            conn = sqlite3.connect(
+                self._path,
+                timeout=self._timeout_secs,
+                isolation_level=None,  # explicit BEGIN/COMMIT only
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open {self._path}: {exc}") from exc
+        try:
+            self._prepare(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _check_file(self) -> None:
+        file = Path(self._path)
+        if file.is_dir():
+            raise StoreError(f"{self._path} is a directory, not a record database")
+        if file.exists() and file.stat().st_size > 0:
+            # Decide from the header alone: sqlite3 would not refuse a random file until its
+            # first query, and setting WAL mode is a write.
+            with open(file, "rb") as fh:
+                if fh.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
+                    raise self._corrupt()
+        else:
+            file.parent.mkdir(parents=True, exist_ok=True)
+
+    def _probe(self, conn: sqlite3.Connection) -> int:
+        """The schema version of an empty (0) or our own database; raise for anything else.
+
+        Called inside a transaction, so that its reads see one snapshot: outside one, another
+        process could commit its newly created tables between the two reads.
+        """
+        try:
+            (app_id,) = conn.execute("PRAGMA application_id").fetchone()
+            (num_objects,) = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            if app_id == 0 and num_objects == 0:
+                return 0
+            if app_id != APPLICATION_ID:
+                raise StoreError(
+                    f"{self._path} is an SQLite database but not a Schedule Explorer record "
+                    f"database (application_id {app_id:#010x}, {num_objects} schema objects); "
+                    "it was left untouched"
+                )
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except sqlite3.DatabaseError as exc:
+            if _is_corrupt(exc):
+                raise self._corrupt() from exc
+            raise
+        if row is None:
+            raise StoreError(f"{self._path}: record database without a schema version")
+        version = int(row[0])
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self._path} has schema version {version}, newer than this code supports "
+                f"(version {SCHEMA_VERSION}); upgrade schedule-explorer to open it"
+            )
+        return version
+
+    def _prepare(self, conn: sqlite3.Connection) -> None:
+        conn.execute(f"PRAGMA busy_timeout = {int(self._timeout_secs * 1000)}")
+        # While another process creates the file and switches it to WAL, SQLite answers some
+        # steps with SQLITE_BUSY without calling the busy handler, so opening retries itself.
+        deadline = time.monotonic() + self._timeout_secs
+        delay = 0.002
+        while True:
+            try:
+                return self._prepare_once(conn)
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if _is_corrupt(exc):
+                    raise self._corrupt() from exc
+                if not _is_busy(exc) or time.monotonic() > deadline:
+                    raise StoreError(f"cannot open {self._path}: {exc}") from exc
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            time.sleep(delay)
+            delay = min(2 * delay, 0.1)
+
+    def _prepare_once(self, conn: sqlite3.Connection) -> None:
+        # Step 1. Refuse foreign, corrupt and too-new files before writing anything.
+        conn.execute("BEGIN")
+        version = self._probe(conn)
+        conn.execute("ROLLBACK")  # end the read snapshot
+        # Step 2. Connection settings (WAL is persistent in the file; the others are not).
+        if not self._is_memory:
+            (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            if mode.lower() != "wal":
+                logger.warning("%s: WAL mode unavailable (journal_mode=%s)", self._path, mode)
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        if version == SCHEMA_VERSION:
+            return
+        # Step 3. Migrate under the write lock, re-reading the version: another process may
+        # have created or migrated the file since the probe.
+        conn.execute("BEGIN IMMEDIATE")
+        version = self._probe(conn)
+        for migrate in MIGRATIONS[version:]:
+            migrate(conn)
+        if version == 0:
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+            (str(SCHEMA_VERSION),),
+        )
+        conn.execute("COMMIT")
+        if version:
+            logger.info("%s: migrated schema %d -> %d", self._path, version, SCHEMA_VERSION)
+
+    # -- connection helpers -------------------------------------------------------------------
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreError(f"{self!r} is closed")
+        return self._conn
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                yield self._connection()
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self._path}: {exc}") from exc
+
+    @contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` transaction: the write lock is taken up front, so the
+        ``max(seq) + 1`` read inside it cannot race another process."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self._path}: cannot start a transaction: {exc}") from exc
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise StoreError(f"{self._path}: {exc}") from exc
+                raise
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    # -- runs ---------------------------------------------------------------------------------
+    def create_run(
+        self,
+        workload: Workload,
+        target: Target,
+        strategy: str,
+        *,
+        settings: Mapping[str, JSON] | None = None,
+        environment: Mapping[str, JSON] | None = None,
+    ) -> RunInfo:
+        if not isinstance(workload, Workload):
+            raise TypeError(f"workload must be a Workload (got {type(workload).__name__})")
+        if not isinstance(target, Target):
+            raise TypeError(f"target must be a Target (got {type(target).__name__})")
+        if not isinstance(strategy, str) or not strategy:
+            raise ValueError(f"strategy must be a non-empty string (got {strategy!r})")
+        settings_json = dumps(dict(settings or {}), "settings")
+        env_json = dumps(dict(_environment() if environment is None else environment), "env")
+        workload_json = dumps(workload.to_json(), "workload")
+        target_json = dumps(target.to_json(), "target")
+        now = time.time()
+        with self._writing() as conn:
+            cur = conn.execute(
+                "INSERT INTO runs (workload_key, workload_json, target_key, target_json, "
+                "strategy, settings_json, environment_json, started_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    workload.key(),
+                    workload_json,
+                    target.key(),
+                    target_json,
+                    strategy,
+                    settings_json,
+                    env_json,
+                    now,
+                ),
+            )
+            run_id = int(cur.lastrowid or 0)
+        return self._decode_run(
+            (run_id, workload_json, target_json, strategy, settings_json, env_json, now, None,
+             "running")
+        )  # fmt: skip
+
+    def finish_run(self, run_id: int, status: str = "finished") -> RunInfo:
+        """Mark a run ended; ``ValueError`` for an unknown status.
+
+        A run that was resumed (trials added after it ended) may be finished again: its end
+        time and status are overwritten, nothing else.
+        """
+        if status not in END_STATUSES:
+            raise ValueError(f"finish_run status must be one of {END_STATUSES} (got {status!r})")
+        with self._writing() as conn:
+            sql = "UPDATE runs SET ended_at = ?, status = ? WHERE id = ?"
+            if conn.execute(sql, (time.time(), status, run_id)).rowcount == 0:
+                raise KeyError(run_id)
+        return self.get_run(run_id)
+
+    def get_run(self, run_id: int) -> RunInfo:
+        with self._reading() as conn:
+            sql = f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?"
+            row = conn.execute(sql, (run_id,)).fetchone()
+        if row is None:
+            raise KeyError(run_id)
+        return self._decode_run(row)
+
+    def runs(
+        self,
+        *,
+        workload: Workload | None = None,
+        target: Target | None = None,
+        strategy: str | None = None,
+    ) -> list[RunInfo]:
+        where, args = filters(workload=workload, target=target, strategy=strategy)
+        with self._reading() as conn:
+            rows = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs{where} ORDER BY id", args)
+            rows = rows.fetchall()
+        return [self._decode_run(row) for row in rows]
+
+    # -- trials -------------------------------------------------------------------------------
+    def add_trials(self, run_id: int, trials: Sequence[NewTrial]) -> list[TrialRecord]:
+        """Store a batch in one transaction.
+
+        Trials are stored against their run's workload and target: a trial whose workload or
+        target key differs from the run's is refused, and returned records carry the run's
+        ``Workload`` and ``Target`` objects (which may differ from the trial's in fields outside
+        the key, such as a target's cache sizes or display name).
+
+        Raises:
+            KeyError: There is no run ``run_id``.
+            ValueError: A trial's workload or target key differs from its run's, or its trace,
+                decisions or predictions are not JSON-serialisable.
+        """
+        trials = list(trials)
+        if not trials:
+            return []
+        run = self.get_run(run_id)
+        rows = [encode_trial(run, i, trial) for i, trial in enumerate(trials)]
+        now = time.time()
+        keys = (run.workload.key(), run.target.key())
+        with self._writing() as conn:
+            (first_seq,) = conn.execute(
+                "SELECT COALESCE(MAX(seq) + 1, 0) FROM trials WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            ids = []
+            for i, row in enumerate(rows):
+                cur = conn.execute(
+                    "INSERT INTO trials (run_id, seq, workload_key, target_key, trace_json, "
+                    "decisions_json, status, run_secs_json, median_secs, gflops, flops, "
+                    "build_secs, error_msg, num_threads, predicted_json, created_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (run_id, first_seq + i, *keys, *row, now),
+                )
+                ids.append(int(cur.lastrowid or 0))
+        records = [
+            snapshot(trial_id, run, first_seq + i, rows[i], now) for i, trial_id in enumerate(ids)
+        ]
+        self._notify(records)
+        return records
+
+    def get_trial(self, trial_id: int) -> TrialRecord:
+        with self._reading() as conn:
+            row = conn.execute(
+                f"SELECT {_TRIAL_COLUMNS} FROM trials WHERE id = ?", (trial_id,)
+            ).fetchone()
+        if row is None:
+            raise KeyError(trial_id)
+        return self._decode_trials([row])[0]
+
+    def trials(
+        self,
+        *,
+        run_id: int | None = None,
+        workload: Workload | None = None,
+        target: Target | None = None,
+        status: MeasureStatus | None = None,
+        limit: int | None = None,
+    ) -> list[TrialRecord]:
+        where, args = filters(run_id=run_id, workload=workload, target=target, status=status)
+        # Within a run, seq order is insertion order and follows the (run_id, seq) index.
+        sql = f"SELECT {_TRIAL_COLUMNS} FROM trials{where} ORDER BY "
+        sql += "seq" if run_id is not None else "id"
+        if limit is not None:
+            if limit < 0:
+                raise ValueError(f"limit must be >= 0 (got {limit})")
+            sql += " LIMIT ?"
+            args.append(limit)
+        with self._reading() as conn:
+            rows = conn.execute(sql, args).fetchall()
+        return self._decode_trials(rows)
+
+    def count_trials(self, *, run_id: int | None = None) -> int:
+        where, args = filters(run_id=run_id)
+        with self._reading() as conn:
+            (count,) = conn.execute(f"SELECT count(*) FROM trials{where}", args).fetchone()
+        return int(count)
+
+    def best(self, workload: Workload, target: Target, k: int = 1) -> list[TrialRecord]:
+        if k < 0:
+            raise ValueError(f"k must be >= 0 (got {k})")
+        # The literal status = 'ok' lets SQLite use the partial index trials_best.
+        sql = (
+            f"SELECT {_TRIAL_COLUMNS} FROM trials WHERE workload_key = ? AND target_key = ? "
+            "AND status = 'ok' AND median_secs IS NOT NULL ORDER BY median_secs, id LIMIT ?"
+        )
+        with self._reading() as conn:
+            rows = conn.execute(sql, (workload.key(), target.key(), k)).fetchall()
+        return self._decode_trials(rows)
+
+    def best_so_far(self, run_id: int) -> BestSoFar:
+        started_at = self.get_run(run_id).started_at
+        # Failures count as +inf (9e999 is SQLite's spelling of it), so the curve stays at inf
+        # until the first success and every seq has a point.
+        sql = (
+            "SELECT seq, created_at, MIN(CASE WHEN status = 'ok' AND median_secs IS NOT NULL "
+            "THEN median_secs ELSE 9e999 END) OVER (ORDER BY seq ROWS UNBOUNDED PRECEDING) "
+            "FROM trials WHERE run_id = ? ORDER BY seq"
+        )
+        with self._reading() as conn:
+            rows = conn.execute(sql, (run_id,)).fetchall()
+        return BestSoFar(
+            run_id=run_id,
+            seq=tuple(int(r[0]) for r in rows),
+            elapsed_secs=tuple(float(r[1]) - started_at for r in rows),
+            best_secs=tuple(float(r[2]) for r in rows),
+        )
+
+    # -- events -------------------------------------------------------------------------------
+    def subscribe(self, callback: Callable[[list[TrialRecord]], None]) -> Callable[[], None]:
+        if not callable(callback):
+            raise TypeError(f"callback must be callable (got {callback!r})")
+        with self._lock:
+            token = self._next_token
+            self._next_token += 1
+            self._subscribers[token] = callback
+
+        def unsubscribe() -> None:
+            with self._lock:
+                self._subscribers.pop(token, None)
+
+        return unsubscribe
+
+    def _notify(self, records: list[TrialRecord]) -> None:
+        with self._lock:
+            callbacks = list(self._subscribers.values())
+        for callback in callbacks:
+            try:
+                callback(list(records))  # a copy each: one subscriber cannot edit another's list
+            except Exception:
+                logger.exception("record store subscriber %r raised; ignored", callback)
+
+    # -- decoding -----------------------------------------------------------------------------
+    def _workload(self, text: str) -> Workload:
+        workload = self._workloads.get(text)
+        if workload is None:
+            workload = self._workloads[text] = Workload.from_json(json.loads(text))
+        return workload
+
+    def _target(self, text: str) -> Target:
+        target = self._targets.get(text)
+        if target is None:
+            target = self._targets[text] = Target.from_json(json.loads(text))
+        return target
+
+    def _decode_run(self, row: Sequence[Any]) -> RunInfo:
+        run_id, workload_json, target_json, strategy, settings, env, started, ended, status = row
+        workload, target = self._workload(workload_json), self._target(target_json)
+        with self._lock:
+            self._run_objects[int(run_id)] = (workload, target)
+        return RunInfo(
+            id=int(run_id),
+            workload=workload,
+            target=target,
+            strategy=strategy,
+            settings=json.loads(settings),
+            environment=json.loads(env),
+            started_at=float(started),
+            ended_at=None if ended is None else float(ended),
+            status=status,
+        )
+
+    def _objects_for(self, run_ids: Iterable[int]) -> dict[int, tuple[Workload, Target]]:
+        with self._lock:
+            missing = sorted(set(run_ids) - set(self._run_objects))
+        if missing:
+            marks = ",".join("?" * len(missing))
+            with self._reading() as conn:
+                rows = conn.execute(
+                    f"SELECT {_RUN_COLUMNS} FROM runs WHERE id IN ({marks})", missing
+                ).fetchall()
+            for row in rows:
+                self._decode_run(row)
+        with self._lock:
+            return dict(self._run_objects)
+
+    def _decode_trials(self, rows: Sequence[Sequence[Any]]) -> list[TrialRecord]:
+        objects = self._objects_for({row[1] for row in rows})
+        if len(rows) < GC_PAUSE_ROWS:
+            return [decode_trial(row, objects) for row in rows]
+        with gc_paused():
+            return [decode_trial(row, objects) for row in rows]
+
+
+def _error_name(exc: sqlite3.Error) -> str:
+    name = getattr(exc, "sqlite_errorname", None)  # Python 3.11+
+    if name:
+        return str(name)
+    text = str(exc).lower()  # Python 3.10: only the message
+    if "locked" in text or "busy" in text:
+        return "SQLITE_BUSY"
+    if "not a database" in text or "malformed" in text:
+        return "SQLITE_NOTADB"
+    return ""
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    return _error_name(exc).startswith(("SQLITE_BUSY", "SQLITE_LOCKED"))
+
+
+def _is_corrupt(exc: sqlite3.Error) -> bool:
+    return _error_name(exc).startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT"))
