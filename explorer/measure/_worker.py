@@ -1,0 +1,247 @@
+"""A measurement worker process: ``python -m explorer.measure._worker --role build|run``.
+
+The parent (``explorer.measure._pool``) starts a few of these once and reuses them. Everything
+that could take a process down (TVM's compiler, the generated kernels) runs here, never in the
+caller, which may be a notebook kernel.
+
+Protocol: the parent writes requests to the worker's stdin and reads replies from its stdout,
+one pickled ``dict`` per message, each preceded by its length as an 8-byte big-endian integer.
+The worker answers every request with exactly one reply, in order, and announces itself first
+with ``{"ok": True, "ready": True, "pid": ...}`` once TVM is imported, so that start-up time is
+never charged to a candidate's timeout. Requests (``op``):
+
+* ``build``: rebuild the workload's module (cached by ``Workload.mod``), replay the JSON trace,
+  compile for the target and ``export_library`` to ``path``. Reply ``build_secs`` or an error
+  with ``stage`` = ``"apply"`` (the trace does not replay) or ``"compile"``.
+* ``run``: load the shared library (cached), run once on ``Workload.random_inputs(seed)`` and
+  compare with the NumPy reference (cached) -- ``stage="wrong"`` on a mismatch -- then time it
+  with ``time_evaluator``. Reply ``run_secs`` (one per repeat) and ``num_threads``.
+* ``call``: run ``"module:function"`` with ``args``/``kwargs`` and reply its ``value``.
+  Diagnostics and tests only (``explorer.testing.hooks``).
+* ``exit``: leave. End of input means the same.
+
+File descriptor 1 is redirected to stderr after the protocol stream is set aside, so stray
+output from TVM or LLVM cannot corrupt the message stream.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import importlib
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+import numpy as np
+
+from explorer import _tvm
+from explorer.measure._protocol import read_message, write_message
+from explorer.target import Target
+from explorer.workloads import FAMILIES, OperatorFamily, Workload
+
+MAX_ERROR_CHARS = 16_000  # TVM's diagnostics print the whole module; keep them, within reason
+_MODULE_CACHE_SIZE = 16
+_REFERENCE_CACHE_SIZE = 8
+
+
+# -- worker state -----------------------------------------------------------------------------
+class _Worker:
+    def __init__(self, role: str, memory_limit_bytes: int) -> None:
+        self.role = role
+        self.memory_limit_bytes = memory_limit_bytes
+        self.tvm = _tvm
+        self.targets: dict[str, Any] = {}
+        self.modules: collections.OrderedDict[str, Any] = collections.OrderedDict()
+        self.references: collections.OrderedDict[tuple[str, int], Any] = collections.OrderedDict()
+
+    def handle(self, req: dict[str, Any]) -> dict[str, Any]:
+        op = req.get("op")
+        if op == "build":
+            return self.build(req)
+        if op == "run":
+            return self.run(req)
+        if op == "call":
+            return self.call(req)
+        return {"ok": False, "stage": "protocol", "error": f"unknown request {op!r}"}
+
+    # -- helpers ------------------------------------------------------------------------------
+    def workload(self, req: dict[str, Any]) -> Any:
+        # A family defined outside the catalog (e.g. explorer.testing.hooks) is adopted from
+        # the module that defines it; the caller may have registered it only for a while.
+        name = req["workload"].get("family")
+        if req.get("family_module") and name not in FAMILIES:
+            module = importlib.import_module(req["family_module"])
+            for value in vars(module).values():
+                if isinstance(value, OperatorFamily) and value.name == name:
+                    FAMILIES[name] = value
+                    break
+        return Workload.from_json(req["workload"])
+
+    def target(self, spec: dict[str, Any]) -> Any:
+        key = repr(sorted(spec.items()))
+        if key not in self.targets:
+            self.targets[key] = Target.from_json(spec).to_tvm()
+        return self.targets[key]
+
+    # -- operations ---------------------------------------------------------------------------
+    def build(self, req: dict[str, Any]) -> dict[str, Any]:
+        tvm = self.tvm
+        start = time.perf_counter()
+        workload = self.workload(req)
+        sch = tvm.Schedule(workload.mod())
+        try:
+            tvm.apply_trace_json(req["trace"], sch)
+        except Exception as exc:  # noqa: BLE001  (any failure to replay is the candidate's)
+            return {"ok": False, "stage": "apply", "error": _message(exc)}
+        try:
+            executable = tvm.compile_mod(sch.mod, self.target(req["target"]))
+            executable.export_library(req["path"])
+        except Exception as exc:  # noqa: BLE001
+            return {"ok": False, "stage": "compile", "error": _message(exc)}
+        return {"ok": True, "build_secs": time.perf_counter() - start}
+
+    def load(self, path: str) -> Any:
+        module = self.modules.pop(path, None)
+        if module is None:
+            module = self.tvm.tvm.runtime.load_module(path)
+        self.modules[path] = module
+        while len(self.modules) > _MODULE_CACHE_SIZE:
+            self.modules.popitem(last=False)
+        return module
+
+    def reference(self, workload: Any, seed: int, check: bool) -> tuple[list[Any], Any]:
+        key = (workload.key(), seed)
+        entry = self.references.pop(key, None)
+        if entry is None or (check and entry[1] is None):
+            inputs = workload.random_inputs(seed)
+            entry = (inputs, workload.reference(inputs) if check else None)
+        self.references[key] = entry
+        while len(self.references) > _REFERENCE_CACHE_SIZE:
+            self.references.popitem(last=False)
+        return entry
+
+    def run(self, req: dict[str, Any]) -> dict[str, Any]:
+        tvm = self.tvm.tvm
+        workload = self.workload(req)
+        check = bool(req.get("check", True))
+        try:
+            module = self.load(req["path"])
+            inputs, expected = self.reference(workload, int(req.get("seed", 0)), check)
+            dev = tvm.cpu(0)
+            shape, dtype = workload.output_spec()
+            # NaN (not zeros) in the output buffer, so a kernel that skips elements is caught.
+            fill = np.nan if np.dtype(dtype).kind == "f" else 0
+            out = tvm.runtime.tensor(np.full(shape, fill, dtype=dtype), dev)
+            args = [tvm.runtime.tensor(x, dev) for x in inputs] + [out]
+            if check:
+                module["main"](*args)
+                mismatch = workload.check_output(out.numpy(), expected)
+                if mismatch is not None:
+                    return {"ok": False, "stage": "wrong", "error": mismatch}
+            timer = module.time_evaluator(
+                "main",
+                dev,
+                number=1,  # grown by TVM until one repeat lasts min_repeat_ms
+                repeat=int(req["repeat"]),
+                min_repeat_ms=int(round(float(req["min_repeat_secs"]) * 1000)),
+                cooldown_interval_ms=0,
+                repeats_to_cooldown=1,
+                cache_flush_bytes=int(req.get("cache_flush_bytes", 0)),
+            )
+            result = timer(*args)
+            run_secs = [float(x) for x in result.results]
+        except Exception as exc:  # noqa: BLE001
+            msg = _message(exc)
+            if isinstance(exc, MemoryError) or "alloc" in msg.lower():
+                limit = self.memory_limit_bytes >> 20
+                msg += f"\n(allocation failed under the worker's memory limit of {limit} MiB)"
+            return {"ok": False, "stage": "run", "error": msg}
+        return {"ok": True, "run_secs": run_secs, "num_threads": int(tvm.runtime.num_threads())}
+
+    def call(self, req: dict[str, Any]) -> dict[str, Any]:
+        module_name, _, func_name = str(req["target"]).partition(":")
+        try:
+            func = getattr(importlib.import_module(module_name), func_name)
+            value = func(*req.get("args", ()), **req.get("kwargs", {}))
+        except Exception as exc:  # noqa: BLE001
+            return {"ok": False, "stage": "call", "error": _message(exc)}
+        return {"ok": True, "value": value}
+
+
+def _message(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    if len(text) > MAX_ERROR_CHARS:
+        half = MAX_ERROR_CHARS // 2
+        text = f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[-half:]}"
+    return text
+
+
+def _limit_memory(limit_bytes: int) -> None:
+    """A second line behind the parent's RSS polling: refuse allocations far past the limit.
+
+    RLIMIT_DATA counts reserved (not only touched) memory, and TVM plus LLVM already reserve a
+    lot, so the cap is the current data size plus twice the limit. The parent's poll catches the
+    normal case precisely; this catches one huge allocation that the poll would only see late.
+    """
+    if limit_bytes <= 0:
+        return
+    try:
+        import resource
+
+        with open("/proc/self/status") as fh:
+            vm_data = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmData"))
+        soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+        cap = vm_data + 2 * limit_bytes
+        if hard != resource.RLIM_INFINITY:
+            cap = min(cap, hard)
+        resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
+    except (OSError, ValueError, StopIteration, ImportError):
+        pass  # not Linux, or not allowed: the parent's RSS poll still applies
+
+
+def _watch_parent(parent_pid: int) -> None:
+    """Exit when the parent is gone, even while a hung kernel keeps the main thread busy."""
+
+    def loop() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent_pid:
+                os._exit(3)
+
+    threading.Thread(target=loop, name="parent-watch", daemon=True).start()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m explorer.measure._worker")
+    parser.add_argument("--role", choices=("build", "run"), required=True)
+    parser.add_argument("--memory-limit-bytes", type=int, default=0)
+    opts = parser.parse_args(argv)
+
+    # The parent decides when a worker dies; a Ctrl-C in the terminal or notebook is its business.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    proto_out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    proto_in = sys.stdin.buffer
+    _watch_parent(os.getppid())
+
+    worker = _Worker(opts.role, opts.memory_limit_bytes)
+    _limit_memory(opts.memory_limit_bytes)
+    write_message(proto_out, {"ok": True, "ready": True, "pid": os.getpid()})
+    while True:
+        req = read_message(proto_in)
+        if req is None or req.get("op") == "exit":
+            return 0
+        try:
+            reply = worker.handle(req)
+        except Exception:  # noqa: BLE001  (report, stay alive: the parent decides)
+            reply = {"ok": False, "stage": "internal", "error": traceback.format_exc()}
+        write_message(proto_out, reply)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

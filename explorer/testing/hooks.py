@@ -1,0 +1,155 @@
+"""Deliberately broken, but real, kernels and worker hooks for testing measurers.
+
+This module defines a test-only operator family, ``HOOK`` (named ``"hook"``). Its workloads
+compile to genuine TVM kernels that misbehave in one chosen way, so a crash or a hang goes
+through exactly the path a real candidate takes (``Candidate`` -> ``Measurer.measure`` -> build
+worker -> runner worker) with no test-only field on ``Candidate`` and no back door in the
+measurer. Importing the module changes nothing; the family is added to
+``explorer.workloads.FAMILIES`` only inside ``registered()``, so catalogs stay clean::
+
+    from explorer.testing import hooks
+    with hooks.registered():
+        w = hooks.hook_workload("crash")      # == get_workload("hook", kind="crash")
+        measurer.measure([Candidate(w, target, hooks.unscheduled_trace(w))])
+
+Kinds (one 16-element float32 input ``A``, output ``B``):
+
+* ``ok``: ``B = 2 * A``; the reference agrees.
+* ``wrong``: ``B = 2 * A`` but the reference says ``2 * A + 1`` -> ``WRONG_RESULT``.
+* ``crash``: ``B[i] = A[i * 10**8]``, a wild read gigabytes past ``A`` -> ``SIGSEGV``.
+* ``hang``: a 1e9 x 1e9 reduction per element -> never finishes in practice.
+* ``hog``: fills a 1 GiB intermediate buffer -> trips a memory limit below ~1.3 GiB.
+
+Measurement workers need no registration: the measurer forwards the module that defines a
+workload's family (``Workload.spec.build.__module__``) and a worker imports it and adopts the
+``OperatorFamily`` of that name it finds there. Any family defined in an importable module
+therefore works in workers.
+
+The plain functions at the bottom are for a worker's ``call`` request
+(``"explorer.testing.hooks:allocate_forever"``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from explorer import _tvm
+from explorer.workloads import FAMILIES, OperatorFamily, Workload, get_workload
+from explorer.workloads._base import Params, ShapeParam
+
+KINDS = ("ok", "wrong", "crash", "hang", "hog")
+SIZE = 16
+HOG_ELEMENTS = 1 << 28  # 1 GiB of float32, the largest tensor a workload may declare
+_WILD_STRIDE = 100_000_000  # 15 * 1e8 still fits int32 index arithmetic; 400 MB per step
+# 1e9 x 1e9 iterations per element never finish; at 2e9 it is TVM 0.27's *compiler* that never
+# finishes (and grows without bound), which is not what this kernel is meant to test.
+_HANG_EXTENT = 1_000_000_000
+
+te = _tvm.te
+
+
+def _build(p: Params) -> list[Any]:
+    kind = p["kind"]
+    A = te.placeholder((SIZE,), "float32", name="A")
+    if kind == "crash":
+        B = te.compute((SIZE,), lambda i: A[i * _WILD_STRIDE], name="B")
+    elif kind == "hang":
+        k1 = te.reduce_axis((0, _HANG_EXTENT), name="k1")
+        k2 = te.reduce_axis((0, _HANG_EXTENT), name="k2")
+        B = te.compute(
+            (SIZE,),
+            lambda i: te.sum(A[(i + k2) % SIZE] * 1.0000001, axis=[k1, k2]),
+            name="B",
+        )
+    elif kind == "hog":
+        T = te.compute((HOG_ELEMENTS,), lambda i: A[i % SIZE] + 1.0, name="T")
+        B = te.compute((SIZE,), lambda i: T[i * (HOG_ELEMENTS // SIZE)], name="B")
+    else:
+        B = te.compute((SIZE,), lambda i: A[i] * 2.0, name="B")
+    return [A, B]
+
+
+def _reference(inputs: Sequence[np.ndarray], p: Params) -> np.ndarray:
+    a = inputs[0]
+    kind = p["kind"]
+    if kind == "ok":
+        return 2 * a
+    if kind == "wrong":
+        return 2 * a + 1  # deliberately not what the kernel computes
+    if kind == "hog":
+        idx = (np.arange(SIZE) * (HOG_ELEMENTS // SIZE)) % SIZE
+        return a[idx] + 1
+    return np.zeros_like(a)  # crash / hang never get this far
+
+
+HOOK = OperatorFamily(
+    name="hook",
+    description="test-only kernels that crash, hang, hog memory or compute the wrong thing",
+    params=(ShapeParam("kind", "ok", kind="choice", choices=KINDS, help="how it misbehaves"),),
+    build=_build,
+    flops=lambda p: 2 * SIZE,  # nominal: the hang kernel's true count would be refused
+    reference=_reference,
+)
+
+
+_depth = 0  # nesting of registered()
+
+
+@contextlib.contextmanager
+def registered() -> Iterator[OperatorFamily]:
+    """Make the ``hook`` family known to ``get_workload`` for the duration of the block."""
+    global _depth
+    if FAMILIES.get(HOOK.name, HOOK) is not HOOK:
+        raise RuntimeError(f"another operator family is registered as {HOOK.name!r}")
+    FAMILIES[HOOK.name] = HOOK
+    _depth += 1
+    try:
+        yield HOOK
+    finally:
+        _depth -= 1
+        if _depth == 0:
+            FAMILIES.pop(HOOK.name, None)
+
+
+def hook_workload(kind: str) -> Workload:
+    """The ``hook`` workload of the given kind; call inside ``registered()``."""
+    return get_workload("hook", kind=kind)
+
+
+def unscheduled_trace(workload: Workload) -> Any:
+    """The JSON trace of the workload's unscheduled module (replays to the module itself)."""
+    return _tvm.trace_to_json(_tvm.Schedule(workload.mod()).trace)
+
+
+# -- worker ``call`` hooks --------------------------------------------------------------------
+def allocate_forever(step_mib: int = 32, pause_secs: float = 0.002) -> None:
+    """Allocate and touch memory until killed (for testing memory limits)."""
+    hoard = []
+    while True:
+        hoard.append(np.ones(step_mib << 18, dtype=np.float32))  # touched, so it is resident
+        time.sleep(pause_secs)
+
+
+def sleep(secs: float) -> float:
+    time.sleep(secs)
+    return secs
+
+
+def segfault() -> None:
+    """Dereference a null pointer: the process dies with SIGSEGV."""
+    ctypes.string_at(0)
+
+
+def getpid() -> int:
+    return os.getpid()
+
+
+def getenv(name: str) -> str | None:
+    return os.environ.get(name)

@@ -1,0 +1,184 @@
+"""LocalMeasurer against real TVM kernels, good and deliberately broken."""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+
+import psutil
+import pytest
+from conftest import FAST, RUN_TIMEOUT, hook, tiled, unscheduled
+
+from explorer import _tvm
+from explorer.measure import Candidate, LocalMeasurer, MeasureConfig, MeasureResult
+from explorer.target import Target
+from explorer.types import MeasureStatus
+from explorer.workloads import get_workload
+
+
+def _children() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def test_unscheduled_matmul_is_ok(measurer, mm, target):
+    (r,) = measurer.measure([unscheduled(mm, target)])
+    assert r.status is MeasureStatus.OK, r.error_msg
+    assert len(r.run_secs) == FAST.repeat
+    assert all(s > 0 for s in r.run_secs)
+    assert r.gflops is not None and r.gflops > 0
+    assert r.flops == mm.flops()
+    assert r.num_threads == target.num_cores  # config.num_threads=None: the target's cores
+    assert r.build_secs is not None and r.build_secs > 0
+
+
+def test_scheduled_matmul_is_ok(measurer, mm, target):
+    (r,) = measurer.measure([tiled(mm, target, 8, 16)])
+    assert r.status is MeasureStatus.OK, r.error_msg
+    assert len(r.run_secs) == FAST.repeat
+    assert r.error_msg is None
+
+
+def test_metaschedule_sample_with_postprocs_replays(measurer, target):
+    # The form the lead's design-space sampler produces: the FULL trace after postprocs.
+    w = get_workload("matmul", M=128, N=128, K=128)
+    _tvm.ensure_cpu_intrinsics()
+    ctx = _tvm.ms.TuneContext(
+        mod=w.mod(),
+        target=target.to_tvm(),
+        space_generator="post-order-apply",
+        search_strategy="evolutionary",
+        task_name="t",
+        rand_state=1,
+        num_threads=1,
+    )
+    cands = []
+    for seed, space in enumerate(ctx.generate_design_space(), start=1):
+        s = _tvm.Schedule(w.mod(), seed=seed)
+        _tvm.Trace(list(space.trace.insts), {}).apply_to_schedule(s, remove_postproc=True)
+        assert all(p.apply(s) for p in ctx.space_generator.postprocs)
+        cands.append(Candidate(w, target, _tvm.trace_to_json(s.trace)))
+    results = measurer.measure(cands)
+    assert [r.status for r in results] == [MeasureStatus.OK] * len(cands), [
+        r.error_msg for r in results
+    ]
+
+
+def test_trace_that_does_not_apply_is_build_error_with_tvms_message(measurer, mm, target):
+    bad = Candidate(mm, target, [[["GetSBlock", [], ["D", "main"], ["b0"]]], []])
+    good = unscheduled(mm, target)
+    r_bad, r_good = measurer.measure([bad, good])
+    assert r_bad.status is MeasureStatus.BUILD_ERROR
+    assert "Cannot find a block with the name: D" in r_bad.error_msg
+    assert not r_bad.run_secs
+    assert r_good.is_ok
+
+
+def test_wrong_output_is_wrong_result(measurer, target):
+    (r,) = measurer.measure([hook("wrong", target)])
+    assert r.status is MeasureStatus.WRONG_RESULT
+    assert "differ from NumPy" in r.error_msg
+    assert not r.run_secs
+
+
+def test_segfault_is_run_error_and_next_candidate_still_runs(measurer, mm, target):
+    before = measurer.worker_pids()["run"]
+    r_crash, r_good = measurer.measure([hook("crash", target), unscheduled(mm, target)])
+    assert r_crash.status is MeasureStatus.RUN_ERROR
+    assert "worker crashed (signal SIGSEGV)" in r_crash.error_msg
+    assert r_good.status is MeasureStatus.OK, r_good.error_msg
+    assert measurer.worker_pids()["run"] != before  # replaced
+    assert measurer.num_workers_replaced >= 1
+
+
+def test_hang_is_timeout_and_next_candidate_still_runs(measurer, mm, target):
+    start = time.monotonic()
+    r_hang, r_good = measurer.measure([hook("hang", target), unscheduled(mm, target)])
+    assert r_hang.status is MeasureStatus.TIMEOUT
+    assert f"timeout of {RUN_TIMEOUT:g} s" in r_hang.error_msg
+    assert time.monotonic() - start >= RUN_TIMEOUT  # a lower bound only: the box is noisy
+    assert r_good.status is MeasureStatus.OK, r_good.error_msg
+
+
+def test_memory_hog_is_run_error_naming_the_limit(measurer, mm, target):
+    r_hog, r_good = measurer.measure([hook("hog", target), unscheduled(mm, target)])
+    assert r_hog.status is MeasureStatus.RUN_ERROR
+    assert "memory limit of 512 MiB" in r_hog.error_msg
+    assert r_good.status is MeasureStatus.OK, r_good.error_msg
+
+
+def test_non_cpu_target_is_invalid(measurer, mm):
+    gpu = Target(kind="cuda", arch="sm_80", num_cores=1)
+    (r,) = measurer.measure([Candidate(mm, gpu, [[], []])])
+    assert r.status is MeasureStatus.INVALID
+
+
+def test_misuse_raises(measurer):
+    with pytest.raises(TypeError, match="not a Candidate"):
+        measurer.measure(["not a candidate"])
+    assert measurer.measure([]) == []
+
+
+def test_remeasure_pools_all_repeats(measurer, mm, target):
+    cands = [tiled(mm, target, 8, 16), unscheduled(mm, target)]
+    first = measurer.measure(cands)
+    again = measurer.remeasure(cands, rounds=2, previous=first)
+    for before, after in zip(first, again, strict=True):
+        assert after.is_ok
+        assert len(after.run_secs) == 3 * FAST.repeat
+        assert after.run_secs[: FAST.repeat] == before.run_secs
+
+
+def test_num_threads_comes_from_the_config(mm, target):
+    with LocalMeasurer(MeasureConfig(repeat=2, min_repeat_secs=0, num_threads=1)) as m:
+        (r,) = m.measure([tiled(mm, target)])
+    assert r.status is MeasureStatus.OK, r.error_msg
+    assert r.num_threads == 1
+
+
+def test_overlapped_build_and_run_gives_the_same_statuses(mm, target):
+    cands = [tiled(mm, target, 8, 16), hook("wrong", target), unscheduled(mm, target)]
+    with LocalMeasurer(FAST, num_build_workers=2, overlap=True) as m:
+        results = m.measure(cands)
+    assert [r.status for r in results] == [
+        MeasureStatus.OK,
+        MeasureStatus.WRONG_RESULT,
+        MeasureStatus.OK,
+    ]
+
+
+def test_workers_persist_across_candidates_and_calls_then_close_cleans_up(mm, target):
+    m = LocalMeasurer(FAST, num_build_workers=2)
+    shapes = [(ti, tj) for ti in (4, 8, 16, 32, 64) for tj in (8, 16)]
+    cands = [tiled(mm, target, ti, tj) for ti, tj in shapes]
+    assert len(cands) == 10
+    results = m.measure(cands)
+    assert all(r.is_ok for r in results), [r.error_msg for r in results]
+    pids = m.worker_pids()
+    assert len(pids["build"]) == 2 and len(pids["run"]) == 1
+    assert m.measure(cands[:3]) and m.worker_pids() == pids  # same processes, second call
+    assert m.num_workers_replaced == 0
+    all_pids = set(pids["build"] + pids["run"])
+    assert all_pids <= _children()
+    artifacts = m._artifact_dir
+    m.close()
+    assert not all_pids & _children()
+    assert artifacts is not None and not os.path.exists(artifacts)
+    with pytest.raises(RuntimeError, match="closed"):
+        m.measure(cands[:1])
+    m.close()  # idempotent
+
+
+def test_forgotten_measurer_is_cleaned_up_by_gc(mm, target):
+    m = LocalMeasurer(MeasureConfig(repeat=1, min_repeat_secs=0), num_build_workers=1)
+    m.measure([unscheduled(mm, target)])
+    pids = set(sum(m.worker_pids().values(), []))
+    assert pids <= _children()
+    del m
+    gc.collect()
+    assert not pids & _children()
+
+
+def test_result_round_trips_through_json(measurer, mm, target):
+    (r,) = measurer.measure([unscheduled(mm, target)])
+    assert MeasureResult.from_json(r.to_json()) == r
