@@ -126,7 +126,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     shape, dtype = workload.output_spec()
     print(f"output:   {workload.tensors()[-1].name} {list(shape)} {dtype}")
     print("\nloop nest:")
-    for block in session.snapshot.loop_nest:
+    for block in session.snapshot.blocks:
         loops = " > ".join(
             f"{lp.name}({lp.extent}{', ' + lp.kind if lp.kind != 'serial' else ''})"
             for lp in block.loops

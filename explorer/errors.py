@@ -1,5 +1,8 @@
-"""The exception hierarchy. Failures of a schedule *under measurement* are data (``MeasureStatus``);
-these exceptions are for misuse: bad arguments, bad files, unknown names."""
+"""The exception hierarchy.
+
+Failures of a schedule *under measurement* are data (``MeasureStatus``); these exceptions are
+for misuse: bad arguments, bad files, unknown names.
+"""
 
 from __future__ import annotations
 

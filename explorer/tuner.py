@@ -127,7 +127,7 @@ class Tuner:
         else:
             run = self._check_resumable(resume_run_id, workload, target, strategy)
             history = self.store.trials(run_id=run.id)
-        strategy.reset(space, rng=np.random.default_rng(seed), history=history)
+        strategy.reset(space, rng=np.random.default_rng(seed), history=history, store=self.store)
 
         started = time.monotonic()
         num_trials = len(history)

@@ -6,11 +6,22 @@ import inspect
 from typing import Any
 
 from explorer.errors import UnknownPluginError
+from explorer.search._autotvm import AutoTVMSearch
 from explorer.search._base import SearchStrategy
+from explorer.search._droplet import DropletSearch, EvolutionaryDropletSearch
+from explorer.search._evolutionary import EvolutionarySearch
 from explorer.search._random import RandomSearch
+from explorer.search._static import StaticSearch
+from explorer.search._value import ValueSearch
 
 STRATEGIES: dict[str, type[SearchStrategy]] = {
     "random": RandomSearch,
+    "autotvm": AutoTVMSearch,
+    "evolutionary": EvolutionarySearch,
+    "droplet": DropletSearch,
+    "evolutionary+droplet": EvolutionaryDropletSearch,
+    "static": StaticSearch,
+    "value": ValueSearch,
 }
 
 

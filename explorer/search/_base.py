@@ -11,7 +11,7 @@ import numpy as np
 
 from explorer.measure._base import Candidate
 from explorer.space import DesignSpace
-from explorer.storage._base import TrialRecord
+from explorer.storage._base import RecordStore, TrialRecord
 from explorer.types import JSON
 
 
@@ -19,10 +19,11 @@ class SearchStrategy(abc.ABC):
     """Proposes candidates in batches and learns from their measurements.
 
     Contract (the ``Tuner`` relies on it; ``explorer.testing`` checks it):
-        * ``reset`` is called once before the first ``ask``, with the space, a seeded generator and
-          the trials already stored for this run (empty unless resuming). A strategy must not
-          propose a point it was told about, and must derive all randomness from ``rng``, so a
-          fixed seed reproduces the same proposals.
+        * ``reset`` is called once before the first ``ask``, with the space, a seeded generator,
+          the trials already stored for this run (empty unless resuming) and the record store
+          (``None`` outside a Tuner), where strategies that learn across runs find other records.
+          A strategy must not propose a point it was told about, and must derive all randomness
+          from ``rng``, so a fixed seed reproduces the same proposals.
         * ``ask(n)`` returns at most ``n`` new candidates; ``[]`` means the strategy has nothing
           left to propose (space exhausted or converged).
         * ``tell(records)`` receives the stored trials of the last batch, failures included, in the
@@ -39,9 +40,11 @@ class SearchStrategy(abc.ABC):
         *,
         rng: np.random.Generator,
         history: Sequence[TrialRecord] = (),
+        store: RecordStore | None = None,
     ) -> None:
         self.space = space
         self.rng = rng
+        self.record_store = store
         self.tell(list(history))
 
     @abc.abstractmethod

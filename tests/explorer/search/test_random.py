@@ -1,4 +1,4 @@
-"""The random baseline: respects n, never repeats a point, reproducible, runs dry on tiny spaces."""
+"""The random baseline: respects n, never repeats, reproducible, runs dry on tiny spaces."""
 
 from __future__ import annotations
 

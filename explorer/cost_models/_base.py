@@ -1,0 +1,57 @@
+"""The fit/predict contract every cost model implements."""
+
+from __future__ import annotations
+
+import abc
+import inspect
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from explorer.measure._base import Candidate
+from explorer.storage._base import TrialRecord
+from explorer.types import JSON
+
+
+class CostModel(abc.ABC):
+    """Predicts how fast candidates will run, without running them.
+
+    Contract (checked by ``explorer.testing.contracts``):
+        * ``predict`` returns a float64 array with one score per candidate, **higher = faster**
+          (TVM's convention: scores are comparable within one workload; they are throughputs or
+          normalised throughputs, never latencies). Before any ``update`` a learned model may
+          return arbitrary but finite scores; an analytical model needs no training.
+        * ``update(records)`` adds measured trials (failures included: they carry throughput 0)
+          and refits; calling it with no records is a no-op.
+        * ``save(path)`` / ``load(path)`` round-trip a fitted model: predictions are identical.
+        * Randomness comes from the ``seed`` constructor argument only.
+        * Constructor arguments are keyword-only hyper-parameters stored verbatim; fitted state
+          ends in ``_`` (scikit-learn style).
+    """
+
+    name: ClassVar[str] = ""
+
+    @abc.abstractmethod
+    def update(self, records: Sequence[TrialRecord]) -> None:
+        """Learn from measured trials."""
+
+    @abc.abstractmethod
+    def predict(self, candidates: Sequence[Candidate]) -> np.ndarray:
+        """One score per candidate, higher = faster."""
+
+    def save(self, path: str) -> None:
+        raise NotImplementedError(f"{type(self).__name__} cannot be saved")
+
+    def load(self, path: str) -> None:
+        raise NotImplementedError(f"{type(self).__name__} cannot be loaded")
+
+    def settings(self) -> dict[str, JSON]:
+        params = inspect.signature(type(self).__init__).parameters
+        return {
+            n: getattr(self, n) for n in params if n != "self" and _plain(getattr(self, n, None))
+        }
+
+
+def _plain(value: Any) -> bool:
+    return isinstance(value, (str, int, float, bool, type(None)))

@@ -1,0 +1,353 @@
+"""AutoTVM (Chen et al., "Learning to Optimize Tensor Programs", NeurIPS 2018) on our knob space.
+
+The loop is TVM v0.8's ``ModelBasedTuner`` + ``XGBTuner`` (algorithms.md, Card 1):
+
+1. Until the first fit every proposal is a uniformly random unvisited point.
+2. Once ``plan_size * (fits + 1)`` trials are known and one succeeded, the XGBoost model is
+   retrained from scratch on all of them, and simulated annealing over the model (persistent
+   parallel chains) plans the next ``plan_size`` unvisited points, best first.
+3. Proposals walk down the plan; the last ``int(epsilon * plan_size)`` of each plan are
+   replaced by random unvisited points (epsilon-greedy).
+4. Optionally (``diversity_filter_ratio``) the annealing returns ``ratio * plan_size`` points
+   and a greedy submodular pick keeps the ``plan_size`` most diverse in knob values.
+5. Optionally (``transfer_from="auto"``) a base model is trained on other workloads' trials
+   from the record store; it plans the first batch and is blended into the local model with a
+   discount that halves every 64 trials (see ``XGBCostModel``).
+
+Choices for TVM 0.27 (each documented where it is made):
+
+* **Knob features by default.** AutoTVM's default was "itervar" (loop features); its docs
+  recommend "knob" for single-task tuning, and only knob features are cheap enough here: the
+  annealing scores up to 128 x 500 points per plan, i.e. 64,000 candidates, in a second
+  from a table lookup, where PerStore features (replay + extraction, ~7 ms a point) would take
+  minutes. ``features="perstore"`` is available (slow: shrink ``parallel_size``/``n_iter``).
+* **Transfer through a distilled base.** PerStore features transfer across shapes, knob
+  features do not. The base model is an ``XGBCostModel`` over PerStore features trained on
+  other workloads; with knob features it is *distilled* into a knob-feature model by scoring
+  ``transfer_pool_size`` random points of this space, so the annealing stays cheap.
+* **Invalid points are skipped.** A point TVM refuses (``materialize`` returns ``None``) is
+  marked visited and counted in ``num_invalid_`` but never measured (AutoTVM measured it and
+  recorded 0 GFLOPS).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+
+from explorer.cost_models._features import FEATURE_KINDS, KnobTable
+from explorer.cost_models._xgb import LOSSES, XGBCostModel, throughput
+from explorer.errors import SearchError
+from explorer.measure._base import Candidate
+from explorer.measure._replay import trace_key
+from explorer.search._base import SearchStrategy
+from explorer.search._sa import Key, SimulatedAnnealing, diversity_pick
+from explorer.space import DesignSpace, KnobSpace, Point
+from explorer.storage._base import RecordStore, TrialRecord
+
+log = logging.getLogger(__name__)
+
+MAX_TRANSFER_RECORDS = 4096  # the most recent ones; extracting features costs ~3 ms each
+
+
+class AutoTVMSearch(SearchStrategy):
+    """Model-based search: XGBoost cost model + simulated annealing + epsilon-greedy.
+
+    Args:
+        plan_size: trials between refits, and points planned per fit (AutoTVM: 64).
+        loss: ``"rank"`` (AutoTVM's default) or ``"reg"``.
+        features: ``"knob"`` (default, see the module notes) or ``"perstore"``.
+        epsilon: share of each plan given to random unvisited points (0.05).
+        parallel_size, n_iter, early_stop: simulated annealing (128 chains, 500 steps, stop
+            after 50 steps without a new top point).
+        diversity_filter_ratio: ``None`` (AutoTVM's default) or ``lambda >= 1``: anneal for
+            ``lambda * plan_size`` points and keep the ``plan_size`` most diverse.
+        transfer_from: ``None`` or ``"auto"``: learn first from the trials of *other*
+            workloads on the same target in the record store (passed to ``reset``).
+        min_seed_records: fewer transfer trials than this and transfer is skipped (AutoTVM:
+            500).
+        transfer_pool_size: random points scored by the base model to distil it into knob
+            features.
+
+    ``reset`` takes the record store as an optional keyword (the ``Tuner`` passes its own);
+    only ``transfer_from="auto"`` needs it.
+
+    Example:
+        >>> search = AutoTVMSearch(plan_size=16)
+        >>> tuner.run(workload, target, search, max_trials=64)  # doctest: +SKIP
+    """
+
+    name = "autotvm"
+
+    def __init__(
+        self,
+        *,
+        plan_size: int = 64,
+        loss: str = "rank",
+        features: str = "knob",
+        epsilon: float = 0.05,
+        parallel_size: int = 128,
+        n_iter: int = 500,
+        early_stop: int = 50,
+        diversity_filter_ratio: float | None = None,
+        transfer_from: str | None = None,
+        min_seed_records: int = 500,
+        transfer_pool_size: int = 256,
+    ):
+        if plan_size < 1 or parallel_size < 1 or n_iter < 0 or early_stop < 1:
+            raise ValueError(
+                "AutoTVMSearch: plan_size, parallel_size and early_stop must be >= 1 and n_iter "
+                f">= 0 (got {plan_size}, {parallel_size}, {early_stop}, {n_iter})"
+            )
+        if loss not in LOSSES:
+            raise ValueError(f"AutoTVMSearch: loss must be one of {LOSSES} (got {loss!r})")
+        if features not in FEATURE_KINDS:
+            raise ValueError(
+                f"AutoTVMSearch: features must be one of {FEATURE_KINDS} (got {features!r})"
+            )
+        if not 0 <= epsilon <= 1:
+            raise ValueError(f"AutoTVMSearch: epsilon must be in [0, 1] (got {epsilon})")
+        if diversity_filter_ratio is not None and diversity_filter_ratio < 1:
+            raise ValueError(
+                "AutoTVMSearch: diversity_filter_ratio must be None or >= 1 "
+                f"(got {diversity_filter_ratio})"
+            )
+        if transfer_from not in (None, "auto"):
+            raise ValueError(
+                f"AutoTVMSearch: transfer_from must be None or 'auto' (got {transfer_from!r})"
+            )
+        self.plan_size = plan_size
+        self.loss = loss
+        self.features = features
+        self.epsilon = epsilon
+        self.parallel_size = parallel_size
+        self.n_iter = n_iter
+        self.early_stop = early_stop
+        self.diversity_filter_ratio = diversity_filter_ratio
+        self.transfer_from = transfer_from
+        self.min_seed_records = min_seed_records
+        self.transfer_pool_size = transfer_pool_size
+
+    @property
+    def model_name(self) -> str:
+        """The key of this strategy's predictions in stored trials (a ``COST_MODELS`` name)."""
+        return f"xgb-{self.loss}"
+
+    # -- SearchStrategy ---------------------------------------------------------------------
+    def reset(
+        self,
+        space: DesignSpace,
+        *,
+        rng: np.random.Generator,
+        history: Sequence[TrialRecord] = (),
+        store: RecordStore | None = None,
+    ) -> None:
+        """Start over on ``space``; ``store`` is where ``transfer_from="auto"`` looks."""
+        self.space = space
+        self.rng = rng
+        self.record_store = store
+        self.knobs_ = KnobSpace(space)
+        self.table_ = KnobTable(self.knobs_)
+        self.sa_ = SimulatedAnnealing(
+            [self.knobs_.dims(s) for s in range(self.knobs_.num_sketches)],
+            parallel_size=self.parallel_size,
+            n_iter=self.n_iter,
+            early_stop=self.early_stop,
+        )
+        self.model_ = self._new_model(base=None)
+        self.base_model_: XGBCostModel | None = None
+        self.visited_: set[Key] = set()
+        self.plan_: list[Key] = []
+        self.plan_pos_ = 0
+        self.num_fits_ = 0
+        self.num_invalid_ = 0
+        self._num_samples = 0
+        self._best_throughput = 0.0
+        self._pending: list[TrialRecord] = []
+        self._predicted: dict[str, float] = {}
+        self._candidates: dict[Key, Candidate | None] = {}
+        if self.transfer_from == "auto":
+            self._load_transfer()
+        self.tell(list(history))
+
+    def ask(self, n: int) -> list[Candidate]:
+        self._predicted = {}  # `predictions` answers for the latest batch only
+        out: list[Candidate] = []
+        keys: list[Key] = []
+        while len(out) < n:
+            key = self._next_point()
+            if key is None:
+                break
+            self.visited_.add(key)
+            cand = self._materialize(key)
+            if cand is None:
+                self.num_invalid_ += 1
+                continue
+            out.append(cand)
+            keys.append(key)
+        if out and (self.model_.is_fitted or self.model_.base_model is not None):
+            for cand, score in zip(out, self._score_keys(keys), strict=True):
+                self._predicted[trace_key(cand.trace)] = float(score)
+        return out
+
+    def tell(self, records: Sequence[TrialRecord]) -> None:
+        for r in records:
+            point = self.knobs_.point_of_candidate(r.candidate)
+            if point is not None:
+                self.visited_.add((point.sketch, *point.indices))
+            self._pending.append(r)
+            self._num_samples += 1
+            self._best_throughput = max(self._best_throughput, throughput(r))
+        # AutoTVM refits once plan_size more trials are in and at least one succeeded.
+        if (
+            self._num_samples >= self.plan_size * (self.num_fits_ + 1)
+            and self._best_throughput > 1e-6
+        ):
+            self.model_.update(self._pending)  # retrains from scratch on everything seen
+            self._pending = []
+            self._plan()
+            self.num_fits_ += 1
+
+    def predictions(self, candidates: Sequence[Candidate]) -> list[dict[str, float]]:
+        out = []
+        for c in candidates:
+            score = self._predicted.pop(trace_key(c.trace), None)
+            out.append({} if score is None else {self.model_name: score})
+        return out
+
+    # -- internals --------------------------------------------------------------------------
+    def _new_model(self, base: XGBCostModel | None) -> XGBCostModel:
+        return XGBCostModel(
+            loss=self.loss,
+            features=self.features,
+            seed=int(self.rng.integers(2**31 - 1)),
+            eval_k=self.plan_size,
+            base_model=base,
+        )
+
+    def _next_point(self) -> Key | None:
+        """AutoTVM's ``next_batch`` for one point: the plan, or a random unvisited point for
+        the epsilon tail of the plan and before the first plan."""
+        if len(self.visited_) >= self.sa_.size:
+            return None
+        while self.plan_pos_ < len(self.plan_) and self.plan_[self.plan_pos_] in self.visited_:
+            self.plan_pos_ += 1
+        if self.plan_pos_ >= len(self.plan_) - int(self.epsilon * self.plan_size):
+            return self._random_unvisited()
+        return self.plan_[self.plan_pos_]
+
+    def _random_unvisited(self) -> Key | None:
+        for _ in range(64):
+            sk, idx = self.sa_.random_keys(1, self.rng)
+            key = self.sa_.key(sk[0], idx[0])
+            if key not in self.visited_:
+                return key
+        # Nearly exhausted: draw among the unvisited points directly (small spaces only).
+        if self.sa_.size > 1 << 20:
+            return None
+        rest = [k for k in self._all_keys() if k not in self.visited_]
+        return rest[int(self.rng.integers(len(rest)))] if rest else None
+
+    def _all_keys(self) -> list[Key]:
+        keys = []
+        for s, dims in enumerate(self.sa_.dims):
+            for flat in range(int(np.prod(dims, dtype=np.int64))):
+                keys.append((s, *(int(i) for i in np.unravel_index(flat, dims))))
+        return keys
+
+    def _materialize(self, key: Key) -> Candidate | None:
+        if key not in self._candidates:
+            self._candidates[key] = self.knobs_.materialize(Point(key[0], key[1:]))
+        return self._candidates[key]
+
+    def _score_keys(self, keys: Sequence[Key]) -> np.ndarray:
+        return self._score(*self.sa_.arrays(keys))
+
+    def _score(self, sk: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        """The model's score of points (the annealing's objective); ``-inf`` for points TVM
+        refuses, when the features reveal it (PerStore features need the schedule)."""
+        if self.features == "knob":
+            return self.model_.predict_rows(self.table_.rows(sk, idx))
+        keys = [self.sa_.key(s, i) for s, i in zip(sk, idx, strict=True)]
+        cands = [self._materialize(k) for k in keys]
+        valid = [i for i, c in enumerate(cands) if c is not None]
+        out = np.full(len(keys), -np.inf)
+        if valid:
+            out[valid] = self.model_.predict([cands[i] for i in valid])
+        if len(self._candidates) > 1 << 16:  # the annealing meets many points once
+            self._candidates.clear()
+        return out
+
+    def _plan(self) -> None:
+        ratio = self.diversity_filter_ratio
+        num = int(round(self.plan_size * ratio)) if ratio else self.plan_size
+        found = self.sa_.find_maximums(self._score, num, self.visited_, self.rng)
+        keys = [k for k, _ in found]
+        if ratio:
+            keys = [keys[i] for i in diversity_pick(keys, self.plan_size)]
+        self.plan_ = keys
+        self.plan_pos_ = 0
+
+    def _load_transfer(self) -> None:
+        """AutoTVM's ``load_history``: fit a base model on other workloads' trials, plan the
+        first batch with it, and hand it to the local model as its base."""
+        if self.record_store is None:
+            raise SearchError(
+                "AutoTVMSearch(transfer_from='auto') needs the record store: run it through "
+                "Tuner, or call reset(..., store=store)"
+            )
+        here = self.space.workload
+        records = [
+            t
+            for t in self.record_store.trials(target=self.space.target)
+            if t.candidate.workload != here
+        ][-MAX_TRANSFER_RECORDS:]
+        if len(records) < self.min_seed_records:
+            log.info(
+                "AutoTVMSearch: %d trials of other workloads (< min_seed_records=%d): "
+                "no transfer learning",
+                len(records),
+                self.min_seed_records,
+            )
+            return
+        # Step 1. The base model, on features that mean the same for every workload.
+        base = XGBCostModel(
+            loss=self.loss,
+            features="perstore",
+            seed=int(self.rng.integers(2**31 - 1)),
+            num_boost_round=400,  # AutoTVM's base model: 400 rounds, patience 100,
+            early_stopping_rounds=100,  # a-recall@(2 * plan_size)
+            eval_k=2 * self.plan_size,
+        )
+        base.update(records)
+        if not base.is_fitted:
+            log.info("AutoTVMSearch: no successful trial to transfer from")
+            return
+        # Step 2. The base in this space's own features.
+        proxy = base if self.features == "perstore" else self._distil(base)
+        if proxy is None:
+            return
+        self.base_model_ = base
+        self.model_ = self._new_model(base=proxy)
+        # Step 3. The base model plans the first batch (its scores until the first fit).
+        self._plan()
+
+    def _distil(self, base: XGBCostModel) -> XGBCostModel | None:
+        """A knob-feature model fitted to the base model's scores of random points here."""
+        sk, idx = self.sa_.random_keys(self.transfer_pool_size, self.rng)
+        keys = list(dict.fromkeys(self.sa_.key(s, i) for s, i in zip(sk, idx, strict=True)))
+        cands = [(k, self._materialize(k)) for k in keys]
+        cands = [(k, c) for k, c in cands if c is not None]
+        if len(cands) < 2:
+            return None
+        targets = base.predict([c for _, c in cands])
+        proxy = XGBCostModel(
+            loss="reg",  # a regression onto the base's margins, which the blend adds up
+            features="knob",
+            seed=int(self.rng.integers(2**31 - 1)),
+            eval_k=self.plan_size,
+        )
+        proxy.fit_rows(self.table_.rows(*self.sa_.arrays([k for k, _ in cands])), targets)
+        return proxy if proxy.is_fitted else None

@@ -1,0 +1,392 @@
+"""MetaSchedule's evolutionary search (Ansor's successor) driven step by step through ask/tell.
+
+The algorithm is TVM's own: a ``tvm.s_tir.meta_schedule`` ``EvolutionarySearch`` with its
+``XGBModel`` and an in-memory MetaSchedule database. Only the measuring is ours: every candidate
+goes through the ``Tuner``'s measurer and into our store, so it obeys budgets, cancellation and
+resumption and shows in the same dashboards as every other strategy.
+
+Per MetaSchedule round this reproduces what ``TaskSchedulerNode::Tune``/``JoinRunningTask`` do
+(``src/s_tir/meta_schedule/task_scheduler/task_scheduler.cc``)::
+
+    candidates = strategy.generate_measure_candidates()      # None: the search gave up
+    ... build and run them ...                               # here: ask -> Tuner -> tell
+    strategy.notify_runner_results(candidates, results)
+    AddToDatabase:    database.commit_tuning_record(...)     # failures stored as [1e10]
+    UpdateCostModel:  cost_model.update(ctx, kept, results)  # build failures left out
+
+A round holds ``num_trials_per_iter`` candidates; the Tuner may take them a few at a time, and the
+round is closed (steps above) once all of them are told.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from explorer import _tvm
+from explorer.measure._base import Candidate, MeasureResult
+from explorer.measure._replay import trace_key
+from explorer.search._base import SearchStrategy
+from explorer.space import DesignSpace, KnobSpace, Point
+from explorer.space._design_space import SAMPLING_KINDS
+from explorer.storage._base import RecordStore, TrialRecord
+from explorer.types import JSON, MeasureStatus
+
+PREDICTION_NAME = "metaschedule-xgb"
+"""The key under which MetaSchedule's XGB prediction is stored with each trial."""
+
+# MetaSchedule's AddToDatabase stores a failed candidate with this latency (add_to_database.cc).
+FAILED_RUN_SECS = 1e10
+# Bigger than any budget; the Tuner, not MetaSchedule, decides when to stop.
+_UNBOUNDED_TRIALS = 1 << 30
+# Build failures never reach MetaSchedule's cost model (update_cost_model.cc prunes them).
+_BUILD_FAILURES = (MeasureStatus.BUILD_ERROR, MeasureStatus.INVALID)
+
+
+class TraceMatcher:
+    """Maps a MetaSchedule trace back onto the knob space, when it lies in it.
+
+    A trace is *representable* when its instructions (postprocessing aside) are exactly those of
+    one sketch and every decision lies in that knob's domain. MetaSchedule's ``MutateParallel``
+    rewrites an annotation and ``MutateComputeLocation`` moves a block; such traces are real
+    schedules the knob space cannot name, so they keep their raw decisions instead.
+    """
+
+    def __init__(self, knob_space: KnobSpace):
+        self.knob_space = knob_space
+        design = knob_space.design
+        self._signatures = [
+            _signature(design.sketch_trace(s)) for s in range(knob_space.num_sketches)
+        ]
+
+    def sketch_of(self, trace: Any) -> int | None:
+        """The sketch this trace instantiates, or ``None``.
+
+        A prefix match: a trace replayed from JSON has lost its postprocessing marker, so its
+        postprocessing instructions follow the sketch's as ordinary ones.
+        """
+        sig = _signature(trace)
+        matches = [s for s, known in enumerate(self._signatures) if sig[: len(known)] == known]
+        return max(matches, key=lambda s: len(self._signatures[s]), default=None)
+
+    def describe(self, trace: Any) -> dict[str, JSON]:
+        """``Candidate.decisions`` for a trace: KnobSpace form when representable, else raw.
+
+        Representable: ``{"sketch", "point", "values"}`` (what ``KnobSpace.materialize`` writes,
+        so ``KnobSpace.point_of_candidate`` works). Otherwise ``{"sketch": s | None, "values"}``.
+        """
+        values = _decisions_of(trace)
+        sketch = self.sketch_of(trace)
+        point = None if sketch is None else self.knob_space.point_of(sketch, values)
+        if point is None:
+            return {"sketch": sketch, "values": list(values)}
+        return {"sketch": sketch, "point": list(point.indices), "values": list(values)}
+
+    def point_of(self, trace: Any, *, project: bool = False) -> Point | None:
+        """The knob-space point of a trace; with ``project`` an out-of-domain decision falls back
+        to the sketch's own (index 0) instead of making the trace unrepresentable."""
+        sketch = self.sketch_of(trace)
+        if sketch is None:
+            return None
+        values = _decisions_of(trace)
+        point = self.knob_space.point_of(sketch, values)
+        if point is not None or not project:
+            return point
+        domains = self.knob_space.domains[sketch]
+        if len(domains) != len(values):
+            return None
+        indices = tuple(
+            d.values.index(v) if v in d.values else 0 for d, v in zip(domains, values, strict=True)
+        )
+        return Point(sketch, indices)
+
+    def point_of_candidate(self, candidate: Candidate, *, project: bool = False) -> Point | None:
+        """Like ``point_of``, for any candidate (its trace is replayed when it has no point)."""
+        point = self.knob_space.point_of_candidate(candidate)
+        if point is not None:
+            return point
+        sch = _replay(candidate.workload.mod(), candidate.trace)
+        return None if sch is None else self.point_of(sch.trace, project=project)
+
+
+class EvolutionarySearch(SearchStrategy):
+    """TVM MetaSchedule's ``EvolutionarySearch`` + ``XGBModel``, measured by our Tuner.
+
+    The hyper-parameters are MetaSchedule's, with its defaults (algorithms.md, Card 6).
+
+    Args:
+        population_size: traces per generation.
+        init_measured_ratio: share of the initial population taken from the best measured ones.
+        init_min_unmeasured: fewest fresh random traces an initial population may have.
+        max_fail_count: failed initial samplings before MetaSchedule gives up.
+        genetic_num_iters: generations per round.
+        genetic_mutate_prob: probability of mutating a selected trace.
+        genetic_max_fail_count: retries to mutate one trace.
+        eps_greedy: share of each round drawn from fresh random traces.
+        num_trials_per_iter: candidates per MetaSchedule round; the cost model is retrained once
+            a whole round is measured (MetaSchedule's ``tune_tir`` uses 64).
+        num_warmup_samples: measurements before the XGB model's predictions replace random ones.
+        num_threads: threads for MetaSchedule's sampling and XGBoost. TVM splits work between
+            threads dynamically, so proposals are reproducible under a seed only with 1.
+        max_empty_rounds: consecutive rounds without a new candidate after which ``ask`` gives up.
+
+    Determinism: the TuneContext's ``rand_state`` comes from the run's generator. XGBModel draws
+    its pre-warm-up predictions from NumPy's *global* generator; it is seeded from ours for the
+    duration of each call and restored afterwards, so a seed fixes the proposals (with
+    ``num_threads=1``).
+
+    Example:
+        >>> Tuner(measurer=m, store=s).run(w, t, "evolutionary", max_trials=64)  # doctest: +SKIP
+    """
+
+    name = "evolutionary"
+
+    def __init__(
+        self,
+        *,
+        population_size: int = 512,
+        init_measured_ratio: float = 0.2,
+        init_min_unmeasured: int = 50,
+        max_fail_count: int = 5,
+        genetic_num_iters: int = 4,
+        genetic_mutate_prob: float = 0.85,
+        genetic_max_fail_count: int = 10,
+        eps_greedy: float = 0.05,
+        num_trials_per_iter: int = 64,
+        num_warmup_samples: int = 100,
+        num_threads: int = 1,
+        max_empty_rounds: int = 5,
+    ):
+        self.population_size = population_size
+        self.init_measured_ratio = init_measured_ratio
+        self.init_min_unmeasured = init_min_unmeasured
+        self.max_fail_count = max_fail_count
+        self.genetic_num_iters = genetic_num_iters
+        self.genetic_mutate_prob = genetic_mutate_prob
+        self.genetic_max_fail_count = genetic_max_fail_count
+        self.eps_greedy = eps_greedy
+        self.num_trials_per_iter = num_trials_per_iter
+        self.num_warmup_samples = num_warmup_samples
+        self.num_threads = num_threads
+        self.max_empty_rounds = max_empty_rounds
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def reset(
+        self,
+        space: DesignSpace,
+        *,
+        rng: np.random.Generator,
+        history: Sequence[TrialRecord] = (),
+        store: RecordStore | None = None,
+    ) -> None:
+        self.space = space
+        self.rng = rng
+        self.record_store = store
+        ms = _tvm.ms
+        _tvm.ensure_cpu_intrinsics()
+        workload, target = space.workload, space.target
+        self.knob_space_ = KnobSpace(space)
+        self.matcher_ = TraceMatcher(self.knob_space_)
+        self._mod = workload.mod()
+        self.context_ = ms.TuneContext(
+            mod=self._mod,
+            target=target.to_tvm(),
+            space_generator="post-order-apply",
+            search_strategy=ms.search_strategy.EvolutionarySearch(
+                population_size=self.population_size,
+                init_measured_ratio=self.init_measured_ratio,
+                init_min_unmeasured=self.init_min_unmeasured,
+                max_fail_count=self.max_fail_count,
+                genetic_num_iters=self.genetic_num_iters,
+                genetic_mutate_prob=self.genetic_mutate_prob,
+                genetic_max_fail_count=self.genetic_max_fail_count,
+                eps_greedy=self.eps_greedy,
+            ),
+            task_name=workload.family,
+            rand_state=int(rng.integers(1, 2**31 - 1)),
+            num_threads=self.num_threads,
+        )
+        self.database_ = ms.database.MemoryDatabase()
+        self.cost_model_ = ms.cost_model.XGBModel(
+            num_warmup_samples=self.num_warmup_samples, num_tuning_cores=self.num_threads
+        )
+        # Step 1. The sketches are the DesignSpace's, so every strategy searches the same space.
+        sketches = []
+        for s in range(space.num_sketches):
+            sch = _tvm.Schedule(self._mod)
+            space.sketch_trace(s).apply_to_schedule(sch, remove_postproc=True)
+            sketches.append(sch)
+        self._token = self.database_.commit_workload(self._mod)
+        self._args_info = ms.arg_info.ArgInfo.from_prim_func(self._mod["main"])
+        self.context_.pre_tuning(
+            _UNBOUNDED_TRIALS,
+            self.num_trials_per_iter,
+            sketches,
+            self.database_,
+            self.cost_model_,
+        )
+        self._seen: set[str] = set()  # trace keys proposed or told
+        self._predicted: dict[str, float] = {}
+        self._round: dict[str, Any] = {}  # key -> MS candidate, this round (asked or pending)
+        self._pending: list[tuple[str, Candidate]] = []  # generated, not yet asked
+        self._results: dict[str, tuple[Any, bool]] = {}  # key -> (RunnerResult, built)
+        self._exhausted = False
+        self.num_rounds_ = 0
+        # Step 2. Resuming: what was measured before goes into MetaSchedule's database and cost
+        # model first, exactly as tune_tir does when it reopens a database.
+        self.tell(list(history))
+
+    # -- ask/tell -----------------------------------------------------------------------------
+    def ask(self, n: int) -> list[Candidate]:
+        if n <= 0 or self._exhausted:
+            return []
+        if not self._pending:
+            self._close_round()
+            self._new_round()
+        out, self._pending = self._pending[:n], self._pending[n:]
+        return [c for _, c in out]
+
+    def tell(self, records: Sequence[TrialRecord]) -> None:
+        foreign = []
+        for r in records:
+            key = trace_key(r.candidate.trace)
+            self._seen.add(key)
+            if key in self._round and key not in self._results:
+                self._results[key] = _runner_result(r.result)
+            else:
+                foreign.append(r)
+        if foreign:
+            self._learn_foreign(foreign)
+        if not self._pending and self._round and len(self._results) == len(self._round):
+            self._close_round()
+
+    def predictions(self, candidates: Sequence[Candidate]) -> list[dict[str, float]]:
+        out = []
+        for c in candidates:
+            score = self._predicted.get(trace_key(c.trace))
+            out.append({} if score is None else {PREDICTION_NAME: score})
+        return out
+
+    # -- MetaSchedule round -------------------------------------------------------------------
+    def _new_round(self) -> None:
+        for _ in range(self.max_empty_rounds):
+            with _numpy_global_seed(self.rng):
+                generated = self.context_.generate_measure_candidates()
+            if generated is None:  # MetaSchedule's own "search finished"
+                break
+            fresh = []
+            for mc in generated:
+                cand = Candidate(
+                    workload=self.space.workload,
+                    target=self.space.target,
+                    trace=_tvm.trace_to_json(mc.sch.trace),
+                    decisions=self.matcher_.describe(mc.sch.trace),
+                )
+                key = trace_key(cand.trace)
+                # MetaSchedule deduplicates within a session only; after a resume it may offer
+                # what was measured before, which the ask/tell contract forbids.
+                if key not in self._seen:
+                    self._seen.add(key)
+                    fresh.append((key, mc, cand))
+            if not fresh:
+                continue
+            with _numpy_global_seed(self.rng):
+                scores = self.cost_model_.predict(self.context_, [mc for _, mc, _ in fresh])
+            for (key, mc, cand), score in zip(fresh, scores, strict=True):
+                self._round[key] = mc
+                self._predicted[key] = float(score)
+                self._pending.append((key, cand))
+            self.num_rounds_ += 1
+            return
+        self._exhausted = True
+
+    def _close_round(self) -> None:
+        """Steps MetaSchedule's task scheduler runs once a round is measured."""
+        if not self._round:
+            return
+        keys = [k for k in self._round if k in self._results]
+        cands = [self._round[k] for k in keys]
+        results = [self._results[k] for k in keys]
+        self._round, self._results = {}, {}
+        if not cands:
+            return
+        self.context_.notify_runner_results(cands, [rr for rr, _ in results])
+        self._commit_and_update(cands, results)
+
+    def _learn_foreign(self, records: Sequence[TrialRecord]) -> None:
+        """Trials MetaSchedule did not propose in this session (history, or a stale round)."""
+        cands, results = [], []
+        for r in records:
+            sch = _replay(self._mod, r.candidate.trace)
+            if sch is not None:
+                cands.append(_tvm.ms.MeasureCandidate(sch, self._args_info))
+                results.append(_runner_result(r.result))
+        if cands:
+            self._commit_and_update(cands, results)
+
+    def _commit_and_update(
+        self, cands: Sequence[Any], results: Sequence[tuple[Any, bool]]
+    ) -> None:
+        ms = _tvm.ms
+        target = self.context_.target
+        for mc, (rr, _) in zip(cands, results, strict=True):
+            run_secs = list(rr.run_secs) if rr.run_secs else [FAILED_RUN_SECS]
+            self.database_.commit_tuning_record(
+                ms.database.TuningRecord(mc.sch.trace, self._token, run_secs, target, mc.args_info)
+            )
+        kept = [(mc, rr) for mc, (rr, built) in zip(cands, results, strict=True) if built]
+        if kept:
+            self.cost_model_.update(self.context_, [mc for mc, _ in kept], [rr for _, rr in kept])
+
+
+def _runner_result(result: MeasureResult) -> tuple[Any, bool]:
+    """Our result as MetaSchedule's ``RunnerResult``, and whether the candidate was built."""
+    ok = result.is_ok and result.run_secs and math.fsum(result.run_secs) > 0
+    rr = _tvm.ms.runner.RunnerResult(
+        run_secs=[float(x) for x in result.run_secs] if ok else None,
+        error_msg=None if ok else (result.error_msg or result.status.value),
+    )
+    return rr, result.status not in _BUILD_FAILURES
+
+
+def _replay(mod: Any, trace_json: JSON) -> Any | None:
+    sch = _tvm.Schedule(mod)
+    try:
+        _tvm.apply_trace_json(trace_json, sch)
+    except (_tvm.ScheduleError, ValueError, RuntimeError):
+        return None
+    return sch
+
+
+def _signature(trace: Any) -> tuple[str, ...]:
+    """The trace's instructions without decisions or postprocessing, as lines of text."""
+    simplified = trace.simplified(remove_postproc=True)
+    lines = _tvm.Trace(list(simplified.insts), {}).as_python(remove_postproc=True)
+    return tuple(str(line) for line in lines)
+
+
+def _decisions_of(trace: Any) -> tuple[JSON, ...]:
+    return tuple(
+        _tvm.to_plain(trace.get_decision(inst))
+        for inst in trace.insts
+        if inst.kind.name in SAMPLING_KINDS
+    )
+
+
+@contextlib.contextmanager
+def _numpy_global_seed(rng: np.random.Generator) -> Iterator[None]:
+    """Seed NumPy's global generator from ``rng`` for one call into TVM, then restore it.
+
+    TVM's ``XGBModel.predict`` uses ``np.random.uniform`` until it has warmed up; this keeps
+    proposals reproducible without leaving the global state changed.
+    """
+    state = np.random.get_state()
+    np.random.seed(int(rng.integers(0, 2**32 - 1)))
+    try:
+        yield
+    finally:
+        np.random.set_state(state)

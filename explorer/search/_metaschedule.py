@@ -1,0 +1,256 @@
+"""The "vendor" path: TVM's own ``tune_tir``, streamed into our record store.
+
+``tune_tir`` owns its loop (task scheduler, builder, runner), so it cannot be an ask/tell
+strategy. ``run_metaschedule`` runs it unchanged, with two additions: the ``fast_build`` builder
+(field guide, section 7: the default one re-imports every tensor intrinsic in each fresh worker)
+and a measure callback that stores every candidate, as it is measured, as a trial of one run in
+our store. Because MetaSchedule ignores SIGINT, the same callback is how a run is stopped: it
+raises, ``tune_tir`` aborts after the current batch, and what was stored stays.
+
+Measurements here come from MetaSchedule's ``LocalRunner``, not from our measurer: this is the
+reference to compare our ``evolutionary`` strategy (same algorithm, our measurer) against.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from explorer import _tvm
+from explorer.measure._base import Candidate, MeasureResult
+from explorer.search._evolutionary import FAILED_RUN_SECS, TraceMatcher
+from explorer.space import DesignSpace, KnobSpace
+from explorer.storage._base import NewTrial, RecordStore, RunInfo, TrialRecord
+from explorer.target import Target
+from explorer.types import MeasureStatus
+from explorer.workloads import Workload
+
+
+def fast_build(mod: Any, target: Any, _params: Any) -> Any:
+    """MetaSchedule's ``default_build`` without ``import tvm.s_tir.tensor_intrin`` (12 s/worker).
+
+    Tensorized schedules already carry the intrinsic bodies inline, so the registry is not needed
+    to build them.
+    """
+    rewrite = _tvm.tvm.s_tir.transform.RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)
+    return _tvm.tvm.driver.build(rewrite(mod), target=target)
+
+
+class _StopTuning(Exception):
+    """Raised from the streaming callback to end ``tune_tir`` early."""
+
+    def __init__(self, reason: str):
+        super().__init__(f"stop requested ({reason})")
+        self.reason = reason
+
+
+def _make_streamer(
+    *,
+    store: RecordStore,
+    run_id: int,
+    workload: Workload,
+    target: Target,
+    matcher: TraceMatcher,
+    should_stop: Callable[[], bool],
+    deadline: float | None,
+    on_batch: Callable[[list[TrialRecord]], None] | None,
+) -> Any:
+    @_tvm.derived_object
+    class StreamToStore(_tvm.ms.measure_callback.PyMeasureCallback):
+        """Stores every measured candidate as a trial; raises to stop the tuning."""
+
+        def __init__(self) -> None:
+            self.num_trials = 0
+            self.stopped_because: str | None = None
+
+        def apply(
+            self,
+            task_scheduler: Any,
+            task_id: int,
+            measure_candidates: Sequence[Any],
+            builder_results: Sequence[Any],
+            runner_results: Sequence[Any],
+        ) -> None:
+            trials = [
+                NewTrial(
+                    Candidate(
+                        workload=workload,
+                        target=target,
+                        trace=_tvm.trace_to_json(mc.sch.trace),
+                        decisions=matcher.describe(mc.sch.trace),
+                    ),
+                    _result(br, rr, workload.flops(), target.num_cores),
+                )
+                for mc, br, rr in zip(
+                    measure_candidates, builder_results, runner_results, strict=True
+                )
+            ]
+            batch = store.add_trials(run_id, trials)
+            self.num_trials += len(batch)
+            if on_batch is not None:
+                on_batch(batch)
+            if should_stop():
+                self.stopped_because = "cancelled"
+            elif deadline is not None and time.monotonic() >= deadline:
+                self.stopped_because = "time"
+            if self.stopped_because is not None:
+                raise _StopTuning(self.stopped_because)
+
+    return StreamToStore()
+
+
+def run_metaschedule(
+    workload: Workload,
+    target: Target,
+    store: RecordStore,
+    *,
+    max_trials: int,
+    num_trials_per_iter: int = 64,
+    seed: int = 0,
+    max_secs: float | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+    on_batch: Callable[[list[TrialRecord]], None] | None = None,
+    population_size: int = 512,
+    genetic_num_iters: int = 4,
+    number: int = 2,
+    repeat: int = 3,
+    min_repeat_ms: int = 50,
+    enable_cpu_cache_flush: bool = False,
+    num_tuning_cores: int | None = None,
+) -> RunInfo:
+    """Tune with ``ms.tune_tir`` (evolutionary search + XGB) and store every trial in ``store``.
+
+    The run is stored with strategy ``"metaschedule"``; its trials appear in commit order,
+    failures included (MetaSchedule's ``1e10`` latencies become BUILD_ERROR/RUN_ERROR/TIMEOUT
+    results without timings). ``should_stop`` and ``max_secs`` are checked after every
+    MetaSchedule batch of ``num_trials_per_iter`` candidates.
+
+    Args:
+        workload: what to tune.
+        target: where; ``target.num_cores`` is MetaSchedule's ``num-cores``.
+        store: where the run and its trials go.
+        max_trials: MetaSchedule's ``max_trials_global``.
+        num_trials_per_iter: candidates per batch.
+        seed: ``tune_tir``'s seed.
+        max_secs: stop after the first batch that ends this many seconds after the start.
+        should_stop: polled after each batch; ``True`` cancels the run.
+        on_batch: called with each stored batch.
+        population_size: evolutionary population.
+        genetic_num_iters: generations per batch.
+        number: runs per repeat (MetaSchedule ``EvaluatorConfig``).
+        repeat: repeats, each a stored ``run_secs`` entry.
+        min_repeat_ms: least duration of one repeat.
+        enable_cpu_cache_flush: flush caches between repeats.
+        num_tuning_cores: threads for search and builders (default: the target's cores).
+
+    Returns:
+        The finished run (``status`` ``"finished"``, ``"cancelled"`` or ``"failed"``).
+
+    Example:
+        >>> store = get_store(":memory:")
+        >>> run = run_metaschedule(w, t, store, max_trials=64)  # doctest: +SKIP
+        >>> len(store.trials(run_id=run.id))  # doctest: +SKIP
+        64
+    """
+    ms = _tvm.ms
+    _tvm.ensure_cpu_intrinsics()
+    cores = num_tuning_cores or target.num_cores
+    settings = {
+        "max_trials": max_trials,
+        "num_trials_per_iter": num_trials_per_iter,
+        "seed": seed,
+        "max_secs": max_secs,
+        "population_size": population_size,
+        "genetic_num_iters": genetic_num_iters,
+        "number": number,
+        "repeat": repeat,
+        "min_repeat_ms": min_repeat_ms,
+        "enable_cpu_cache_flush": enable_cpu_cache_flush,
+    }
+    run = store.create_run(workload, target, "metaschedule", settings=settings)
+    started = time.monotonic()
+    streamer = _make_streamer(
+        store=store,
+        run_id=run.id,
+        workload=workload,
+        target=target,
+        matcher=TraceMatcher(KnobSpace(DesignSpace.of(workload, target))),
+        should_stop=should_stop,
+        deadline=None if max_secs is None else started + max_secs,
+        on_batch=on_batch,
+    )
+    status = "failed"
+    try:
+        with (
+            tempfile.TemporaryDirectory(prefix="explorer-ms-") as work_dir,
+            _unnamed_log_handlers_detached(),
+        ):
+            ms.tune_tir(
+                mod=workload.mod(),
+                target=target.to_tvm(),
+                work_dir=work_dir,
+                max_trials_global=max_trials,
+                num_trials_per_iter=num_trials_per_iter,
+                builder=ms.builder.LocalBuilder(f_build=fast_build, max_workers=cores),
+                runner=ms.runner.LocalRunner(
+                    evaluator_config=ms.runner.EvaluatorConfig(
+                        number=number,
+                        repeat=repeat,
+                        min_repeat_ms=min_repeat_ms,
+                        enable_cpu_cache_flush=enable_cpu_cache_flush,
+                    )
+                ),
+                database="memory",
+                cost_model="xgb",
+                strategy=ms.search_strategy.EvolutionarySearch(
+                    population_size=population_size, genetic_num_iters=genetic_num_iters
+                ),
+                measure_callbacks=ms.MeasureCallback.create("default") + [streamer],
+                num_tuning_cores=cores,
+                seed=seed,
+            )
+        status = "finished"
+    except Exception:
+        # TVM re-raises the callback's exception as its own error type; ours left a mark.
+        if streamer.stopped_because is None:
+            raise
+        status = "cancelled" if streamer.stopped_because == "cancelled" else "finished"
+    finally:
+        run = store.finish_run(run.id, status)
+    return run
+
+
+@contextlib.contextmanager
+def _unnamed_log_handlers_detached() -> Iterator[None]:
+    """Hide handlers without a name from MetaSchedule's logger while ``tune_tir`` runs.
+
+    ``tune_tir`` rebuilds its logging with ``dictConfig``, listing the handlers already on
+    ``tvm.s_tir.meta_schedule`` by name; one without a name (pytest's log capture, a notebook's
+    handler) makes it fail with ``'NoneType' object has no attribute 'format'``.
+    """
+    logger = logging.getLogger("tvm.s_tir.meta_schedule")
+    unnamed = [h for h in logger.handlers if h.get_name() is None]
+    for h in unnamed:
+        logger.removeHandler(h)
+    try:
+        yield
+    finally:
+        for h in unnamed:
+            logger.addHandler(h)
+
+
+def _result(builder_result: Any, runner_result: Any, flops: int, threads: int) -> MeasureResult:
+    if builder_result.error_msg:
+        return MeasureResult(MeasureStatus.BUILD_ERROR, error_msg=str(builder_result.error_msg))
+    if runner_result.error_msg:
+        msg = str(runner_result.error_msg)
+        status = MeasureStatus.TIMEOUT if "Timeout" in msg else MeasureStatus.RUN_ERROR
+        return MeasureResult(status, error_msg=msg)
+    run_secs = tuple(float(x) for x in runner_result.run_secs or ())
+    if not run_secs or min(run_secs) >= FAILED_RUN_SECS:
+        return MeasureResult(MeasureStatus.RUN_ERROR, error_msg="no timing from the runner")
+    return MeasureResult(MeasureStatus.OK, run_secs=run_secs, flops=flops, num_threads=threads)

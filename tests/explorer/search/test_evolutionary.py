@@ -1,0 +1,162 @@
+"""MetaSchedule's evolutionary search through ask/tell, and the tune_tir streaming adapter."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from explorer import _tvm
+from explorer.measure import (
+    LocalMeasurer,
+    MeasureConfig,
+    MeasureResult,
+    ReplayMeasurer,
+    trace_key,
+)
+from explorer.search import EvolutionarySearch, make_strategy
+from explorer.search._evolutionary import PREDICTION_NAME
+from explorer.search._metaschedule import run_metaschedule
+from explorer.space import DesignSpace, KnobSpace
+from explorer.storage import get_store
+from explorer.storage._base import TrialRecord
+from explorer.tuner import Tuner
+from explorer.types import MeasureStatus
+from explorer.workloads import get_workload
+
+MATMUL32 = get_workload("matmul", M=32, N=32, K=32)
+
+
+def _small(**kw):
+    params = dict(
+        population_size=48,
+        genetic_num_iters=1,
+        init_min_unmeasured=16,
+        num_trials_per_iter=6,
+        num_warmup_samples=6,
+    )
+    return EvolutionarySearch(**{**params, **kw})
+
+
+def _synthetic(candidate):
+    """Faster the closer the innermost i-tile is to 8; every 5th schedule fails to run."""
+    values = candidate.decisions["values"]
+    inner = values[0][-1]
+    if sum(sum(v) if isinstance(v, list) else v for v in values) % 5 == 0:
+        return MeasureResult(MeasureStatus.RUN_ERROR, error_msg="synthetic crash")
+    secs = 1e-4 * (1 + abs(math.log2(inner) - 3))
+    return MeasureResult(MeasureStatus.OK, run_secs=(secs, secs * 1.01, secs * 0.99), flops=1)
+
+
+def _record(candidate, i, result):
+    return TrialRecord(i, 1, i, candidate, result, {}, 0.0)
+
+
+@pytest.fixture(scope="module")
+def space(cpu_target):
+    return DesignSpace.of(MATMUL32, cpu_target)
+
+
+def _drive(strategy, space, *, trials, seed, history=(), batch=4):
+    strategy.reset(space, rng=np.random.default_rng(seed), history=list(history))
+    measurer = ReplayMeasurer(_synthetic)
+    told = list(history)
+    while len(told) < trials:
+        cands = strategy.ask(min(batch, trials - len(told)))
+        assert cands
+        preds = strategy.predictions(cands)
+        recs = [
+            TrialRecord(len(told) + i, 1, len(told) + i, c, r, p, 0.0)
+            for i, (c, r, p) in enumerate(zip(cands, measurer.measure(cands), preds, strict=True))
+        ]
+        strategy.tell(recs)
+        told += recs
+    return told
+
+
+def test_proposes_valid_unique_candidates_with_predictions(space):
+    s = _small()
+    told = _drive(s, space, trials=18, seed=0)
+    keys = [trace_key(r.candidate.trace) for r in told]
+    assert len(set(keys)) == len(keys)
+    for r in told[:4]:  # each trace replays onto the workload
+        _tvm.apply_trace_json(r.candidate.trace, _tvm.Schedule(MATMUL32.mod()))
+    assert all(math.isfinite(r.predicted[PREDICTION_NAME]) for r in told)
+    knobs = KnobSpace(space)
+    assert sum(knobs.point_of_candidate(r.candidate) is not None for r in told) >= len(told) // 2
+    # Three MetaSchedule rounds: every round committed and learned from, failures as 1e10.
+    assert s.num_rounds_ == 3 and len(s.database_) == 18
+    assert s.cost_model_.data_size == 18
+    worst = max(float(rec.run_secs[0]) for rec in s.database_.get_all_tuning_records())
+    assert worst == pytest.approx(1e10)
+
+
+def test_same_seed_same_proposals(space):
+    runs = [
+        [trace_key(r.candidate.trace) for r in _drive(_small(), space, trials=12, seed=7)]
+        for _ in range(2)
+    ]
+    assert runs[0] == runs[1]
+    other = [trace_key(r.candidate.trace) for r in _drive(_small(), space, trials=12, seed=8)]
+    assert other != runs[0]
+
+
+def test_resume_replays_history_and_never_repeats_it(space):
+    first = _drive(_small(), space, trials=12, seed=3)
+    s = _small()
+    s.reset(space, rng=np.random.default_rng(3), history=first)
+    assert len(s.database_) == 12 and s.cost_model_.data_size == 12
+    more = _drive(s, space, trials=24, seed=3, history=first)
+    assert len(s.database_) >= 12 + 6  # at least one new round closed on top of the history
+    old = {trace_key(r.candidate.trace) for r in first}
+    assert not old & {trace_key(r.candidate.trace) for r in more[12:]}
+
+
+def test_registry_and_settings():
+    s = make_strategy("evolutionary", population_size=64)
+    assert isinstance(s, EvolutionarySearch)
+    assert s.settings()["population_size"] == 64 and s.settings()["eps_greedy"] == 0.05
+
+
+@pytest.fixture(scope="module")
+def measurer():
+    with LocalMeasurer(MeasureConfig(repeat=3, min_repeat_secs=0.002)) as m:
+        yield m
+
+
+def test_end_to_end_on_matmul32(measurer, tmp_path, cpu_target):
+    with get_store(tmp_path / "r.db") as store:
+        result = Tuner(measurer=measurer, store=store, batch_size=4, confirm_top=1).run(
+            MATMUL32, cpu_target, _small(num_trials_per_iter=4), max_trials=8, seed=0
+        )
+        assert result.num_trials == 8 and result.run.strategy == "evolutionary"
+        trials = store.trials(run_id=result.run.id)
+        assert sum(t.status is MeasureStatus.OK for t in trials) >= 6
+        assert all(PREDICTION_NAME in t.predicted for t in trials[:8])
+        assert result.best is not None and math.isfinite(result.best_secs)
+
+
+def test_tune_tir_streams_every_trial_and_stops_when_asked(tmp_path, cpu_target):
+    # One real tune_tir run (about 20 s, mostly builder start-up): two batches of 4 are
+    # streamed into the store, then the callback stops it well before max_trials.
+    with get_store(tmp_path / "r.db") as store:
+        batches = []
+        run = run_metaschedule(
+            MATMUL32,
+            cpu_target,
+            store,
+            max_trials=64,
+            num_trials_per_iter=4,
+            population_size=48,
+            genetic_num_iters=1,
+            min_repeat_ms=2,
+            on_batch=batches.append,
+            should_stop=lambda: len(batches) >= 2,
+        )
+        assert run.status == "cancelled" and run.strategy == "metaschedule"
+        trials = store.trials(run_id=run.id)
+        assert len(trials) == 8 and [len(b) for b in batches] == [4, 4]
+        assert sum(t.status is MeasureStatus.OK for t in trials) >= 6
+        assert all(len(t.result.run_secs) == 3 for t in trials if t.result.is_ok)
+        assert len({trace_key(t.candidate.trace) for t in trials}) == 8
