@@ -30,13 +30,16 @@ lint: $(STAMP)
 
 ## Benchmarks: ratios against baselines measured in the same run (slow: tens of minutes).
 bench: $(STAMP)
-	$(PY) benchmarks/bench_measure.py
+	$(PY) benchmarks/bench_import.py
+	$(PY) benchmarks/bench_measure.py --trials 128 --ms-trials 32
 	$(PY) benchmarks/bench_storage.py
+	$(PY) benchmarks/bench_search.py
 
 ## A few-minute variant to run after every change to search or measurement code.
 bench-quick: $(STAMP)
-	$(PY) benchmarks/bench_measure.py --quick
-	$(PY) benchmarks/bench_storage.py --quick
+	$(PY) benchmarks/bench_measure.py --trials 32 --ms-trials 8
+	$(PY) benchmarks/bench_storage.py --runs 4
+	$(PY) benchmarks/bench_search.py --quick
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache bench_results

@@ -42,14 +42,6 @@ BATCH = 16
 NUM_THREADS = 2
 
 
-def fast_build(mod, target, _params):  # noqa: ANN001  (MetaSchedule's f_build signature)
-    """MetaSchedule's default_build minus ``import tvm.s_tir.tensor_intrin`` (field guide 7)."""
-    from tvm.driver import build as tvm_build
-    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
-
-    return tvm_build(RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod), target=target)
-
-
 @_tvm.derived_object
 class _Counter(ms.measure_callback.PyMeasureCallback):
     """Counts MetaSchedule's trials and failures and keeps the best mean latency."""
@@ -130,7 +122,7 @@ def bench_tune_tir(workload, target: Target, trials: int, *, fast: bool) -> dict
     kwargs = {}
     if fast:
         kwargs["builder"] = ms.builder.LocalBuilder(
-            f_build=fast_build, max_workers=target.num_cores
+            f_build=_tvm.fast_build, max_workers=target.num_cores
         )
     start = time.perf_counter()
     try:

@@ -7,12 +7,14 @@ through the names and helpers defined here. When TVM moves again, only this file
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
+import logging
 import os
 import sys
 import types
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 # TVM's CPU thread pool defaults to 1 thread on this kind of machine and reads the variable when
@@ -41,7 +43,9 @@ __all__ = [
     "create_prim_func",
     "derived_object",
     "ensure_cpu_intrinsics",
+    "fast_build",
     "make_target",
+    "metaschedule_logging_guard",
     "ms",
     "te",
     "tirx",
@@ -115,3 +119,34 @@ def ensure_cpu_intrinsics() -> None:
     importlib.import_module(f"{name}.x86")  # registers the x86 intrinsics
 
     _INTRINSICS_READY = True
+
+
+def fast_build(mod: tvm.IRModule, target: tvm.target.Target, _params: Any) -> Any:
+    """MetaSchedule's ``default_build`` without ``import tvm.s_tir.tensor_intrin``.
+
+    The default builder pays that 12 s import again in every fresh worker of every batch, which
+    makes builds time out spuriously (field guide, section 7). Tensorized schedules already carry
+    the intrinsic bodies inline, so the registry is not needed to build them. Pass it as
+    ``ms.builder.LocalBuilder(f_build=fast_build)``; workers import it from this module.
+    """
+    rewrite = tvm.s_tir.transform.RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)
+    return tvm.driver.build(rewrite(mod), target=target)
+
+
+@contextlib.contextmanager
+def metaschedule_logging_guard() -> Iterator[None]:
+    """Hide handlers without a name from MetaSchedule's logger while ``tune_tir`` runs.
+
+    ``tune_tir`` rebuilds its logging with ``dictConfig``, listing the handlers already on
+    ``tvm.s_tir.meta_schedule`` by name; one without a name (pytest's log capture, a notebook's
+    handler) makes it fail with ``'NoneType' object has no attribute 'format'``.
+    """
+    logger = logging.getLogger("tvm.s_tir.meta_schedule")
+    unnamed = [h for h in logger.handlers if h.get_name() is None]
+    for h in unnamed:
+        logger.removeHandler(h)
+    try:
+        yield
+    finally:
+        for h in unnamed:
+            logger.addHandler(h)

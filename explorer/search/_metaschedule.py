@@ -13,11 +13,9 @@ reference to compare our ``evolutionary`` strategy (same algorithm, our measurer
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from explorer import _tvm
@@ -28,16 +26,6 @@ from explorer.storage._base import NewTrial, RecordStore, RunInfo, TrialRecord
 from explorer.target import Target
 from explorer.types import MeasureStatus
 from explorer.workloads import Workload
-
-
-def fast_build(mod: Any, target: Any, _params: Any) -> Any:
-    """MetaSchedule's ``default_build`` without ``import tvm.s_tir.tensor_intrin`` (12 s/worker).
-
-    Tensorized schedules already carry the intrinsic bodies inline, so the registry is not needed
-    to build them.
-    """
-    rewrite = _tvm.tvm.s_tir.transform.RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)
-    return _tvm.tvm.driver.build(rewrite(mod), target=target)
 
 
 class _StopTuning(Exception):
@@ -187,7 +175,7 @@ def run_metaschedule(
     try:
         with (
             tempfile.TemporaryDirectory(prefix="explorer-ms-") as work_dir,
-            _unnamed_log_handlers_detached(),
+            _tvm.metaschedule_logging_guard(),
         ):
             ms.tune_tir(
                 mod=workload.mod(),
@@ -195,7 +183,7 @@ def run_metaschedule(
                 work_dir=work_dir,
                 max_trials_global=max_trials,
                 num_trials_per_iter=num_trials_per_iter,
-                builder=ms.builder.LocalBuilder(f_build=fast_build, max_workers=cores),
+                builder=ms.builder.LocalBuilder(f_build=_tvm.fast_build, max_workers=cores),
                 runner=ms.runner.LocalRunner(
                     evaluator_config=ms.runner.EvaluatorConfig(
                         number=number,
@@ -222,25 +210,6 @@ def run_metaschedule(
     finally:
         run = store.finish_run(run.id, status)
     return run
-
-
-@contextlib.contextmanager
-def _unnamed_log_handlers_detached() -> Iterator[None]:
-    """Hide handlers without a name from MetaSchedule's logger while ``tune_tir`` runs.
-
-    ``tune_tir`` rebuilds its logging with ``dictConfig``, listing the handlers already on
-    ``tvm.s_tir.meta_schedule`` by name; one without a name (pytest's log capture, a notebook's
-    handler) makes it fail with ``'NoneType' object has no attribute 'format'``.
-    """
-    logger = logging.getLogger("tvm.s_tir.meta_schedule")
-    unnamed = [h for h in logger.handlers if h.get_name() is None]
-    for h in unnamed:
-        logger.removeHandler(h)
-    try:
-        yield
-    finally:
-        for h in unnamed:
-            logger.addHandler(h)
 
 
 def _result(builder_result: Any, runner_result: Any, flops: int, threads: int) -> MeasureResult:

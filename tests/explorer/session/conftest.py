@@ -11,8 +11,10 @@ from explorer.target import Target
 from explorer.workloads import FAMILIES, Workload, get_workload
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="module", autouse=True)
 def session_test_families() -> Iterator[None]:
+    # Module scope: the families must be gone before other packages' tests (the catalog tests
+    # check the exact family list) run in the same pytest process.
     added = [f for f in TEST_FAMILIES if f.name not in FAMILIES]
     for family in added:
         FAMILIES[family.name] = family

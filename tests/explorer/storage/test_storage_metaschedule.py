@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 
-import cloudpickle
 import pytest
 
 from explorer import _tvm
@@ -135,34 +133,29 @@ def test_a_directory_without_a_database_is_refused(tmp_path):
         import_metaschedule(SQLiteStore(":memory:"), tmp_path)
 
 
-def fast_build(mod, target, _params):
-    """MetaSchedule's default build minus the 12 s import of every tensor intrinsic (field guide,
-    section 7); shipped to the builder's worker processes by value."""
-    rewrite = _tvm.tvm.s_tir.transform.RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)
-    return _tvm.tvm.driver.build(rewrite(mod), target=target)
-
-
 @pytest.mark.slow
 def test_a_real_tune_tir_database_imports(workload, target, tmp_path):
     _tvm.ensure_cpu_intrinsics()
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
     work_dir = tmp_path / "tune"
-    ms.tune_tir(
-        mod=workload.mod(),
-        target=target.to_tvm(),
-        work_dir=str(work_dir),
-        max_trials_global=8,
-        num_trials_per_iter=8,
-        builder=ms.builder.LocalBuilder(f_build=fast_build, max_workers=2, timeout_sec=60),
-        runner=ms.runner.LocalRunner(
-            timeout_sec=10,
-            evaluator_config=ms.runner.EvaluatorConfig(
-                number=3, repeat=1, min_repeat_ms=10, enable_cpu_cache_flush=False
+    with _tvm.metaschedule_logging_guard():
+        ms.tune_tir(
+            mod=workload.mod(),
+            target=target.to_tvm(),
+            work_dir=str(work_dir),
+            max_trials_global=8,
+            num_trials_per_iter=8,
+            builder=ms.builder.LocalBuilder(
+                f_build=_tvm.fast_build, max_workers=2, timeout_sec=60
             ),
-        ),
-        num_tuning_cores=2,
-        seed=0,
-    )
+            runner=ms.runner.LocalRunner(
+                timeout_sec=10,
+                evaluator_config=ms.runner.EvaluatorConfig(
+                    number=3, repeat=1, min_repeat_ms=10, enable_cpu_cache_flush=False
+                ),
+            ),
+            num_tuning_cores=2,
+            seed=0,
+        )
     lines = [json.loads(x) for x in (work_dir / RECORD_FILE).read_text().splitlines()]
     store = SQLiteStore(tmp_path / "records.db")
     summary = import_metaschedule(store, work_dir, workloads=[workload])
