@@ -16,8 +16,10 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 ## Open JupyterLab on the tour notebook (local CPU target, embedded SQLite database).
+# JupyterLab refuses to start as root unless told to (containers and CI machines run as root).
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab notebooks/00_tour.ipynb
+	$(VENV)/bin/jupyter lab $(ROOT_FLAG) --ServerApp.ip=127.0.0.1 notebooks/00_tour.ipynb
 
 ## The whole test suite (what CI runs).
 test: $(STAMP)
