@@ -100,8 +100,10 @@ def locate(space: KnobSpace, candidate: Candidate) -> tuple[int, tuple[JSON, ...
     between sketches even when their knobs look alike.
     """
     d = candidate.decisions
-    if isinstance(d, dict) and "sketch" in d and "values" in d:
-        return int(d["sketch"]), tuple(d["values"])
+    if isinstance(d, dict) and "values" in d:
+        if d.get("sketch") is not None:
+            return int(d["sketch"]), tuple(d["values"])
+        d = d["values"]  # evolutionary's off-space points: {"sketch": None, "values": [...]}
     if not isinstance(d, (list, tuple)):
         return None
     values = tuple(d)

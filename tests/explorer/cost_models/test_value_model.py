@@ -80,3 +80,27 @@ def test_fit_from_store_predict_and_save_load(cpu_target, tmp_path):
     assert np.array_equal(loaded.predict(cands), a) and len(loaded.samples_) == 12
     assert np.all(ValueModel().predict(cands) == 0.0)  # untrained: finite, all alike
     assert isinstance(make_cost_model("value"), ValueModel) and "value" in COST_MODELS
+
+
+def test_locate_reads_every_decision_form_the_strategies_store(cpu_target):
+    from explorer.cost_models._value import locate
+    from explorer.measure import Candidate
+    from explorer.space import DesignSpace, KnobSpace
+
+    space = KnobSpace(DesignSpace.of(get_workload("matmul", M=32, N=32, K=32), cpu_target))
+    cand = space.materialize(space.random_point(np.random.default_rng(1)))
+    sketch, values = locate(space, cand)  # KnobSpace form: {"sketch", "point", "values"}
+    assert sketch == cand.decisions["sketch"]
+    # evolutionary's form for a trace it could not map to a point: no sketch, values only
+    bare = Candidate(
+        cand.workload,
+        cand.target,
+        cand.trace,
+        {"sketch": None, "values": cand.decisions["values"]},
+    )
+    assert locate(space, bare)[1] == values
+    # random search's form: the plain list of values
+    plain = Candidate(cand.workload, cand.target, cand.trace, list(cand.decisions["values"]))
+    assert locate(space, plain)[1] == values
+    # a hand-written schedule carries no decisions at all
+    assert locate(space, Candidate(cand.workload, cand.target, cand.trace, None)) is None
