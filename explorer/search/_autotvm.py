@@ -44,8 +44,8 @@ from explorer.measure._base import Candidate
 from explorer.measure._replay import trace_key
 from explorer.search._base import SearchStrategy
 from explorer.search._sa import Key, SimulatedAnnealing, diversity_pick
-from explorer.space import DesignSpace, KnobSpace, Point
-from explorer.storage._base import RecordStore, TrialRecord
+from explorer.space import KnobSpace, Point
+from explorer.storage._base import TrialRecord
 
 log = logging.getLogger(__name__)
 
@@ -136,18 +136,9 @@ class AutoTVMSearch(SearchStrategy):
         return f"xgb-{self.loss}"
 
     # -- SearchStrategy ---------------------------------------------------------------------
-    def reset(
-        self,
-        space: DesignSpace,
-        *,
-        rng: np.random.Generator,
-        history: Sequence[TrialRecord] = (),
-        store: RecordStore | None = None,
-    ) -> None:
-        """Start over on ``space``; ``store`` is where ``transfer_from="auto"`` looks."""
-        self.space = space
-        self.rng = rng
-        self.record_store = store
+    def _start(self, history: list[TrialRecord]) -> list[TrialRecord]:
+        """Fresh model and annealer; ``record_store`` is where ``transfer_from="auto"`` looks."""
+        space = self.space
         self.knobs_ = KnobSpace(space)
         self.table_ = KnobTable(self.knobs_)
         self.sa_ = SimulatedAnnealing(
@@ -170,7 +161,7 @@ class AutoTVMSearch(SearchStrategy):
         self._candidates: dict[Key, Candidate | None] = {}
         if self.transfer_from == "auto":
             self._load_transfer()
-        self.tell(list(history))
+        return history
 
     def ask(self, n: int) -> list[Candidate]:
         self._predicted = {}  # `predictions` answers for the latest batch only

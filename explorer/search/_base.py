@@ -45,7 +45,13 @@ class SearchStrategy(abc.ABC):
         self.space = space
         self.rng = rng
         self.record_store = store
-        self.tell(list(history))
+        self.tell(self._start(list(history)))
+
+    def _start(self, history: list[TrialRecord]) -> Sequence[TrialRecord]:
+        """Build the per-run state; ``reset`` calls it once ``space``, ``rng`` and
+        ``record_store`` are set, then tells the strategy what it returns (the history, reordered
+        or filtered where a strategy needs to; default: unchanged)."""
+        return history
 
     @abc.abstractmethod
     def ask(self, n: int) -> list[Candidate]:

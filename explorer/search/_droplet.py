@@ -17,15 +17,14 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
 from scipy import stats
 
 from explorer.errors import SearchError
 from explorer.measure._base import Candidate
 from explorer.search._base import SearchStrategy
 from explorer.search._evolutionary import EvolutionarySearch, TraceMatcher
-from explorer.space import DesignSpace, KnobDomain, KnobSpace, Point
-from explorer.storage._base import RecordStore, TrialRecord
+from explorer.space import KnobDomain, KnobSpace, Point
+from explorer.storage._base import TrialRecord
 from explorer.types import JSON
 
 log = logging.getLogger(__name__)
@@ -119,18 +118,8 @@ class DropletSearch(SearchStrategy):
         self.max_step = max_step
 
     # -- lifecycle ----------------------------------------------------------------------------
-    def reset(
-        self,
-        space: DesignSpace,
-        *,
-        rng: np.random.Generator,
-        history: Sequence[TrialRecord] = (),
-        store: RecordStore | None = None,
-    ) -> None:
-        self.space = space
-        self.rng = rng
-        self.record_store = store
-        self.knob_space_ = KnobSpace(space)
+    def _start(self, history: list[TrialRecord]) -> list[TrialRecord]:
+        self.knob_space_ = KnobSpace(self.space)
         self._matcher = TraceMatcher(self.knob_space_)
         start = self._start_point()
         self.start_point_ = start
@@ -146,13 +135,12 @@ class DropletSearch(SearchStrategy):
         self.num_invalid_ = 0
         # Step 1. Resume: the start's own measurement is the baseline, then the rest is judged
         # against it in stored order, which is the order the search saw them in.
-        history = list(history)
         own = [r for r in history if self._point_of(r) == start]
         self._queue: deque[Point] = deque()
         if not own:
             self._queue.append(start)
         self._recentre(start)
-        self.tell(own + [r for r in history if self._point_of(r) != start])
+        return own + [r for r in history if self._point_of(r) != start]
 
     def settings(self) -> dict[str, JSON]:
         return {**super().settings(), "start": _jsonable_start(self.start)}
@@ -301,18 +289,8 @@ class EvolutionaryDropletSearch(SearchStrategy):
         self.num_warmup_samples = num_warmup_samples
         self.num_threads = num_threads
 
-    def reset(
-        self,
-        space: DesignSpace,
-        *,
-        rng: np.random.Generator,
-        history: Sequence[TrialRecord] = (),
-        store: RecordStore | None = None,
-    ) -> None:
-        self.space = space
-        self.rng = rng
-        self.record_store = store
-        self._history: list[TrialRecord] = list(history)
+    def _start(self, history: list[TrialRecord]) -> list[TrialRecord]:
+        self._history: list[TrialRecord] = history
         self.explorer_ = EvolutionarySearch(
             population_size=self.population_size,
             genetic_num_iters=self.genetic_num_iters,
@@ -321,11 +299,12 @@ class EvolutionaryDropletSearch(SearchStrategy):
             num_threads=self.num_threads,
         )
         self.droplet_: DropletSearch | None = None
-        self._droplet_rng, explore_rng = rng.spawn(2)
+        self._droplet_rng, explore_rng = self.rng.spawn(2)
         if len(self._history) < self.explore_trials:
-            self.explorer_.reset(space, rng=explore_rng, history=self._history)
+            self.explorer_.reset(self.space, rng=explore_rng, history=self._history)
         else:
             self._start_droplet()
+        return []  # the delegates were told the history
 
     @property
     def phase(self) -> str:

@@ -31,9 +31,9 @@ from explorer import _tvm
 from explorer.measure._base import Candidate, MeasureResult
 from explorer.measure._replay import trace_key
 from explorer.search._base import SearchStrategy
-from explorer.space import DesignSpace, KnobSpace, Point
+from explorer.space import KnobSpace, Point
 from explorer.space._design_space import SAMPLING_KINDS
-from explorer.storage._base import RecordStore, TrialRecord
+from explorer.storage._base import TrialRecord
 from explorer.types import JSON, MeasureStatus
 
 PREDICTION_NAME = "metaschedule-xgb"
@@ -175,19 +175,10 @@ class EvolutionarySearch(SearchStrategy):
         self.max_empty_rounds = max_empty_rounds
 
     # -- lifecycle ----------------------------------------------------------------------------
-    def reset(
-        self,
-        space: DesignSpace,
-        *,
-        rng: np.random.Generator,
-        history: Sequence[TrialRecord] = (),
-        store: RecordStore | None = None,
-    ) -> None:
-        self.space = space
-        self.rng = rng
-        self.record_store = store
+    def _start(self, history: list[TrialRecord]) -> list[TrialRecord]:
         ms = _tvm.ms
         _tvm.ensure_cpu_intrinsics()
+        space = self.space
         workload, target = space.workload, space.target
         self.knob_space_ = KnobSpace(space)
         self.matcher_ = TraceMatcher(self.knob_space_)
@@ -207,7 +198,7 @@ class EvolutionarySearch(SearchStrategy):
                 eps_greedy=self.eps_greedy,
             ),
             task_name=workload.family,
-            rand_state=int(rng.integers(1, 2**31 - 1)),
+            rand_state=int(self.rng.integers(1, 2**31 - 1)),
             num_threads=self.num_threads,
         )
         self.database_ = ms.database.MemoryDatabase()
@@ -237,8 +228,8 @@ class EvolutionarySearch(SearchStrategy):
         self._exhausted = False
         self.num_rounds_ = 0
         # Step 2. Resuming: what was measured before goes into MetaSchedule's database and cost
-        # model first, exactly as tune_tir does when it reopens a database.
-        self.tell(list(history))
+        # model first (reset tells it), exactly as tune_tir does when it reopens a database.
+        return history
 
     # -- ask/tell -----------------------------------------------------------------------------
     def ask(self, n: int) -> list[Candidate]:

@@ -72,14 +72,14 @@ class StaticSearch(SearchStrategy):
         self._proposals: list[Candidate] | None = None
         self._scores: dict[str, float] = {}  # trace key -> static score of proposed candidates
 
-    def reset(self, space, *, rng, history=(), store=None) -> None:  # noqa: ANN001  (see base)
+    def _start(self, history: list[TrialRecord]) -> list[TrialRecord]:
         self.model_ = self.model if self.model is not None else StaticCostModel()
-        self.knob_space_ = KnobSpace(space)
+        self.knob_space_ = KnobSpace(self.space)
         self._proposals = None
         self._told = set()
         self._scores = {}
         self.num_scored_ = 0
-        super().reset(space, rng=rng, history=history, store=store)
+        return history
 
     def tell(self, records: Sequence[TrialRecord]) -> None:
         for r in records:

@@ -92,16 +92,18 @@ class ValueSearch(SearchStrategy):
         self._seen: set[str] = set()
         self._predicted: dict[str, float] = {}
 
-    def reset(self, space, *, rng, history=(), store=None) -> None:  # noqa: ANN001  (see base)
-        self.knob_space_ = KnobSpace(space)
+    def _start(self, history: list[TrialRecord]) -> list[TrialRecord]:
+        self.knob_space_ = KnobSpace(self.space)
         self.model_ = self.model if self.model is not None else ValueModel()
-        train_on = self.store if self.store is not None else store
+        train_on = self.store if self.store is not None else self.record_store
         if train_on is not None:
-            self.model_.fit_from_store(train_on, workloads=self.workloads, target=space.target)
+            self.model_.fit_from_store(
+                train_on, workloads=self.workloads, target=self.space.target
+            )
         self._seen = set()
         self._predicted = {}
         self.num_rounds_ = 0
-        super().reset(space, rng=rng, history=history, store=store)
+        return history
 
     def tell(self, records: Sequence[TrialRecord]) -> None:
         for r in records:
