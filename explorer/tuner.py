@@ -7,15 +7,15 @@ about which points to propose (Kernel Tuner's CostFunc idea).
 from __future__ import annotations
 
 import logging
-import statistics
+import math
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from explorer.errors import SearchError
-from explorer.measure._base import Measurer, MeasureResult
+from explorer.measure import Measurer, confirm_best, trace_key
 from explorer.search import SearchStrategy, make_strategy
 from explorer.space import DesignSpace
 from explorer.storage._base import NewTrial, RecordStore, RunInfo, TrialRecord
@@ -195,35 +195,41 @@ class Tuner:
         return run
 
     def _confirm_best(self, run: RunInfo) -> tuple[TrialRecord | None, float | None]:
-        trials = [t for t in self.store.trials(run_id=run.id) if t.result.is_ok]
+        trials = _unique_traces(t for t in self.store.trials(run_id=run.id) if t.result.is_ok)
         if not trials:
             return None, None
-        trials.sort(key=lambda t: t.median_secs or float("inf"))
-        top = _unique_traces(trials)[: self.confirm_top]
-        if not top:
-            return trials[0], trials[0].median_secs
-        again = self.measurer.measure([t.candidate for t in top])
-        self.store.add_trials(
-            run.id, [NewTrial(t.candidate, r) for t, r in zip(top, again, strict=True)]
+        if self.confirm_top < 1:
+            best = min(trials, key=lambda t: t.median_secs or math.inf)
+            return best, best.median_secs
+        pairs = confirm_best(
+            self.measurer,
+            [t.candidate for t in trials],
+            [t.result for t in trials],
+            top_k=self.confirm_top,
+            rounds=1,
         )
-        pooled = [(t, _pooled_median(t.result, r)) for t, r in zip(top, again, strict=True)]
-        best, secs = min(pooled, key=lambda p: p[1])
-        return best, secs
+        by_candidate = {id(t.candidate): t for t in trials}
+        # The re-timings are real measurements: store them (only the new repeats) beside the
+        # originals, so the database shows what the final ranking rests on.
+        new = []
+        for cand, pooled in pairs:
+            old = by_candidate[id(cand)].result
+            fresh = pooled.run_secs[len(old.run_secs) :] if pooled.is_ok else ()
+            new.append(NewTrial(cand, replace(pooled, run_secs=fresh) if pooled.is_ok else pooled))
+        self.store.add_trials(run.id, new)
+        cand, pooled = pairs[0]
+        if not pooled.is_ok:
+            log.warning("re-measuring the best candidates failed: %s", pooled.error_msg)
+            return None, None
+        return by_candidate[id(cand)], pooled.median_secs
 
 
-def _unique_traces(trials: Sequence[TrialRecord]) -> list[TrialRecord]:
+def _unique_traces(trials: Iterable[TrialRecord]) -> list[TrialRecord]:
     seen: set[str] = set()
     out = []
     for t in trials:
-        key = repr(t.candidate.trace)
+        key = trace_key(t.candidate.trace)
         if key not in seen:
             seen.add(key)
             out.append(t)
     return out
-
-
-def _pooled_median(first: MeasureResult, again: MeasureResult) -> float:
-    runs = list(first.run_secs) + (list(again.run_secs) if again.is_ok else [])
-    if not again.is_ok:
-        log.warning("re-measuring a best candidate failed: %s", again.error_msg)
-    return statistics.median(runs) if runs else float("inf")

@@ -44,6 +44,7 @@ import numpy as np
 
 from explorer import _tvm
 from explorer.cost_models._base import CostModel
+from explorer.cost_models._xgb import import_xgboost
 from explorer.measure._base import Candidate
 from explorer.space import DesignSpace, KnobSpace
 from explorer.storage._base import RecordStore, TrialRecord
@@ -57,16 +58,6 @@ MAX_FACTORS = 4
 # Per knob slot: decided, is_tile, is_cat, log2 extent, cat value, cat index, then the factors.
 SLOT_WIDTH = 6 + MAX_FACTORS
 FAILED_VALUE = math.log(1e-3)  # the value of a failed build/run, relative to the best measured
-
-
-def _import_xgboost() -> Any:
-    try:
-        import xgboost
-    except ImportError as e:  # an optional dependency of the core library
-        raise ImportError(
-            "ValueModel needs xgboost: pip install xgboost-cpu (not together with xgboost)"
-        ) from e
-    return xgboost
 
 
 @dataclass(frozen=True)
@@ -273,7 +264,7 @@ class ValueModel(CostModel):
         for (wk, sketch, prefix), y in sorted(targets.items()):
             rows.append(encode(spaces[wk], sketch, json.loads(prefix)))
             ys.append(y)
-        xgb = _import_xgboost()
+        xgb = import_xgboost()
         dtrain = xgb.DMatrix(np.array(rows), label=np.array(ys))
         params = {
             "objective": "reg:squarederror",
@@ -293,7 +284,7 @@ class ValueModel(CostModel):
         if self.booster_ is None or not prefixes:
             return np.zeros(len(prefixes))
         X = np.array([encode(space, sketch, p) for p in prefixes])
-        return self.booster_.predict(_import_xgboost().DMatrix(X)).astype(np.float64)
+        return self.booster_.predict(import_xgboost().DMatrix(X)).astype(np.float64)
 
     def predict(self, candidates: Sequence[Candidate]) -> np.ndarray:
         """Predicted normalised log-throughput of complete schedules (higher = faster)."""
@@ -344,5 +335,5 @@ class ValueModel(CostModel):
         ]
         self.booster_ = None
         if data["booster"] is not None:
-            self.booster_ = _import_xgboost().Booster(params={"nthread": 1})
+            self.booster_ = import_xgboost().Booster(params={"nthread": 1})
             self.booster_.load_model(bytearray(base64.b64decode(data["booster"])))

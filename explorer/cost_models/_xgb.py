@@ -43,12 +43,14 @@ _FORMAT = "explorer.XGBCostModel/1"
 _OBJECTIVES = {"rank": "rank:pairwise", "reg": "reg:squarederror"}
 
 
-def _import_xgboost() -> Any:
+def import_xgboost() -> Any:
+    """``xgboost``, imported on first use: the core library must import without it."""
     try:
         import xgboost
-    except ImportError as e:  # an optional dependency of the core library
+    except ImportError as e:
         raise ImportError(
-            "XGBCostModel needs xgboost: pip install xgboost-cpu (not together with xgboost)"
+            "the XGBoost cost models need xgboost: pip install xgboost-cpu "
+            "(not together with xgboost)"
         ) from e
     return xgboost
 
@@ -234,7 +236,7 @@ class XGBCostModel(CostModel):
 
     # -- training ---------------------------------------------------------------------------
     def _train(self, x: np.ndarray, labels: np.ndarray, gid: np.ndarray) -> None:
-        xgb = _import_xgboost()
+        xgb = import_xgboost()
         n = len(labels)
         if n < 2 or np.ptp(labels) == 0:
             log.debug("XGBCostModel: %d samples with one label value: nothing to learn", n)
@@ -374,7 +376,7 @@ class XGBCostModel(CostModel):
     def _restore(self, state: dict[str, Any]) -> None:
         self.booster_ = None
         if state["booster"] is not None:
-            xgb = _import_xgboost()
+            xgb = import_xgboost()
             self.booster_ = xgb.Booster()
             self.booster_.load_model(bytearray(state["booster"].encode()))
         self.n_features_ = int(state["n_features"])
