@@ -1,0 +1,114 @@
+"""Background jobs for the notebook: one worker thread per runner, cancellable, observable.
+
+A measurement or a search must never block the kernel's main thread (the notebook stays usable)
+and must never take the kernel down: whatever the job raises is kept on the ``Job`` as data
+(``state == ERROR``, ``exception``) and reported to the ``on_done`` callback. Solara's
+``TaskResult`` states, without solara.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+class JobState(enum.Enum):
+    PENDING = "pending"
+    RUNNING = "running"
+    FINISHED = "finished"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+
+
+class Job:
+    """One submitted call. ``cancel()`` only asks: the function polls ``is_cancelled``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.state = JobState.PENDING
+        self.result: Any = None
+        self.exception: BaseException | None = None
+        self._cancel = threading.Event()
+        self._done = threading.Event()
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    def is_cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in (JobState.PENDING, JobState.RUNNING)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the job ends (for tests and scripts; never call from a widget callback)."""
+        return self._done.wait(timeout)
+
+
+class JobRunner:
+    """Runs jobs one at a time on a single daemon worker thread.
+
+    ``submit`` refuses a second job while one is active (``busy``) instead of queueing it
+    silently: the UI shows the refusal.
+    """
+
+    def __init__(self, name: str = "explorer-job") -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self._lock = threading.Lock()
+        self.current: Job | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self.current is not None and self.current.is_active
+
+    def submit(
+        self,
+        name: str,
+        fn: Callable[[Job], Any],
+        *,
+        on_done: Callable[[Job], None] | None = None,
+    ) -> Job:
+        """Run ``fn(job)`` in the background; ``on_done(job)`` runs on the worker when it ends.
+
+        Raises:
+            RuntimeError: a job is still active (its name is in the message).
+        """
+        with self._lock:
+            if self.busy:
+                assert self.current is not None
+                raise RuntimeError(f"{self.current.name!r} is still running; stop it or wait")
+            job = Job(name)
+            self.current = job
+        future: Future[None] = self._pool.submit(self._run, job, fn, on_done)
+        del future  # errors are kept on the job, never raised from the future
+        return job
+
+    @staticmethod
+    def _run(job: Job, fn: Callable[[Job], Any], on_done: Callable[[Job], None] | None) -> None:
+        job.state = JobState.RUNNING
+        try:
+            job.result = fn(job)
+            job.state = JobState.CANCELLED if job.is_cancelled() else JobState.FINISHED
+        except BaseException as exc:  # noqa: BLE001  (a job's failure is data, shown in the UI)
+            job.exception = exc
+            job.state = JobState.ERROR
+            log.warning("job %r failed: %s", job.name, exc)
+        try:
+            if on_done is not None:
+                on_done(job)
+        except Exception:  # a broken UI callback must not kill the worker thread
+            log.exception("on_done callback of job %r failed", job.name)
+        finally:
+            job._done.set()  # after on_done, so `wait()` returns once the UI is updated
+
+    def shutdown(self) -> None:
+        if self.current is not None:
+            self.current.cancel()
+        self._pool.shutdown(wait=False, cancel_futures=True)
