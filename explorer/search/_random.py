@@ -1,52 +1,91 @@
-"""Uniform random sampling of the design space: the baseline every strategy is compared with."""
+"""Uniform random sampling of the knob space: the baseline every strategy is compared with."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
-from explorer.errors import SearchError
 from explorer.measure._base import Candidate
 from explorer.search._base import SearchStrategy
-from explorer.space import decisions_key
+from explorer.space import KnobSpace, Point
 from explorer.storage._base import TrialRecord
+
+ENUMERATE_BELOW = 100_000
+"""Spaces up to this many points are enumerated once random draws keep hitting seen points."""
 
 
 class RandomSearch(SearchStrategy):
-    """Draw points uniformly (TVM's own sampler over a random sketch), never the same one twice.
+    """Draw knob-space points uniformly, never the same one twice, until the space runs dry.
+
+    Uniform over ``KnobSpace`` points (every point equally likely), not over TVM's sampler,
+    which favours some tilings: on ``reduce_sum`` 4x8 TVM's sampler reached 20 of the 36 points.
+    Points TVM refuses to build are skipped (counted in ``num_invalid_``), never proposed.
 
     Args:
-        max_misses: consecutive duplicate or invalid draws after which the space is considered
-            exhausted (small spaces run out; ``ask`` then returns fewer candidates or ``[]``).
+        max_misses: consecutive draws of already-seen points after which the unseen remainder is
+            enumerated (spaces under ``ENUMERATE_BELOW`` points; larger ones count as exhausted).
     """
 
     name = "random"
 
     def __init__(self, *, max_misses: int = 200):
+        if max_misses < 1:
+            raise ValueError(f"RandomSearch.max_misses must be at least 1 (got {max_misses})")
         self.max_misses = max_misses
-        self._seen: set[str] = set()
+
+    def _start(self, history: list[TrialRecord]) -> list[TrialRecord]:
+        self.knob_space_ = KnobSpace(self.space)
+        self._seen: set[Point] = set()
+        self._remainder: list[Point] | None = None  # set once draws keep missing
         self._exhausted = False
+        self.num_invalid_ = 0
+        return history
 
     def tell(self, records: Sequence[TrialRecord]) -> None:
         for r in records:
-            self._seen.add(decisions_key(r.candidate.decisions))
+            point = self.knob_space_.point_of_candidate(r.candidate)
+            if point is not None:
+                self._seen.add(point)
 
     def ask(self, n: int) -> list[Candidate]:
         out: list[Candidate] = []
-        misses = 0
-        while len(out) < n and not self._exhausted:
-            try:
-                sample = self.space.sample(self.rng)
-            except SearchError:
-                self._exhausted = True
+        while len(out) < n:
+            point = self._draw()
+            if point is None:
                 break
-            key = decisions_key(sample.candidate.decisions)
-            if key in self._seen:
-                misses += 1
-                # Random draws cannot prove a space empty; this many repeats in a row means the
-                # unseen remainder is too small to find, and stays so (ask keeps returning []).
-                self._exhausted = misses >= self.max_misses
-                continue
-            self._seen.add(key)
-            out.append(sample.candidate)
-            misses = 0
+            self._seen.add(point)
+            candidate = self.knob_space_.materialize(point)
+            if candidate is None:
+                self.num_invalid_ += 1
+            else:
+                out.append(candidate)
         return out
+
+    def _draw(self) -> Point | None:
+        """An unseen point, uniformly; ``None`` once none is left."""
+        if self._remainder is not None:
+            while self._remainder:
+                point = self._remainder.pop()
+                if point not in self._seen:
+                    return point
+            self._exhausted = True
+        if self._exhausted or len(self._seen) >= self.knob_space_.size():
+            return None
+        for _ in range(self.max_misses):
+            point = self.knob_space_.random_point(self.rng)
+            if point not in self._seen:
+                return point
+        if self.knob_space_.size() > ENUMERATE_BELOW:
+            self._exhausted = True  # too big to list, too full to sample: call it a day
+            return None
+        # The space is nearly all seen: list what is left, in a seeded random order.
+        ks = self.knob_space_
+        left = [
+            Point(s, tuple(idx))
+            for s in range(ks.num_sketches)
+            for idx in itertools.product(*(range(d) for d in ks.dims(s)))
+            if Point(s, tuple(idx)) not in self._seen
+        ]
+        order = self.rng.permutation(len(left))
+        self._remainder = [left[i] for i in order]
+        return self._draw()

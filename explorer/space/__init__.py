@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from explorer.space._design_space import DesignSpace, Knob, Sample, decisions_key
+from explorer.space._design_space import DesignSpace, Knob, Sample
 from explorer.space._knob_space import KnobDomain, KnobSpace, Point, factorizations
 
 __all__ = [
@@ -12,6 +12,5 @@ __all__ = [
     "KnobSpace",
     "Point",
     "Sample",
-    "decisions_key",
     "factorizations",
 ]

@@ -11,7 +11,6 @@ schedule. The resulting trace (postprocessors included) replays exactly, so it i
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -135,11 +134,6 @@ class DesignSpace:
             trace=_tvm.trace_to_json(sch.trace),
             decisions=list(decisions) if decisions is not None else None,
         )
-
-
-def decisions_key(decisions: Sequence[JSON] | None, sketch: int = 0) -> str:
-    """A hashable identity for a point, used to avoid measuring it twice."""
-    return json.dumps([sketch, list(decisions or ())], separators=(",", ":"))
 
 
 def _knobs_of(sketch: int, trace: Any) -> tuple[Knob, ...]:

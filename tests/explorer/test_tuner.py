@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from explorer.errors import SearchError
-from explorer.measure import LocalMeasurer, MeasureConfig
-from explorer.space import decisions_key
+from explorer.measure import LocalMeasurer, MeasureConfig, trace_key
 from explorer.storage import get_store
 from explorer.tuner import Tuner
 from explorer.types import MeasureStatus
@@ -86,7 +85,7 @@ def test_an_interrupted_run_keeps_its_trials_and_resumes_without_repeats(
 
     result = tuner.run(WORKLOAD, cpu_target, "random", max_trials=10, seed=3, resume_run_id=run.id)
     assert result.num_trials == 10 and result.run.id == run.id
-    keys = [decisions_key(t.candidate.decisions) for t in store.trials(run_id=run.id)]
+    keys = [trace_key(t.candidate.trace) for t in store.trials(run_id=run.id)]
     assert len(keys) == 10 and len(set(keys)) == 10
 
 

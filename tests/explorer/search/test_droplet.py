@@ -101,15 +101,6 @@ def test_ask_respects_n_never_repeats_and_starts_at_the_origin(space, knobs):
         seen |= keys
 
 
-def test_same_seed_same_walk(space, knobs):
-    lookup = _bowl(knobs, [5, 20, 2, 3])
-    walks = [
-        [c.candidate.trace for c in _drive(DropletSearch(), space, lookup, max_trials=40)]
-        for _ in range(2)
-    ]
-    assert walks[0] == walks[1]
-
-
 def test_converges_to_the_optimum_and_stops_itself(space, knobs):
     optimum = [7, 25, 3, 2]
     s = DropletSearch()

@@ -92,16 +92,6 @@ def test_proposes_valid_unique_candidates_with_predictions(space):
     assert worst == pytest.approx(1e10)
 
 
-def test_same_seed_same_proposals(space):
-    runs = [
-        [trace_key(r.candidate.trace) for r in _drive(_small(), space, trials=12, seed=7)]
-        for _ in range(2)
-    ]
-    assert runs[0] == runs[1]
-    other = [trace_key(r.candidate.trace) for r in _drive(_small(), space, trials=12, seed=8)]
-    assert other != runs[0]
-
-
 def test_resume_replays_history_and_never_repeats_it(space):
     first = _drive(_small(), space, trials=12, seed=3)
     s = _small()

@@ -29,17 +29,6 @@ def test_proposes_at_most_k_then_nothing_and_measures_nothing_while_searching(cp
     assert scores == sorted(scores, reverse=True) and scores[-1] > 0
 
 
-def test_same_seed_same_proposals(cpu_target):
-    space = DesignSpace.of(MM64, cpu_target)
-    runs = []
-    model = StaticCostModel()  # shared: its cache must not change the outcome
-    for _ in range(2):
-        s = StaticSearch(top_k=3, model=model, **TINY)
-        s.reset(space, rng=np.random.default_rng(11))
-        runs.append([c.decisions for c in s.ask(3)])
-    assert runs[0] == runs[1]
-
-
 def test_registry_and_settings():
     s = make_strategy("static", top_k=2)
     assert isinstance(s, StaticSearch) and s.settings()["top_k"] == 2

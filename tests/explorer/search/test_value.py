@@ -76,15 +76,6 @@ def test_value_iteration_improves_over_rounds(cpu_target):
     assert curve[-1] <= 0.5 * curve[3]
 
 
-def test_same_seed_same_proposals(knob_space):
-    runs = []
-    for _ in range(2):
-        s = ValueSearch(model=ValueModel().fit(random_samples(knob_space, 60, seed=3)))
-        s.reset(knob_space.design, rng=np.random.default_rng(7))
-        runs.append([c.decisions for c in s.ask(4)])
-    assert runs[0] == runs[1] and len(runs[0]) == 4
-
-
 def test_registry_and_settings():
     s = make_strategy("value", beam_width=2)
     assert isinstance(s, ValueSearch) and s.settings()["beam_width"] == 2

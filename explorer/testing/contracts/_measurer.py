@@ -1,0 +1,62 @@
+"""The ``Measurer`` contract: one result per candidate, in order; failures are results."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from explorer.measure import Candidate, Measurer, MeasureResult
+from explorer.testing import recordings
+from explorer.types import MeasureStatus
+
+
+class MeasurerContract:
+    """Subclasses implement ``make_measurer()``; it must measure the shipped recording's
+    ``reduce_sum`` candidates (a real measurer, or a replay of that recording)."""
+
+    def make_measurer(self) -> Measurer:
+        raise NotImplementedError("subclasses return a fresh measurer")
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def candidates(cls, tmp_path_factory: pytest.TempPathFactory) -> list[Candidate]:
+        store = recordings.open_recording(tmp_path_factory.mktemp("recording"))
+        return [t.candidate for t in recordings.recorded_trials(store, recordings.TINY)[:4]]
+
+    @pytest.fixture
+    def measurer(self) -> Iterator[Measurer]:
+        with self.make_measurer() as m:
+            yield m
+
+    def test_one_result_per_candidate_in_order(
+        self, measurer: Measurer, candidates: list[Candidate]
+    ) -> None:
+        assert measurer.measure([]) == []
+        broken = Candidate(candidates[0].workload, candidates[0].target, [[], ["nonsense"]])
+        batch = [candidates[0], broken, candidates[1]]
+        results = measurer.measure(batch)
+        assert len(results) == 3 and all(isinstance(r, MeasureResult) for r in results)
+        assert results[0].is_ok and results[2].is_ok
+        assert all(s > 0 for s in results[0].run_secs)
+        assert not results[1].is_ok and results[1].error_msg, "a broken trace is a result"
+
+    def test_results_round_trip_through_json(
+        self, measurer: Measurer, candidates: list[Candidate]
+    ) -> None:
+        for result in measurer.measure(candidates):
+            assert MeasureResult.from_json(result.to_json()) == result
+
+    def test_remeasure_answers_every_candidate(
+        self, measurer: Measurer, candidates: list[Candidate]
+    ) -> None:
+        first = measurer.measure(candidates[:2])
+        again = measurer.remeasure(candidates[:2], rounds=2, previous=first)
+        assert [r.status for r in again] == [MeasureStatus.OK, MeasureStatus.OK]
+
+    def test_misuse_raises_and_close_is_idempotent(self, candidates: list[Candidate]) -> None:
+        measurer = self.make_measurer()
+        with pytest.raises(TypeError):
+            measurer.measure(["not a candidate"])  # type: ignore[list-item]
+        measurer.close()
+        measurer.close()

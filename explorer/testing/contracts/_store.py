@@ -1,0 +1,301 @@
+"""The ``RecordStore`` contract (Optuna's storage tests): any store passes the same checks."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import math
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from explorer import _tvm
+from explorer.measure import Candidate, MeasureResult
+from explorer.storage import NewTrial, RecordStore
+from explorer.target import Target
+from explorer.types import MeasureStatus
+from explorer.workloads import Workload, get_workload
+
+OK, BUILD_ERROR = MeasureStatus.OK, MeasureStatus.BUILD_ERROR
+SPLIT_FACTORS = (4, 8, 16, 32)
+
+
+@functools.cache
+def split_trace(workload: Workload, factor: int) -> Any:
+    """A real JSON trace: the first loop of ``C`` split by ``factor``."""
+    sch = _tvm.Schedule(workload.mod())
+    i = sch.get_loops(sch.get_sblock("C"))[0]
+    sch.split(i, [None, factor])
+    return _tvm.trace_to_json(sch.trace)
+
+
+def make_trial(
+    workload: Workload,
+    target: Target,
+    secs: float | tuple[float, ...] | None = 1e-3,
+    *,
+    status: MeasureStatus = MeasureStatus.OK,
+    trace: int = 0,
+    decisions: Any = None,
+    predicted: dict[str, float] | None = None,
+    **fields: Any,
+) -> NewTrial:
+    """A trial of a real trace; ``trace`` indexes ``SPLIT_FACTORS``; other keywords are
+    ``MeasureResult`` fields."""
+    run_secs = () if secs is None else secs if isinstance(secs, tuple) else (secs,)
+    if status is not MeasureStatus.OK:
+        fields.setdefault("error_msg", f"{status.value}: it broke")
+    return NewTrial(
+        Candidate(workload, target, split_trace(workload, SPLIT_FACTORS[trace]), decisions),
+        MeasureResult(status, run_secs, flops=workload.flops(), **fields),
+        predicted or {},
+    )
+
+
+class RecordStoreContract:
+    """Subclasses implement ``make_store(directory)``: a fresh, empty store (files, if any, go in
+    ``directory``); it is closed after each test."""
+
+    def make_store(self, directory: Path) -> RecordStore:
+        raise NotImplementedError("subclasses return a fresh, empty store")
+
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> Iterator[RecordStore]:
+        s = self.make_store(tmp_path)
+        yield s
+        s.close()
+
+    @pytest.fixture
+    def workload(self) -> Workload:
+        return get_workload("matmul", M=64, N=64, K=64)
+
+    @pytest.fixture
+    def other_workload(self) -> Workload:
+        return get_workload("matmul", M=32, N=32, K=64)
+
+    @pytest.fixture
+    def target(self) -> Target:
+        return Target.local_cpu()
+
+    @pytest.fixture
+    def other_target(self) -> Target:
+        return Target(kind="llvm", mcpu="generic", num_cores=1, name="generic, 1 core")
+
+    @pytest.fixture(name="make_trial")
+    def make_trial_fixture(self) -> Callable[..., NewTrial]:
+        return make_trial
+
+    # -- runs ----------------------------------------------------------------------------------
+    def test_create_run_round_trips_and_filters(
+        self, store, workload, other_workload, target, other_target
+    ):
+        a = store.create_run(workload, target, "random", settings={"seed": 1, "max_trials": 8})
+        b = store.create_run(other_workload, target, "manual")
+        c = store.create_run(workload, other_target, "random", environment={"note": "x"})
+        assert a.status == "running" and a.ended_at is None and a.id < b.id < c.id
+        assert a.settings == {"seed": 1, "max_trials": 8}
+        assert a.environment["tvm_version"] and c.environment == {"note": "x"}
+        assert store.get_run(a.id) == a
+        assert store.runs() == [a, b, c]
+        assert store.runs(workload=workload) == [a, c]
+        assert store.runs(target=target) == [a, b]
+        assert store.runs(strategy="random", target=other_target) == [c]
+        assert store.runs(strategy="nope") == []
+
+    def test_finish_run_sets_only_end_and_status(self, store, workload, target):
+        run = store.create_run(workload, target, "random")
+        done = store.finish_run(run.id, "cancelled")
+        assert done.status == "cancelled" and done.ended_at >= run.started_at
+        assert dataclasses.replace(done, ended_at=None, status="running") == run
+        resumed = store.finish_run(run.id)  # a resumed run ends again: only end and status change
+        assert resumed.status == "finished" and resumed.ended_at >= done.ended_at
+        assert dataclasses.replace(resumed, ended_at=None, status="running") == run
+        with pytest.raises(ValueError, match="must be one of"):
+            store.finish_run(store.create_run(workload, target, "x").id, "exploded")
+        with pytest.raises(KeyError):
+            store.finish_run(999)
+
+    def test_unknown_ids_raise_key_error(self, store, workload, target, make_trial):
+        with pytest.raises(KeyError):
+            store.get_run(42)
+        with pytest.raises(KeyError):
+            store.get_trial(42)
+        with pytest.raises(KeyError):
+            store.add_trials(42, [make_trial(workload, target)])
+        with pytest.raises(KeyError):
+            store.best_so_far(42)
+
+    # -- trials ----------------------------------------------------------------------------------
+    def test_add_trials_returns_what_later_queries_return(
+        self, store, workload, target, make_trial
+    ):
+        run = store.create_run(workload, target, "random")
+        batch = [
+            make_trial(workload, target, (3e-3, 1e-3, 2e-3), trace=1, predicted={"xgb": 0.7},
+                       decisions={"tile": [8, 8]}, build_secs=0.25, num_threads=2),
+            make_trial(workload, target, None, status=BUILD_ERROR),
+        ]  # fmt: skip
+        records = store.add_trials(run.id, batch)
+        assert [r.seq for r in records] == [0, 1] and [r.run_id for r in records] == [run.id] * 2
+        first = records[0]
+        assert first.candidate == batch[0].candidate and first.result == batch[0].result
+        assert first.median_secs == 2e-3 and first.predicted == {"xgb": 0.7}
+        assert first.result.gflops == pytest.approx(workload.flops() / 2e-3 / 1e9)
+        assert records[1].status is BUILD_ERROR and records[1].result.error_msg
+        assert store.trials(run_id=run.id) == records
+        assert [store.get_trial(r.id) for r in records] == records
+
+    def test_returned_records_are_immutable_snapshots(self, store, workload, target, make_trial):
+        run = store.create_run(workload, target, "random")
+        (record,) = store.add_trials(run.id, [make_trial(workload, target, predicted={"m": 1.0})])
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            record.seq = 5  # type: ignore[misc]
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            record.result.run_secs = ()  # type: ignore[misc]
+        # Mutating nested JSON of a returned record changes that copy only.
+        record.candidate.trace[0].clear()
+        record.predicted["m"] = 99.0
+        again = store.get_trial(record.id)
+        assert again.candidate.trace[0] and again.predicted == {"m": 1.0}
+        again.candidate.trace.clear()
+        assert store.trials(run_id=run.id)[0].candidate.trace
+
+    def test_ids_increase_and_seq_counts_per_run(
+        self, store, workload, other_workload, target, make_trial
+    ):
+        a = store.create_run(workload, target, "random")
+        b = store.create_run(other_workload, target, "random")
+        ids = []
+        for i in range(5):  # interleaved batches of different sizes
+            ids += [r.id for r in store.add_trials(a.id, [make_trial(workload, target)] * (i + 1))]
+            ids += [r.id for r in store.add_trials(b.id, [make_trial(other_workload, target)] * 2)]
+        assert ids == sorted(ids) and len(set(ids)) == len(ids)
+        assert [t.seq for t in store.trials(run_id=a.id)] == list(range(15))
+        assert [t.seq for t in store.trials(run_id=b.id)] == list(range(10))
+        assert [t.id for t in store.trials()] == ids
+        assert store.count_trials() == 25 and store.count_trials(run_id=b.id) == 10
+
+    def test_a_batch_is_validated_before_anything_is_stored(
+        self, store, workload, other_workload, target, other_target, make_trial
+    ):
+        run = store.create_run(workload, target, "random")
+        good = make_trial(workload, target)
+        with pytest.raises(ValueError, match="workload"):
+            store.add_trials(run.id, [good, make_trial(other_workload, target)])
+        with pytest.raises(ValueError, match="target"):
+            store.add_trials(run.id, [good, make_trial(workload, other_target)])
+        bad_json = dataclasses.replace(good, predicted={"m": "fast"})
+        with pytest.raises(ValueError, match="predictions"):
+            store.add_trials(run.id, [good, bad_json])
+        assert store.count_trials() == 0
+        assert store.add_trials(run.id, []) == []
+
+    def test_a_target_with_the_runs_key_is_stored_with_the_runs_target(
+        self, store, workload, target, make_trial
+    ):
+        run = store.create_run(workload, target, "random")
+        renamed = dataclasses.replace(target, name="same CPU, other label", l3_bytes=1)
+        assert renamed.key() == target.key()
+        (record,) = store.add_trials(run.id, [make_trial(workload, renamed)])
+        assert record.candidate.target == target  # the run's, as every later query returns it
+        assert store.get_trial(record.id) == record
+
+    def test_trials_filters_and_limit(
+        self, store, workload, other_workload, target, other_target, make_trial
+    ):
+        r1 = store.create_run(workload, target, "random")
+        r2 = store.create_run(other_workload, other_target, "grid")
+        store.add_trials(
+            r1.id,
+            [make_trial(workload, target), make_trial(workload, target, None, status=BUILD_ERROR)],
+        )
+        store.add_trials(r2.id, [make_trial(other_workload, other_target)] * 3)
+        assert len(store.trials()) == 5
+        assert len(store.trials(workload=workload)) == 2
+        assert len(store.trials(target=other_target)) == 3
+        assert len(store.trials(workload=workload, target=other_target)) == 0
+        assert [t.status for t in store.trials(status=BUILD_ERROR)] == [BUILD_ERROR]
+        assert len(store.trials(status=OK, run_id=r2.id)) == 3
+        assert [t.seq for t in store.trials(run_id=r2.id, limit=2)] == [0, 1]
+        assert store.trials(limit=0) == []
+        with pytest.raises(ValueError):
+            store.trials(limit=-1)
+
+    def test_best_ranks_successes_only(self, store, workload, other_workload, target, other_target,
+                                       make_trial):  # fmt: skip
+        r1 = store.create_run(workload, target, "random")
+        r2 = store.create_run(workload, target, "grid")
+        store.add_trials(r1.id, [
+            make_trial(workload, target, 5e-3),
+            make_trial(workload, target, 1e-6, status=MeasureStatus.WRONG_RESULT),
+            make_trial(workload, target, 3e-3),
+        ])  # fmt: skip
+        store.add_trials(
+            r2.id,
+            [
+                make_trial(workload, target, 4e-3),
+                make_trial(workload, target, None, status=BUILD_ERROR),
+            ],
+        )
+        other = store.create_run(other_workload, other_target, "grid")
+        store.add_trials(other.id, [make_trial(other_workload, other_target, 1e-9)])
+        best = store.best(workload, target, k=10)
+        assert [b.median_secs for b in best] == [3e-3, 4e-3, 5e-3]  # across runs, fastest first
+        assert [b.median_secs for b in store.best(workload, target)] == [3e-3]
+        assert store.best(workload, other_target) == [] and store.best(workload, target, k=0) == []
+
+    def test_best_so_far_counts_failures_as_inf(self, store, workload, target, make_trial):
+        run = store.create_run(workload, target, "random")
+        secs = [None, 4e-3, None, 5e-3, 2e-3, 3e-3]
+        store.add_trials(run.id, [
+            make_trial(workload, target, s, status=OK if s else BUILD_ERROR) for s in secs[:3]
+        ])  # fmt: skip
+        store.add_trials(run.id, [make_trial(workload, target, s) for s in secs[3:]])
+        curve = store.best_so_far(run.id)
+        assert curve.run_id == run.id and curve.seq == tuple(range(6))
+        assert curve.best_secs == (math.inf, 4e-3, 4e-3, 4e-3, 2e-3, 2e-3)
+        assert all(e >= 0 for e in curve.elapsed_secs)
+        assert list(curve.elapsed_secs) == sorted(curve.elapsed_secs)
+        empty = store.create_run(workload, target, "random")
+        assert store.best_so_far(empty.id).best_secs == ()
+
+    def test_subscribers_see_committed_batches_until_unsubscribed(
+        self, store, workload, target, make_trial
+    ):
+        run = store.create_run(workload, target, "random")
+        seen, counts = [], []
+
+        def on_batch(records):
+            seen.append([r.id for r in records])
+            counts.append(store.count_trials())  # already committed when we are called
+
+        unsubscribe = store.subscribe(on_batch)
+        first = store.add_trials(run.id, [make_trial(workload, target)] * 2)
+        store.add_trials(run.id, [])  # nothing committed, nothing to announce
+        assert seen == [[r.id for r in first]] and counts == [2]
+        unsubscribe()
+        unsubscribe()  # idempotent
+        store.add_trials(run.id, [make_trial(workload, target)])
+        assert len(seen) == 1
+        with pytest.raises(TypeError):
+            store.subscribe("not callable")  # type: ignore[arg-type]
+
+    def test_a_failing_subscriber_is_logged_not_raised(
+        self, store, workload, target, make_trial, caplog
+    ):
+        run = store.create_run(workload, target, "random")
+        later = []
+
+        def broken(records):
+            records.clear()  # must not affect the next subscriber's list either
+            raise RuntimeError("subscriber bug")
+
+        store.subscribe(broken)
+        store.subscribe(lambda records: later.append(len(records)))
+        with caplog.at_level(logging.ERROR):
+            records = store.add_trials(run.id, [make_trial(workload, target)] * 3)
+        assert len(records) == 3 and later == [3]
+        assert "subscriber bug" in caplog.text

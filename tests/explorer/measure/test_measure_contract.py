@@ -1,0 +1,24 @@
+"""Both registered measurers pass the shipped MeasurerContract."""
+
+from __future__ import annotations
+
+import tempfile
+
+from explorer.measure import MEASURERS, LocalMeasurer, MeasureConfig
+from explorer.testing import recordings
+from explorer.testing.contracts import MeasurerContract
+
+
+def test_every_registered_measurer_has_a_contract_test():
+    assert set(MEASURERS) == {"local", "replay"}
+
+
+class TestLocal(MeasurerContract):
+    def make_measurer(self):
+        return LocalMeasurer(MeasureConfig(repeat=3, min_repeat_secs=0.002))
+
+
+class TestReplay(MeasurerContract):
+    def make_measurer(self):
+        store = recordings.open_recording(tempfile.mkdtemp(prefix="replay-contract-"))
+        return recordings.replay_measurer(store, recordings.TINY)
