@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: lab test test-fast lint bench bench-quick venv clean
+.PHONY: lab test test-fast lint bench bench-quick venv clean chromium
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,8 +21,19 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab $(ROOT_FLAG) --ServerApp.ip=127.0.0.1 notebooks/00_tour.ipynb
 
+## Debian's Chromium for the browser tests (tests/browser drive JupyterLab through Playwright with
+# executable_path=/usr/bin/chromium; never `playwright install`). Installed through apt-get when
+# missing: CI is a clean Debian machine running as root; elsewhere sudo is used when available.
+SUDO := $(if $(filter 0,$(shell id -u)),,$(shell command -v sudo))
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "Chromium is missing (needed by tests/browser): installing it with apt-get"; \
+	  $(SUDO) apt-get update && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+	    chromium fonts-liberation; }
+
 ## The whole test suite (what CI runs).
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(PY) -m ruff check .
 	$(PY) -m pytest $(PYTEST_ARGS)
 

@@ -10,4 +10,36 @@ from widgets._imports import require
 require("ipywidgets")
 require("plotly")
 
-__all__: list[str] = []
+from widgets.cost import CostPanel  # noqa: E402  (after the install-hint checks)
+from widgets.dashboards import Dashboards  # noqa: E402
+from widgets.editor import ScheduleEditor  # noqa: E402
+from widgets.explorer import Explorer  # noqa: E402
+from widgets.expression import ExpressionBuilder  # noqa: E402
+from widgets.plots import (  # noqa: E402
+    make_convergence_figure,
+    make_knob_effects_figure,
+    make_predicted_vs_measured_figure,
+    make_strategy_comparison_figure,
+    update_convergence_figure,
+    update_knob_effects_figure,
+    update_predicted_vs_measured_figure,
+    update_strategy_comparison_figure,
+)
+from widgets.search_panel import SearchPanel  # noqa: E402
+
+__all__: list[str] = [
+    "CostPanel",
+    "Dashboards",
+    "Explorer",
+    "ExpressionBuilder",
+    "ScheduleEditor",
+    "SearchPanel",
+    "make_convergence_figure",
+    "make_knob_effects_figure",
+    "make_predicted_vs_measured_figure",
+    "make_strategy_comparison_figure",
+    "update_convergence_figure",
+    "update_knob_effects_figure",
+    "update_predicted_vs_measured_figure",
+    "update_strategy_comparison_figure",
+]

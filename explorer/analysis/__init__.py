@@ -1,0 +1,74 @@
+"""Pure analyses of stored trials for plots: records in, frozen ``*Info`` dataclasses out.
+
+Nothing here imports a plotting or notebook package; ``widgets.plots`` turns each info into a
+figure (Optuna's ``_get_xxx_info`` / ``_get_xxx_plot`` split). Infos are in display units
+(``latency_ms``, GFLOPS) and already reduced for drawing: best-so-far curves keep only their
+improvement points, scatters at most ``max_points`` per series, so a dashboard over 100k trials
+ships a few thousand numbers, not 100k.
+
+* ``convergence_info``: best-so-far vs trials and vs seconds, per run, with median and spread
+  per strategy.
+* ``strategy_comparison_info``: each run's best at an equal budget, per strategy.
+* ``predicted_vs_measured_info``: each cost model's predictions against the measurements, with
+  Spearman and Kendall rank correlations.
+* ``knob_effects_info``: knob values against latency, and each knob's importance.
+
+``TrialTable`` holds trials as columns, so a dashboard can keep 100k of them and extend them batch
+by batch; every per-trial analysis accepts either records or a table.
+"""
+
+from __future__ import annotations
+
+from explorer.analysis._convergence import (
+    METRIC_LABELS,
+    ComparisonGroup,
+    ConvergenceGroup,
+    ConvergenceInfo,
+    Metric,
+    RunCurve,
+    RunSeries,
+    Spread,
+    StrategyComparisonInfo,
+    convergence_info,
+    run_curve,
+    run_curves,
+    strategy_comparison_info,
+)
+from explorer.analysis._knob_effects import (
+    KnobEffect,
+    KnobEffectsInfo,
+    knob_effects_info,
+    omega_squared,
+)
+from explorer.analysis._predicted_vs_measured import (
+    ModelPredictions,
+    PredictedVsMeasuredInfo,
+    predicted_vs_measured_info,
+)
+from explorer.analysis._table import STATUSES, Decision, TrialTable
+
+__all__ = [
+    "METRIC_LABELS",
+    "STATUSES",
+    "ComparisonGroup",
+    "ConvergenceGroup",
+    "ConvergenceInfo",
+    "Decision",
+    "KnobEffect",
+    "KnobEffectsInfo",
+    "Metric",
+    "ModelPredictions",
+    "PredictedVsMeasuredInfo",
+    "RunCurve",
+    "RunSeries",
+    "Spread",
+    "StrategyComparisonInfo",
+    "TrialTable",
+    "convergence_info",
+    "knob_effects_info",
+    "omega_squared",
+    "predicted_vs_measured_info",
+    "run_curve",
+    "run_curves",
+    "strategy_comparison_info",
+]

@@ -1,0 +1,386 @@
+"""Convergence of searches: best-so-far per run, and the median and spread across runs.
+
+A best-so-far curve is a step function, so a run is kept as its improvement points only (a few
+dozen, whatever the run's length); the median and spread across the runs of one strategy are
+evaluated on a common grid of at most ``num_grid`` points. Nothing here grows with the number of
+trials shipped to a browser.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from explorer.storage._base import RecordStore, RunInfo
+from explorer.target import Target
+from explorer.workloads import Workload
+
+Metric = Literal["gflops", "latency_ms"]
+METRIC_LABELS: dict[str, str] = {"gflops": "GFLOPS", "latency_ms": "latency (ms)"}
+
+
+@dataclass(frozen=True, slots=True)
+class RunCurve:
+    """One run's best-so-far in core units, reduced to the trials that improved it.
+
+    Attributes:
+        run: the run.
+        num_trials: trials stored in the run.
+        last_elapsed_secs: when the run's last trial was stored, from the run's start.
+        seqs: the improving trials' positions in the run (0-based).
+        elapsed_secs: when each improving trial was stored.
+        best_secs: the best median latency after each improving trial (decreasing).
+    """
+
+    run: RunInfo
+    num_trials: int
+    last_elapsed_secs: float
+    seqs: tuple[int, ...]
+    elapsed_secs: tuple[float, ...]
+    best_secs: tuple[float, ...]
+
+    def best_within(self, num_trials: int) -> float:
+        """The best latency among the run's first ``num_trials`` trials (``inf``: none worked)."""
+        k = int(np.searchsorted(np.asarray(self.seqs), num_trials, side="left"))
+        return self.best_secs[k - 1] if k else math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class RunSeries:
+    """One run's improvement points in display units (what a plot draws as a step line)."""
+
+    run_id: int
+    seqs: tuple[int, ...]
+    trials: tuple[int, ...]  # seq + 1: how many trials had been measured
+    elapsed_secs: tuple[float, ...]
+    values: tuple[float, ...]
+    num_trials: int
+    last_elapsed_secs: float
+
+
+@dataclass(frozen=True, slots=True)
+class Spread:
+    """Runs summarised on a common grid; NaN where no run has a value yet (or any more).
+
+    ``lo``/``hi`` are the minimum and maximum across runs, ``q25``/``q75`` the quartiles. Like
+    the runs, a step function: only the grid points where something changes are kept (plus the
+    last one), so draw it with horizontal-then-vertical steps.
+    """
+
+    x: tuple[float, ...]
+    median: tuple[float, ...]
+    q25: tuple[float, ...]
+    q75: tuple[float, ...]
+    lo: tuple[float, ...]
+    hi: tuple[float, ...]
+    num_runs: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConvergenceGroup:
+    """The runs of one strategy on one target."""
+
+    label: str
+    strategy: str
+    target_key: str
+    runs: tuple[RunSeries, ...]
+    by_trials: Spread
+    by_secs: Spread
+
+
+@dataclass(frozen=True, slots=True)
+class ConvergenceInfo:
+    """What a convergence plot draws.
+
+    Attributes:
+        metric: ``"gflops"`` (higher is better) or ``"latency_ms"`` (lower is better).
+        metric_label: the axis title for ``metric``.
+        groups: one per (strategy, target), in order of first run.
+    """
+
+    metric: Metric
+    metric_label: str
+    groups: tuple[ConvergenceGroup, ...]
+
+    @property
+    def num_runs(self) -> int:
+        return sum(len(g.runs) for g in self.groups)
+
+    @property
+    def num_points(self) -> int:
+        """Points a plot of this info ships: run steps plus grid points, both axes."""
+        runs = sum(len(r.seqs) + 1 for g in self.groups for r in g.runs)
+        grid = sum(len(g.by_trials.x) + len(g.by_secs.x) for g in self.groups)
+        return 2 * runs + 3 * grid
+
+
+@dataclass(frozen=True, slots=True)
+class ComparisonGroup:
+    """Each run's best within the budget, for one strategy on one target.
+
+    ``values`` is NaN for a run with no successful trial within the budget (counted in
+    ``num_without_success``).
+    """
+
+    label: str
+    strategy: str
+    target_key: str
+    run_ids: tuple[int, ...]
+    values: tuple[float, ...]
+    median: float
+    num_without_success: int
+
+
+@dataclass(frozen=True, slots=True)
+class StrategyComparisonInfo:
+    """Strategies compared at an equal budget: the first ``budget`` trials of every run.
+
+    ``num_short_runs`` runs had fewer trials than the budget and are left out.
+    """
+
+    metric: Metric
+    metric_label: str
+    budget: int
+    groups: tuple[ComparisonGroup, ...]
+    num_short_runs: int
+
+
+def run_curve(store: RecordStore, run: RunInfo) -> RunCurve:
+    """A run's improvement points, from the store's best-so-far query (no trial is decoded)."""
+    bsf = store.best_so_far(run.id)
+    best = np.asarray(bsf.best_secs, dtype=np.float64)
+    if len(best) == 0:
+        return RunCurve(run, 0, 0.0, (), (), ())
+    # The store's curve is a running minimum: an improvement is a finite drop.
+    prev = np.concatenate([[np.inf], best[:-1]])
+    idx = np.flatnonzero(np.isfinite(best) & (best < prev))
+    seq = np.asarray(bsf.seq)
+    elapsed = np.asarray(bsf.elapsed_secs, dtype=np.float64)
+    return RunCurve(
+        run=run,
+        num_trials=len(best),
+        last_elapsed_secs=float(elapsed[-1]),
+        seqs=tuple(int(s) for s in seq[idx]),
+        elapsed_secs=tuple(float(e) for e in elapsed[idx]),
+        best_secs=tuple(float(b) for b in best[idx]),
+    )
+
+
+def run_curves(
+    store: RecordStore,
+    workload: Workload | None = None,
+    target: Target | None = None,
+    strategies: Iterable[str] | None = None,
+) -> list[RunCurve]:
+    """The improvement points of every matching run, oldest run first."""
+    wanted = None if strategies is None else set(strategies)
+    runs = store.runs(workload=workload, target=target)
+    return [run_curve(store, r) for r in runs if wanted is None or r.strategy in wanted]
+
+
+def convergence_info(
+    source: RecordStore | Sequence[RunCurve],
+    workload: Workload | None = None,
+    target: Target | None = None,
+    strategies: Iterable[str] | None = None,
+    *,
+    metric: Metric = "gflops",
+    num_grid: int = 200,
+) -> ConvergenceInfo:
+    """Best-so-far vs trials and vs wall-clock seconds, per run and summarised per strategy.
+
+    Args:
+        source: a store (its matching runs are read), or curves already read with
+            ``run_curves`` (then the filters must be left out).
+        workload, target, strategies: which runs; ``None`` means all.
+        metric: ``"gflops"`` or ``"latency_ms"``.
+        num_grid: grid points of the median/spread curves per axis.
+
+    Returns:
+        One group per (strategy, target). A run contributes to the summary from its first
+        success until its last trial: beyond its end it had no budget, so it stops voting.
+
+    Example:
+        >>> from explorer.storage import get_store
+        >>> convergence_info(get_store(":memory:")).groups
+        ()
+    """
+    curves = _curves(source, workload, target, strategies)
+    _check_metric(metric)
+    if num_grid < 2:
+        raise ValueError(f"num_grid must be at least 2 (got {num_grid})")
+    groups = []
+    for (strategy, target_key), members in _grouped(curves).items():
+        series = tuple(_series(c, metric) for c in members)
+        groups.append(
+            ConvergenceGroup(
+                label=_label(strategy, members[0].run, curves),
+                strategy=strategy,
+                target_key=target_key,
+                runs=series,
+                by_trials=_spread_by_trials(series, num_grid),
+                by_secs=_spread_by_secs(series, num_grid),
+            )
+        )
+    return ConvergenceInfo(metric, METRIC_LABELS[metric], tuple(groups))
+
+
+def strategy_comparison_info(
+    source: RecordStore | Sequence[RunCurve],
+    workload: Workload | None = None,
+    target: Target | None = None,
+    strategies: Iterable[str] | None = None,
+    *,
+    budget: int | None = None,
+    metric: Metric = "gflops",
+) -> StrategyComparisonInfo:
+    """Each run's best within the same budget, grouped per strategy (for bars or boxes).
+
+    Args:
+        source, workload, target, strategies: as for ``convergence_info``.
+        budget: trials counted per run; ``None`` takes the shortest run's length, so every run
+            is judged on the same number of measurements. Runs shorter than an explicit budget
+            are left out (counted in ``num_short_runs``).
+        metric: ``"gflops"`` or ``"latency_ms"``.
+
+    Example:
+        >>> from explorer.storage import get_store
+        >>> strategy_comparison_info(get_store(":memory:")).budget  # no runs: no budget
+        0
+    """
+    _check_metric(metric)
+    curves = [c for c in _curves(source, workload, target, strategies) if c.num_trials > 0]
+    if budget is None:
+        budget = min((c.num_trials for c in curves), default=0)
+    elif budget < 1:
+        raise ValueError(f"budget must be at least 1 trial (got {budget})")
+    kept = [c for c in curves if c.num_trials >= budget] if budget else []
+    groups = []
+    for (strategy, target_key), members in _grouped(kept).items():
+        values = [_display(c.best_within(budget), c.run, metric) for c in members]
+        finite = [v for v in values if math.isfinite(v)]
+        groups.append(
+            ComparisonGroup(
+                label=_label(strategy, members[0].run, kept),
+                strategy=strategy,
+                target_key=target_key,
+                run_ids=tuple(c.run.id for c in members),
+                values=tuple(values),
+                median=float(np.median(finite)) if finite else math.nan,
+                num_without_success=len(values) - len(finite),
+            )
+        )
+    return StrategyComparisonInfo(
+        metric, METRIC_LABELS[metric], budget, tuple(groups), len(curves) - len(kept)
+    )
+
+
+# -- helpers ----------------------------------------------------------------------------------
+def _check_metric(metric: str) -> None:
+    if metric not in METRIC_LABELS:
+        raise ValueError(f"metric must be one of {sorted(METRIC_LABELS)} (got {metric!r})")
+
+
+def _curves(
+    source: RecordStore | Sequence[RunCurve],
+    workload: Workload | None,
+    target: Target | None,
+    strategies: Iterable[str] | None,
+) -> list[RunCurve]:
+    if isinstance(source, RecordStore):
+        return run_curves(source, workload, target, strategies)
+    if workload is not None or target is not None or strategies is not None:
+        raise TypeError("filters apply to a store; select the curves before passing them")
+    return list(source)
+
+
+def _grouped(curves: Sequence[RunCurve]) -> dict[tuple[str, str], list[RunCurve]]:
+    groups: dict[tuple[str, str], list[RunCurve]] = {}
+    for c in curves:
+        groups.setdefault((c.run.strategy, c.run.target.key()), []).append(c)
+    return groups
+
+
+def _label(strategy: str, run: RunInfo, curves: Sequence[RunCurve]) -> str:
+    # The target only matters to the reader when the runs span several.
+    if len({c.run.target.key() for c in curves}) <= 1:
+        return strategy
+    return f"{strategy} @ {run.target.name or run.target.key()}"
+
+
+def _display(secs: float, run: RunInfo, metric: Metric) -> float:
+    if not math.isfinite(secs) or secs <= 0:
+        return math.nan
+    if metric == "latency_ms":
+        return secs * 1e3
+    return run.workload.flops() / secs / 1e9
+
+
+def _series(curve: RunCurve, metric: Metric) -> RunSeries:
+    return RunSeries(
+        run_id=curve.run.id,
+        seqs=curve.seqs,
+        trials=tuple(s + 1 for s in curve.seqs),
+        elapsed_secs=curve.elapsed_secs,
+        values=tuple(_display(b, curve.run, metric) for b in curve.best_secs),
+        num_trials=curve.num_trials,
+        last_elapsed_secs=curve.last_elapsed_secs,
+    )
+
+
+def _spread_by_trials(series: Sequence[RunSeries], num_grid: int) -> Spread:
+    end = max((s.num_trials for s in series), default=0)
+    if end < 1:
+        return _summarise(np.zeros(0), np.zeros((0, 0)))
+    grid = np.unique(np.linspace(1, end, num_grid).round())
+    rows = [_step_values(s.trials, s.values, s.num_trials, grid) for s in series]
+    return _summarise(grid, np.asarray(rows))
+
+
+def _spread_by_secs(series: Sequence[RunSeries], num_grid: int) -> Spread:
+    end = max((s.last_elapsed_secs for s in series), default=0.0)
+    if not series or not any(s.seqs for s in series):
+        return _summarise(np.zeros(0), np.zeros((0, 0)))
+    grid = np.linspace(0.0, end, num_grid) if end > 0 else np.zeros(1)
+    rows = [_step_values(s.elapsed_secs, s.values, s.last_elapsed_secs, grid) for s in series]
+    return _summarise(grid, np.asarray(rows))
+
+
+def _step_values(
+    xs: Sequence[float], values: Sequence[float], end: float, grid: np.ndarray
+) -> np.ndarray:
+    """The step function through (xs, values) at ``grid``: NaN before the first step and after
+    ``end``."""
+    k = np.searchsorted(np.asarray(xs, dtype=np.float64), grid, side="right") - 1
+    vals = np.asarray(values, dtype=np.float64)
+    out = np.where(k >= 0, vals[np.clip(k, 0, None)] if len(vals) else np.nan, np.nan)
+    out[grid > end] = np.nan
+    return out
+
+
+def _summarise(grid: np.ndarray, rows: np.ndarray) -> Spread:
+    if rows.size == 0:
+        empty: tuple[float, ...] = ()
+        return Spread(empty, empty, empty, empty, empty, empty, ())
+    counts = np.count_nonzero(~np.isnan(rows), axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns stay NaN
+        q = np.nanpercentile(rows, [0, 25, 50, 75, 100], axis=0)
+    # The summaries are step functions too: a grid point equal to the one before it adds
+    # nothing to a step line, so only the changes (and the last point, for the extent) are kept.
+    cols = np.vstack([q, counts])
+    same = (cols[:, 1:] == cols[:, :-1]) | (np.isnan(cols[:, 1:]) & np.isnan(cols[:, :-1]))
+    keep = np.concatenate([[True], ~same.all(axis=0)])
+    keep[-1] = True
+
+    def t(a: np.ndarray) -> tuple[float, ...]:
+        return tuple(float(v) for v in a[keep])
+
+    return Spread(
+        t(grid), t(q[2]), t(q[1]), t(q[3]), t(q[0]), t(q[4]), tuple(int(c) for c in counts[keep])
+    )

@@ -1,0 +1,227 @@
+"""Trials as columns: what the per-trial analyses read, small enough to keep for 100k trials.
+
+A decoded ``TrialRecord`` carries its whole trace (about 27 KB of Python objects for a 64^3
+matmul), so 100k of them take ~3 GB and make every later garbage collection crawl. The analyses
+only need a handful of fields per trial, so a ``TrialTable`` keeps those as NumPy columns plus the
+distinct knob decisions; a dashboard builds one per (workload, target) and extends it batch by
+batch instead of re-reading the database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from explorer.storage._base import TrialRecord
+from explorer.types import MeasureStatus
+
+STATUSES: tuple[MeasureStatus, ...] = tuple(MeasureStatus)
+"""``TrialTable.status_codes`` index into this tuple."""
+
+_STATUS_CODE = {s: i for i, s in enumerate(STATUSES)}
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A trial's knob decisions, hashable: the sketch when the search recorded it, and one value
+    per sampling instruction (tile factors as tuples)."""
+
+    sketch: int | None
+    values: tuple[Hashable, ...]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class TrialTable:
+    """One row per trial, in the order the records were given (columns are read-only arrays).
+
+    Attributes:
+        ids: trial ids.
+        run_ids: the run of each trial.
+        seqs: position of each trial within its run.
+        status_codes: index into ``STATUSES``.
+        latency_secs: median latency; NaN unless the trial succeeded with a positive timing.
+        predicted: cost model name -> predicted score per trial (NaN where that model made no
+            prediction); higher means faster, as the ``CostModel`` contract says.
+        decision_ids: index into ``decisions``; -1 when the trial recorded none.
+        decisions: the distinct decisions, in order of first appearance.
+
+    Example:
+        >>> table = TrialTable.from_records(store.trials(run_id=1))  # doctest: +SKIP
+        >>> table = table.extend(batch)  # a new table, the old one unchanged  # doctest: +SKIP
+    """
+
+    ids: np.ndarray
+    run_ids: np.ndarray
+    seqs: np.ndarray
+    status_codes: np.ndarray
+    latency_secs: np.ndarray
+    predicted: Mapping[str, np.ndarray]
+    decision_ids: np.ndarray
+    decisions: tuple[Decision, ...]
+    _decision_index: dict[Decision, int] = field(default_factory=dict, repr=False)
+
+    @staticmethod
+    def empty() -> TrialTable:
+        return TrialTable.from_records(())
+
+    @staticmethod
+    def from_records(records: Iterable[TrialRecord]) -> TrialTable:
+        return _build(_EMPTY_PARTS, list(records))
+
+    def extend(self, records: Iterable[TrialRecord]) -> TrialTable:
+        """This table with ``records`` appended (the caller avoids duplicates, see ``has``)."""
+        records = list(records)
+        if not records:
+            return self
+        return _build(self, records)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def is_ok(self) -> np.ndarray:
+        """Rows whose trial succeeded with a usable timing."""
+        return np.isfinite(self.latency_secs)
+
+    @property
+    def num_failed(self) -> int:
+        return int(len(self) - np.count_nonzero(self.is_ok))
+
+    def has(self, trial_ids: Sequence[int]) -> np.ndarray:
+        """Which of ``trial_ids`` are already rows of this table."""
+        return np.isin(np.asarray(trial_ids, dtype=np.int64), self.ids)
+
+    def trial_id_at(self, run_id: int, seq: int) -> int | None:
+        """The id of trial ``seq`` of run ``run_id``, if it is in the table."""
+        hits = np.flatnonzero((self.run_ids == run_id) & (self.seqs == seq))
+        return int(self.ids[hits[0]]) if len(hits) else None
+
+
+def as_table(records: Iterable[TrialRecord] | TrialTable) -> TrialTable:
+    """Accept either form wherever an analysis reads trials."""
+    return records if isinstance(records, TrialTable) else TrialTable.from_records(records)
+
+
+def freeze(value: Any) -> Hashable:
+    """A hashable twin of a JSON value (lists become tuples)."""
+    if isinstance(value, list | tuple):
+        return tuple(freeze(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, freeze(v)) for k, v in value.items()))
+    return value
+
+
+def decision_of(decisions: Any) -> Decision | None:
+    """Read a ``Candidate.decisions`` in any of the forms the searches write.
+
+    ``KnobSpace.materialize`` and the MetaSchedule matcher write ``{"sketch", "point"?,
+    "values"}``; ``DesignSpace.sample`` writes the bare list of values (sketch unknown).
+    """
+    if isinstance(decisions, dict):
+        values = decisions.get("values")
+        if not isinstance(values, list | tuple):
+            return None
+        sketch = decisions.get("sketch")
+        return Decision(sketch if isinstance(sketch, int) else None, _freeze_all(values))
+    if isinstance(decisions, list | tuple):
+        return Decision(None, _freeze_all(decisions))
+    return None
+
+
+def _freeze_all(values: Iterable[Any]) -> tuple[Hashable, ...]:
+    return tuple(freeze(v) for v in values)
+
+
+class _Parts:
+    """The empty table's columns (a module constant; ``_build`` only reads them)."""
+
+    ids = run_ids = seqs = decision_ids = np.zeros(0, dtype=np.int64)
+    status_codes = np.zeros(0, dtype=np.int8)
+    latency_secs = np.zeros(0, dtype=np.float64)
+    predicted: Mapping[str, np.ndarray] = {}
+    decisions: tuple[Decision, ...] = ()
+    _decision_index: dict[Decision, int] = {}
+
+
+_EMPTY_PARTS = _Parts()
+
+
+def _build(base: Any, records: list[TrialRecord]) -> TrialTable:
+    n = len(records)
+    ids = np.fromiter((r.id for r in records), dtype=np.int64, count=n)
+    run_ids = np.fromiter((r.run_id for r in records), dtype=np.int64, count=n)
+    seqs = np.fromiter((r.seq for r in records), dtype=np.int64, count=n)
+    codes = np.fromiter((_STATUS_CODE[r.result.status] for r in records), dtype=np.int8, count=n)
+    latency = np.fromiter((_latency(r) for r in records), dtype=np.float64, count=n)
+
+    # Step 1. Predictions: a model seen for the first time gets NaN for every earlier row.
+    old_n = len(base.ids)
+    names = sorted({*base.predicted, *(k for r in records for k in r.predicted)})
+    predicted = {}
+    for name in names:
+        new = np.fromiter(
+            (float(r.predicted.get(name, np.nan)) for r in records), dtype=np.float64, count=n
+        )
+        old = base.predicted.get(name)
+        predicted[name] = _frozen(
+            np.concatenate([old if old is not None else np.full(old_n, np.nan), new])
+        )
+
+    # Step 2. Decisions: distinct ones are kept once, rows point at them.
+    index = dict(base._decision_index)
+    decisions = list(base.decisions)
+    dec_ids = np.empty(n, dtype=np.int64)
+    for i, r in enumerate(records):
+        d = decision_of(r.candidate.decisions)
+        if d is None:
+            dec_ids[i] = -1
+            continue
+        j = index.get(d)
+        if j is None:
+            j = index[d] = len(decisions)
+            decisions.append(d)
+        dec_ids[i] = j
+
+    return TrialTable(
+        ids=_frozen(np.concatenate([base.ids, ids])),
+        run_ids=_frozen(np.concatenate([base.run_ids, run_ids])),
+        seqs=_frozen(np.concatenate([base.seqs, seqs])),
+        status_codes=_frozen(np.concatenate([base.status_codes, codes])),
+        latency_secs=_frozen(np.concatenate([base.latency_secs, latency])),
+        predicted=predicted,
+        decision_ids=_frozen(np.concatenate([base.decision_ids, dec_ids])),
+        decisions=tuple(decisions),
+        _decision_index=index,
+    )
+
+
+def _latency(record: TrialRecord) -> float:
+    secs = record.result.median_secs
+    return float(secs) if record.result.is_ok and secs and secs > 0 else np.nan
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+def pick_rows(
+    latency_secs: np.ndarray, max_points: int, *, best_share: float = 0.25
+) -> np.ndarray:
+    """Row indices (ascending) to draw when there are more than ``max_points``.
+
+    The fastest ``best_share * max_points`` rows are always kept (they are what a user clicks to
+    open), the rest is an evenly spaced, deterministic sample, so the cloud keeps its shape and a
+    refresh does not make points jump around.
+    """
+    n = len(latency_secs)
+    if n <= max_points:
+        return np.arange(n)
+    num_best = int(max_points * best_share)
+    best = np.argsort(latency_secs, kind="stable")[:num_best]
+    rest = np.setdiff1d(np.arange(n), best, assume_unique=True)
+    spaced = rest[np.linspace(0, len(rest) - 1, max_points - num_best).round().astype(np.int64)]
+    return np.union1d(best, spaced)

@@ -1,0 +1,406 @@
+"""Playwright helpers: drive JupyterLab 4 like a user and check that nothing broke on the page."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from playwright.sync_api import Locator, Page
+
+REPO = Path(__file__).resolve().parents[2]
+# Screenshots; artifacts/ is already git-ignored.
+ARTIFACTS = Path(os.environ.get("BROWSER_ARTIFACTS") or REPO / "artifacts" / "browser")
+
+
+@dataclass
+class PageLog:
+    """What the browser reported while a test ran."""
+
+    console_errors: list[str] = field(default_factory=list)
+    page_errors: list[str] = field(default_factory=list)
+
+
+# A laptop-sized window by default; BROWSER_VIEWPORT=1920x1080 to look at a bigger screen.
+_W, _H = (int(v) for v in os.environ.get("BROWSER_VIEWPORT", "1400x1000").lower().split("x"))
+VIEWPORT = {"width": _W, "height": _H}
+
+
+def safe_name(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
+
+
+def new_page(browser: Any) -> tuple[Any, Any, PageLog]:
+    """A fresh context + page whose console and page errors are recorded in a ``PageLog``."""
+    ctx = browser.new_context(viewport=VIEWPORT)
+    ctx.set_default_timeout(30_000)
+    page = ctx.new_page()
+    plog = PageLog()
+
+    def on_console(msg: Any) -> None:
+        if msg.type == "error":
+            loc = msg.location or {}
+            where = f" ({loc.get('url', '')}:{loc.get('lineNumber', '')})" if loc else ""
+            plog.console_errors.append(f"{msg.text}{where}")
+
+    page.on("console", on_console)
+    page.on("pageerror", lambda e: plog.page_errors.append(str(e)))
+    return ctx, page, plog
+
+
+def save_failure_screenshot(page: Any, request: Any) -> None:
+    """Full-page ``FAILED_<test>.png`` when the test behind ``request`` failed."""
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed:  # keep evidence of every failure
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        try:
+            page.screenshot(
+                path=str(ARTIFACTS / f"FAILED_{safe_name(request.node.name)}.png"), full_page=True
+            )
+        except Exception as exc:
+            print(f"failure screenshot not saved: {exc}")
+
+
+KERNEL_IDLE_JS = """() => {
+  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
+  return !!k && k.status === 'idle' && k.connectionStatus === 'connected';
+}"""
+
+ALL_CODE_CELLS_EXECUTED_JS = """() => {
+  const sel = '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputArea-prompt';
+  const ps = [...document.querySelectorAll(sel)];
+  return ps.length > 0 && ps.every(p => /\\[\\d+\\]/.test(p.textContent));
+}"""
+
+_ANY_TRACEBACK_JS = """() => [...document.querySelectorAll(
+  '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')]
+  .some(e => e.textContent.includes('Traceback'))"""
+
+# Browser console errors that say nothing about the explorer, as (regex, why it is harmless).
+# Anything else logged at level "error" fails the test. None are known: JupyterLab 4.6.6 with
+# ipywidgets 8.1.9, anywidget 0.11.0 and plotly 7.1.0 logged no console error in any run here.
+# (At level "warning", which is not checked: "Disabling terminals plugin because they are not
+# available on the server", from --ServerApp.terminals_enabled=False, and SwiftShader's "GL
+# Driver Message ... GPU stall due to ReadPixels" for plotly's WebGL traces.)
+BENIGN_CONSOLE_ERRORS: list[tuple[str, str]] = []
+
+# --------------------------------------------------------------------------- notebook driving
+
+
+def write_notebook(root: Path, name: str, cells: list[str]) -> str:
+    """Write a notebook of code cells into the server's root dir; returns its path there."""
+    nb = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "id": f"cell-{i}",
+                "metadata": {},
+                "outputs": [],
+                "source": src,
+            }
+            for i, src in enumerate(cells)
+        ],
+        "metadata": {
+            "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+            "language_info": {"name": "python"},
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    (root / name).write_text(json.dumps(nb, indent=1))
+    return name
+
+
+def open_notebook(page: Page, url: str, timeout: float = 90_000) -> None:
+    """Open a notebook and wait until its kernel is started, connected and idle."""
+    page.goto(url)
+    page.locator(".jp-NotebookPanel").first.wait_for(timeout=timeout)
+    page.wait_for_function(KERNEL_IDLE_JS, timeout=timeout)
+
+
+def run_all_cells(page: Page, timeout: float = 300_000) -> float:
+    """Run ▸ Run All Cells like a user; wait for every prompt to show [n] and the kernel idle.
+
+    Returns the seconds it took.
+    """
+    t0 = time.monotonic()
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+    # Done, or a cell raised (Run All then skips the remaining cells: fail now, not at timeout).
+    page.wait_for_function(
+        f"() => ({ALL_CODE_CELLS_EXECUTED_JS})() || ({_ANY_TRACEBACK_JS})()",
+        timeout=timeout,
+        polling=250,
+    )
+    tracebacks = error_outputs(page)
+    assert not tracebacks, "a cell raised during Run All:\n" + "\n\n".join(tracebacks)
+    page.wait_for_function(KERNEL_IDLE_JS, timeout=timeout, polling=250)
+    return time.monotonic() - t0
+
+
+# --------------------------------------------------------------------------- what broke
+
+
+def error_outputs(page: Page) -> list[str]:
+    """Tracebacks in cell outputs (JupyterLab 4 renders ``error`` outputs as the stderr mime)."""
+    sel = (
+        '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"], '
+        '.jp-RenderedText[data-mime-type="application/vnd.jupyter.stderr"]'
+    )
+    texts = page.locator(sel).filter(has_text="Traceback").all_inner_texts()
+    return list(dict.fromkeys(t.strip() for t in texts))
+
+
+def stderr_outputs(page: Page) -> list[str]:
+    """Every stderr stream in the cell outputs (warnings, logged messages, tracebacks)."""
+    sel = '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
+    return [t.strip() for t in page.locator(sel).all_inner_texts()]
+
+
+def widget_errors(page: Page) -> list[str]:
+    """ipywidgets front-end failures: a missing labextension, a JS exception in a widget view."""
+    errs = page.locator(
+        ".jupyter-widgets-error-widget, .jupyter-widgets .widget-error"
+    ).all_inner_texts()
+    errs += page.get_by_text("Click to show javascript error").all_inner_texts()
+    errs += page.locator(
+        ".jp-OutputArea-output", has_text="Error displaying widget"
+    ).all_inner_texts()
+    return list(dict.fromkeys(e.strip() or "<empty widget error box>" for e in errs))
+
+
+def log_console_count(page: Page) -> str:
+    """The status-bar Log Console badge ('' = nothing logged).
+
+    Exceptions raised in widget callbacks triggered from the browser land ONLY there: not in cell
+    outputs, not as page errors.
+    """
+    item = page.locator(".jp-LogConsoleStatusItem")
+    return item.first.inner_text().strip() if item.count() else ""
+
+
+def log_console_text(page: Page) -> str:
+    """Open the Log Console panel and return what it shows (for failure messages)."""
+    try:
+        page.evaluate("window.jupyterapp.commands.execute('logconsole:open')")
+        panel = page.locator(".jp-LogConsolePanel").first
+        panel.wait_for(timeout=5_000)
+        time.sleep(0.5)
+        return panel.inner_text()
+    except Exception as exc:  # diagnostics only
+        return f"<log console not readable: {exc}>"
+
+
+def unexpected_console_errors(plog: PageLog) -> list[str]:
+    return [
+        e
+        for e in plog.console_errors
+        if not any(re.search(pat, e) for pat, _reason in BENIGN_CONSOLE_ERRORS)
+    ]
+
+
+def page_problems(page: Page, plog: PageLog) -> list[str]:
+    """Everything that says the page is broken, as readable lines (empty: all good)."""
+    problems = [f"traceback in a cell output:\n{t}" for t in error_outputs(page)]
+    problems += [f"widget error box: {e}" for e in widget_errors(page)]
+    problems += [f"page error (uncaught JS exception): {e}" for e in plog.page_errors]
+    problems += [f"browser console error: {e}" for e in unexpected_console_errors(plog)]
+    badge = log_console_count(page)
+    if badge:
+        problems.append(
+            f"JupyterLab log console has {badge} message(s) (a widget callback raised?):\n"
+            f"{log_console_text(page)}"
+        )
+    return problems
+
+
+def assert_page_clean(page: Page, plog: PageLog, when: str = "") -> None:
+    ignored = [e for e in plog.console_errors if e not in unexpected_console_errors(plog)]
+    if ignored:
+        print(f"{when}: ignored benign console errors: {ignored}")
+    problems = page_problems(page, plog)
+    assert not problems, f"{when}: " + "\n\n".join(problems)
+
+
+# --------------------------------------------------------------------------- widgets
+
+
+def widget(page: Page, cls: str) -> Locator:
+    """The (first) element carrying a contract class, e.g. ``widget(page, "se-apply")``."""
+    return page.locator(f".{cls}").first
+
+
+_MARK_HIDDEN_TABS_JS = """(el) => {
+  // Tag the Tab titles / Accordion headers hiding el, outermost first; returns how many.
+  document.querySelectorAll('[data-se-reveal]').forEach(e => e.removeAttribute('data-se-reveal'));
+  const toClick = [];
+  for (let node = el; node && node.parentElement; node = node.parentElement) {
+    const parent = node.parentElement;
+    if (parent.classList.contains('widget-tab-contents')) {
+      const i = [...parent.children].indexOf(node);
+      const tabs = parent.parentElement.querySelectorAll(':scope > .lm-TabBar .lm-TabBar-tab');
+      if (tabs[i] && !tabs[i].classList.contains('lm-mod-current')) toClick.push(tabs[i]);
+    }
+    if (node.classList.contains('jupyter-widget-Collapse-contents')
+        && node.classList.contains('lm-mod-hidden')) {
+      const header = parent.querySelector(':scope > .jupyter-widget-Collapse-header');
+      if (header) toClick.push(header);
+    }
+  }
+  toClick.reverse().forEach((e, i) => e.setAttribute('data-se-reveal', String(i)));
+  return toClick.length;
+}"""
+
+
+def reveal(page: Page, loc: Locator) -> None:
+    """Select the Tab(s) / open the Accordion section(s) that hide ``loc``, like a user would."""
+    loc.wait_for(state="attached")
+    n = int(loc.evaluate(_MARK_HIDDEN_TABS_JS))
+    for i in range(n):
+        page.locator(f'[data-se-reveal="{i}"]').click()
+    if n:
+        loc.wait_for(state="visible")
+    loc.scroll_into_view_if_needed()
+
+
+def text_input(page: Page, cls: str) -> Locator:
+    """The <input>/<textarea> of a Text/IntText widget (or the element itself if it is one)."""
+    outer = page.locator(f".{cls}").first
+    inner = outer.locator("input, textarea").first
+    return inner if inner.count() else outer
+
+
+def select_of(page: Page, cls: str) -> Locator:
+    """The <select> of a Dropdown widget (or the element itself if it is one)."""
+    outer = page.locator(f".{cls}").first
+    inner = outer.locator("select").first
+    return inner if inner.count() else outer
+
+
+def options_of(select: Locator) -> list[str]:
+    return [
+        o.strip()
+        for o in select.evaluate("s => [...s.options].map(o => o.textContent || o.value)")
+    ]
+
+
+def pick_label(options: list[str], name: str) -> str | None:
+    """The option shown for ``name``: exactly it, or starting with it as a word ("split(loop,
+    factors)", "matmul: C = A @ B", "random (uniform)")."""
+    if name in options:
+        return name
+    for o in options:
+        if re.match(rf"{re.escape(name)}(?![\w.])", o):
+            return o
+    return None
+
+
+def choose(page: Page, cls: str, name: str, timeout: float = 30_000) -> str:
+    """Pick ``name`` in the Dropdown ``.cls`` (waits for the option to be offered)."""
+    sel = select_of(page, cls)
+    reveal(page, sel)
+    deadline = time.monotonic() + timeout / 1000
+    while True:
+        options = options_of(sel)
+        label = pick_label(options, name)
+        if label is not None:
+            break
+        if time.monotonic() > deadline:
+            raise AssertionError(f".{cls}: no option {name!r} among {options}")
+        page.wait_for_timeout(200)
+    sel.select_option(label=label)
+    return label
+
+
+def set_text(page: Page, cls: str, value: str) -> None:
+    """Type into a Text/IntText widget and commit it (Enter, then blur) like a user would."""
+    box = text_input(page, cls)
+    box.scroll_into_view_if_needed()
+    box.fill(value)
+    box.press("Enter")
+    box.evaluate("e => e.blur()")
+
+
+def visible_text(loc: Locator) -> str:
+    return " ".join(loc.inner_text().split())
+
+
+# --------------------------------------------------------------------------- plotly
+
+
+def plot_points(page: Page, container_cls: str) -> int:
+    """Number of data points plotly.js holds in the figure inside ``.container_cls``."""
+    return int(
+        page.evaluate(
+            """(cls) => {
+              const gd = document.querySelector('.' + cls + ' .js-plotly-plot');
+              if (!gd || !gd.data) return -1;
+              let n = 0;
+              for (const t of gd.data) {
+                const xs = t.x || t.y || [];
+                n += (xs.length !== undefined ? xs.length : 0);
+              }
+              return n;
+            }""",
+            container_cls,
+        )
+    )
+
+
+def plot_svg_points(page: Page, container_cls: str) -> int:
+    """Number of markers (or line vertices) drawn in the SVG scatter layer of that figure."""
+    return int(
+        page.evaluate(
+            """(cls) => {
+              const gd = document.querySelector('.' + cls + ' .js-plotly-plot');
+              if (!gd) return -1;
+              const pts = gd.querySelectorAll('.scatterlayer .point').length;
+              if (pts) return pts;
+              let n = 0;
+              for (const p of gd.querySelectorAll('.scatterlayer .js-line')) {
+                const d = p.getAttribute('d') || '';
+                n += (d.match(/[ML]/g) || []).length;
+              }
+              return n;
+            }""",
+            container_cls,
+        )
+    )
+
+
+# --------------------------------------------------------------------------- screenshots
+
+
+def settle(page: Page, ms: int = 300) -> None:
+    """Let the page paint after a scroll (JupyterLab skips rendering off-screen cells)."""
+    page.evaluate(
+        "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r())))"
+    )
+    page.wait_for_timeout(ms)
+
+
+def shot(page: Page, name: str, locator: Locator | None = None) -> Path:
+    """Save a screenshot under the artifacts dir: the viewport, or just ``locator``."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{safe_name(name)}.png"
+    if locator is not None:
+        locator.scroll_into_view_if_needed()
+        settle(page)
+        locator.screenshot(path=str(path))
+    else:
+        settle(page)
+        page.screenshot(path=str(path))
+    return path
+
+
+def full_shot(page: Page, name: str) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{safe_name(name)}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path

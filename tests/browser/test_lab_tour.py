@@ -1,0 +1,41 @@
+"""The tour notebook, run top to bottom in a real JupyterLab in headless Chromium."""
+
+from __future__ import annotations
+
+import pytest
+from browser_helpers import assert_page_clean, open_notebook, reveal, run_all_cells, shot
+from playwright.sync_api import expect
+
+pytestmark = pytest.mark.browser
+
+
+def test_tour_runs_all_cells_without_errors(jupyter_lab, lab_notebook, page):
+    open_notebook(page, jupyter_lab.lab_url(lab_notebook))
+    shot(page, "01_tour_opened")
+
+    seconds = run_all_cells(page)
+    print(f"tour: run all cells took {seconds:.1f}s")
+
+    cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell")
+    assert cells.count() > 0
+    # every code cell ran (the helper waited for [n] prompts) and the last one produced output
+    last = cells.last
+    last.scroll_into_view_if_needed()
+    expect(last.locator(".jp-OutputArea-output").first).to_be_visible()
+    shot(page, "01_tour_ran_end")
+    cells.first.scroll_into_view_if_needed()
+    shot(page, "01_tour_ran_top")
+
+    # whatever the tour displays must have rendered: the explorer, plotly figures
+    explorer = page.locator(".se-explorer")
+    if explorer.count():
+        reveal(page, explorer.first)
+        expect(explorer.first).to_be_visible()
+        shot(page, "01_tour_explorer")
+    plots = page.locator(".jp-OutputArea-output .js-plotly-plot")
+    for i in range(plots.count()):
+        expect(plots.nth(i).locator(".main-svg").first).to_be_attached()
+    if plots.count():
+        shot(page, "01_tour_last_figure", plots.last)
+
+    assert_page_clean(page, page.log, "after running the tour notebook")

@@ -1,0 +1,134 @@
+"""Convergence and strategy comparison infos, read from a real store."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from explorer.analysis import (
+    ConvergenceInfo,
+    convergence_info,
+    run_curve,
+    run_curves,
+    strategy_comparison_info,
+)
+from explorer.target import Target
+from explorer.workloads import get_workload
+
+FAIL = None  # a trial that failed to build
+
+
+def gflops(workload, ms):
+    return workload.flops() / (ms / 1e3) / 1e9
+
+
+def test_a_run_keeps_only_its_improvements(store, add_run):
+    run, records = add_run("random", [FAIL, 4.0, 5.0, 3.0, 3.0, 6.0, 2.0])
+    curve = run_curve(store, run)
+    assert curve.num_trials == 7
+    assert curve.seqs == (1, 3, 6)
+    assert curve.best_secs == pytest.approx((4e-3, 3e-3, 2e-3))
+    assert len(curve.elapsed_secs) == 3
+    assert list(curve.elapsed_secs) == sorted(curve.elapsed_secs)
+    assert curve.best_within(1) == math.inf  # the only trial failed
+    assert curve.best_within(4) == pytest.approx(3e-3)
+    assert curve.best_within(100) == pytest.approx(2e-3)
+
+
+def test_a_long_run_ships_few_points(store, add_run):
+    lat = [10.0 - 0.001 * i if i % 250 == 0 else 20.0 for i in range(1000)]
+    run, _ = add_run("random", lat, batch=500)
+    info = convergence_info(store)
+    (group,) = info.groups
+    (series,) = group.runs
+    assert series.trials == (1, 251, 501, 751)
+    assert series.num_trials == 1000
+    # The median is a step function too: 4 changes and the end, not 200 grid points.
+    assert len(group.by_trials.x) == 5
+    assert group.by_trials.x[-1] == 1000
+    assert info.num_points < 100
+
+
+def test_groups_per_strategy_with_median_and_spread(store, add_run, workload):
+    add_run("random", [FAIL, 4.0, 2.0, 3.0])  # best: -, 4, 2, 2
+    add_run("random", [8.0, 1.0, 9.0])  # best: 8, 1, 1 (shorter)
+    add_run("droplet", [5.0, 5.0])
+    info = convergence_info(store, num_grid=50)
+    assert isinstance(info, ConvergenceInfo)
+    assert [g.label for g in info.groups] == ["random", "droplet"]
+    assert info.metric_label == "GFLOPS"
+    rnd = info.groups[0]
+    assert len(rnd.runs) == 2
+    assert rnd.runs[0].values == pytest.approx((gflops(workload, 4.0), gflops(workload, 2.0)))
+    s = rnd.by_trials
+    assert s.x == (1.0, 2.0, 3.0, 4.0)
+    # Trial 1: only the second run has a success; trial 4: the second run has ended.
+    assert s.num_runs == (1, 2, 2, 1)
+    assert s.median[0] == pytest.approx(gflops(workload, 8.0))
+    assert s.lo[1] == pytest.approx(gflops(workload, 4.0))
+    assert s.hi[1] == pytest.approx(gflops(workload, 1.0))
+    assert s.median[1] == pytest.approx((gflops(workload, 4.0) + gflops(workload, 1.0)) / 2)
+    assert s.median[3] == pytest.approx(gflops(workload, 2.0))
+    assert len(rnd.by_secs.x) == len(rnd.by_secs.median) == len(rnd.by_secs.num_runs)
+
+
+def test_latency_metric_is_in_milliseconds(store, add_run):
+    add_run("random", [3.0, 2.0, 5.0])
+    info = convergence_info(store, metric="latency_ms")
+    assert info.metric_label == "latency (ms)"
+    assert info.groups[0].runs[0].values == pytest.approx((3.0, 2.0))
+    with pytest.raises(ValueError, match="metric"):
+        convergence_info(store, metric="speed")
+
+
+def test_filters_and_curves_input(store, add_run, workload, target):
+    add_run("random", [3.0])
+    add_run("droplet", [2.0])
+    add_run("random", [1.0], workload=get_workload("matmul", M=32, N=32, K=64))
+    assert [g.label for g in convergence_info(store, workload).groups] == ["random", "droplet"]
+    only = convergence_info(store, workload, target, strategies=["droplet"])
+    assert [g.strategy for g in only.groups] == ["droplet"]
+    curves = run_curves(store, workload, target)
+    assert len(curves) == 2
+    assert convergence_info(curves).num_runs == 2
+    with pytest.raises(TypeError, match="filters"):
+        convergence_info(curves, workload)
+
+
+def test_empty_store(store):
+    info = convergence_info(store)
+    assert info.groups == () and info.num_runs == 0
+    cmp = strategy_comparison_info(store)
+    assert cmp.groups == () and cmp.budget == 0
+
+
+def test_comparison_at_an_equal_budget(store, add_run, workload):
+    a, _ = add_run("random", [5.0, 4.0, 1.0, 1.0])
+    b, _ = add_run("random", [FAIL, FAIL, FAIL])
+    c, _ = add_run("droplet", [3.0, 2.0, 0.5, 0.1, 0.1])
+    info = strategy_comparison_info(store)
+    assert info.budget == 3  # the shortest run
+    rnd, drop = info.groups
+    assert rnd.run_ids == (a.id, b.id)
+    assert rnd.values[0] == pytest.approx(gflops(workload, 1.0))
+    assert math.isnan(rnd.values[1]) and rnd.num_without_success == 1
+    assert rnd.median == pytest.approx(gflops(workload, 1.0))
+    assert drop.values == pytest.approx((gflops(workload, 0.5),))
+
+    explicit = strategy_comparison_info(store, budget=4, metric="latency_ms")
+    assert explicit.num_short_runs == 1  # the failed 3-trial run
+    assert [g.values for g in explicit.groups] == [
+        pytest.approx((1.0,)),
+        pytest.approx((0.1,)),
+    ]
+    with pytest.raises(ValueError, match="budget"):
+        strategy_comparison_info(store, budget=0)
+
+
+def test_labels_name_the_target_when_runs_span_several(store, add_run, target):
+    other = Target(kind="llvm", mcpu="generic", num_cores=1, name="generic")
+    add_run("random", [1.0])
+    add_run("random", [2.0], target=other)
+    labels = [g.label for g in convergence_info(store).groups]
+    assert labels == [f"random @ {target.name or target.key()}", "random @ generic"]

@@ -1,0 +1,221 @@
+"""Dashboards: live refresh from the store, click-to-open, session changes. Headless."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from plotly.callbacks import Points
+
+from explorer.measure import Candidate, LocalMeasurer, MeasureResult
+from explorer.session import ScheduleSession
+from explorer.space import DesignSpace, KnobSpace
+from explorer.storage import NewTrial
+from explorer.target import Target
+from explorer.types import MeasureStatus
+from explorer.workloads import get_workload
+from widgets import Dashboards
+from widgets._context import Context
+
+MATMUL = get_workload("matmul", M=64, N=64, K=64)
+OTHER = get_workload("matmul", M=32, N=32, K=64)
+
+
+@pytest.fixture(scope="module")
+def candidates() -> dict[str, list[Candidate]]:
+    """Real buildable schedules of both workloads (opening one replays its trace)."""
+    out = {}
+    rng = np.random.default_rng(1)
+    for wl in (MATMUL, OTHER):
+        space = KnobSpace(DesignSpace.of(wl, Target.local_cpu()))
+        made = [space.materialize(space.random_point(rng)) for _ in range(24)]
+        out[wl.key()] = [c for c in made if c is not None]
+    return out
+
+
+@pytest.fixture
+def dctx():
+    ctx = Context(store=":memory:", make_measurer=LocalMeasurer)  # never started here
+    yield ctx
+    ctx.close()
+
+
+@pytest.fixture
+def dash(dctx):
+    dctx.set_session(ScheduleSession(MATMUL, dctx.target))
+    d = Dashboards(dctx, refresh_secs=0.2)
+    yield d
+    d.close()
+
+
+def add(ctx, cands, strategy: str, latencies_ms, *, batch: int = 4, finish: bool = True):
+    c0 = cands[0]
+    run = ctx.store.create_run(c0.workload, c0.target, strategy)
+    trials = []
+    for i, ms in enumerate(latencies_ms):
+        c = cands[i % len(cands)]
+        res = (
+            MeasureResult(MeasureStatus.BUILD_ERROR, error_msg="no")
+            if ms is None
+            else MeasureResult(MeasureStatus.OK, (ms / 1e3,), flops=c.workload.flops())
+        )
+        trials.append(NewTrial(c, res, {"xgb-rank": -(ms or 0.0)}))
+    records = []
+    for start in range(0, len(trials), batch):
+        records += ctx.store.add_trials(run.id, trials[start : start + batch])
+    if finish:
+        ctx.store.finish_run(run.id)
+    return run, records
+
+
+def spy_open(ctx):
+    opened = []
+    real = ctx.open_record
+
+    def spy(record):
+        opened.append(record)
+        return real(record)
+
+    ctx.open_record = spy
+    return opened
+
+
+def trace(fig, meta):
+    return next(t for t in fig.data if t.meta == meta)
+
+
+def test_layout_and_dom_classes(dash):
+    classes = dash.widget._dom_classes
+    assert "se-dashboards" in classes
+    boxes = list(dash.widget.children[1:])
+    assert [b._dom_classes[0] for b in boxes] == [
+        "se-convergence",
+        "se-pred-vs-meas",
+        "se-comparison",
+        "se-knobs",
+    ]
+    assert [b.children[0] for b in boxes] == [
+        dash.convergence_fig,
+        dash.pred_vs_meas_fig,
+        dash.comparison_fig,
+        dash.knobs_fig,
+    ]
+
+
+def test_store_updates_reach_the_figures(dash, dctx, candidates):
+    dash.refresh()
+    assert len(dash.pred_vs_meas_fig.data) == 0
+    add(dctx, candidates[MATMUL.key()], "random", [3.0, 2.0, None, 1.5, 4.0])
+    add(dctx, candidates[MATMUL.key()], "autotvm", [2.5, 1.0, 1.2])
+    add(dctx, candidates[OTHER.key()], "random", [0.1, 0.2])  # another workload: not shown
+    dash.refresh()
+    (pvm,) = dash.pred_vs_meas_fig.data
+    assert len(pvm.x) == 7  # 8 trials of this workload, one failed
+    assert "1 failed" in pvm.name
+    assert {t.meta.split("|")[1] for t in dash.convergence_fig.data} == {"random", "autotvm"}
+    assert [t.name for t in dash.comparison_fig.data] == ["random", "autotvm"]
+    assert all(len(d.values) == 7 for d in dash.knobs_fig.data[0].dimensions)
+    assert "8 trials (1 failed) in 2 runs" in dash.status.value
+
+    add(dctx, candidates[MATMUL.key()], "random", [0.5, 0.7])
+    dash.refresh()
+    assert len(dash.pred_vs_meas_fig.data[0].x) == 9
+    assert dash.infos["convergence"].num_runs == 3
+
+
+def test_live_refresh_is_throttled_and_coalesced(dash, dctx, candidates):
+    dash.refresh()
+    draws = []
+    real_draw = dash._draw_trials
+    dash._draw_trials = lambda *a: (draws.append(time.monotonic()), real_draw(*a))[1]
+    run, _ = add(dctx, candidates[MATMUL.key()], "random", [5.0], finish=False)
+    for i in range(10):  # ten batches in quick succession
+        dctx.store.add_trials(
+            run.id,
+            [NewTrial(candidates[MATMUL.key()][i], MeasureResult(MeasureStatus.OK, (1e-3,)))],
+        )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if dash.infos["pred_vs_meas"].num_trials == 11:
+            break
+        time.sleep(0.05)
+    assert dash.infos["pred_vs_meas"].num_trials == 11  # refreshed without refresh()
+    time.sleep(0.5)  # let a trailing timer fire, if any
+    assert 1 <= len(draws) <= 3  # 11 batches, coalesced
+    gaps = np.diff(draws)
+    assert all(g >= 0.15 for g in gaps)
+
+
+def test_clicking_a_prediction_opens_that_trial(dash, dctx, candidates):
+    _, records = add(dctx, candidates[MATMUL.key()], "autotvm", [3.0, 2.0, 1.0, 4.0])
+    dash.refresh()
+    opened = spy_open(dctx)
+    old_session = dctx.session
+    pvm = dash.pred_vs_meas_fig.data[0]
+    i = 2
+    dash._on_pred_click(pvm, Points(point_inds=[i], trace_index=0))
+    assert [r.id for r in opened] == [pvm.customdata[i]]
+    assert dctx.session is not old_session
+    assert dctx.session.workload == MATMUL
+    assert opened[0].candidate.trace == next(
+        r.candidate.trace for r in records if r.id == pvm.customdata[i]
+    )
+
+
+def test_clicking_a_convergence_step_opens_the_improving_trial(dash, dctx, candidates):
+    run, records = add(dctx, candidates[MATMUL.key()], "random", [3.0, 5.0, 1.0, 2.0])
+    dash.refresh()
+    opened = spy_open(dctx)
+    runs = trace(dash.convergence_fig, "runs|random|trials")
+    assert [list(k) if k is not None else None for k in runs.customdata] == [
+        [run.id, 0],
+        [run.id, 2],
+        [run.id, 2],  # the run's end point: still the best so far
+        None,
+    ]
+    dash._on_convergence_click(runs, Points(point_inds=[3]))  # a separator: nothing
+    assert opened == []
+    dash._on_convergence_click(runs, Points(point_inds=[1]))
+    assert [r.id for r in opened] == [records[2].id]
+
+
+def test_a_new_workload_reloads_and_a_same_workload_session_does_not(dash, dctx, candidates):
+    add(dctx, candidates[MATMUL.key()], "random", [3.0, 2.0])
+    add(dctx, candidates[OTHER.key()], "droplet", [0.1, 0.2, 0.3])
+    dash.refresh()
+    assert dash.infos["pred_vs_meas"].num_trials == 2
+    table = dash._table
+    dctx.set_session(ScheduleSession(MATMUL, dctx.target))
+    assert dash._table is table  # same workload: nothing reloaded
+    dctx.set_session(ScheduleSession(OTHER, dctx.target))
+    dash.refresh()
+    assert dash.infos["pred_vs_meas"].num_trials == 3
+    assert [g.strategy for g in dash.infos["convergence"].groups] == ["droplet"]
+    assert OTHER.key() in dash.status.value
+
+
+def test_close_stops_listening(dash, dctx, candidates):
+    dash.refresh()
+    dash.close()
+    add(dctx, candidates[MATMUL.key()], "random", [1.0])
+    time.sleep(0.4)
+    assert dash.infos["pred_vs_meas"].num_trials == 0
+    assert dash._pending == []
+
+
+def test_manual_runs_are_drawn_but_not_compared(dash, dctx, candidates):
+    add(dctx, candidates[MATMUL.key()], "random", [3.0, 2.0, 1.0, 0.5])
+    add(dctx, candidates[MATMUL.key()], "manual", [0.9])
+    dash.refresh()
+    assert [g.strategy for g in dash.infos["convergence"].groups] == ["random", "manual"]
+    cmp = dash.infos["comparison"]
+    assert [g.strategy for g in cmp.groups] == ["random"] and cmp.budget == 4
+
+
+def test_a_click_that_cannot_open_shows_why(dash, dctx):
+    class Trace:
+        customdata = (10**9,)  # no such trial
+
+    dash._on_pred_click(Trace(), Points(point_inds=[0]))
+    assert dash.status.value.startswith("Could not open that trial: KeyError")

@@ -1,0 +1,130 @@
+"""Explorer, headless: composition, display, and one pass through the whole loop."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from explorer.measure import Measurer
+from explorer.storage import ENV_VAR
+from explorer.workloads import get_workload
+from widgets import CostPanel, Explorer, ExpressionBuilder, ScheduleEditor
+from widgets._jobs import JobState
+
+WAIT = 120.0
+
+
+def text_of(markup: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", " ", markup))
+
+
+def descendants(widget: object) -> Iterator[object]:
+    yield widget
+    for child in getattr(widget, "children", ()):
+        yield from descendants(child)
+
+
+@pytest.fixture
+def explorer(make_replay: Callable[..., Measurer]) -> Iterator[Explorer]:
+    ex = Explorer(store=":memory:", measurer=make_replay())
+    yield ex
+    ex.close()
+
+
+def test_composes_every_panel(explorer: Explorer) -> None:
+    ex = explorer
+    assert isinstance(ex.builder, ExpressionBuilder)
+    assert isinstance(ex.editor, ScheduleEditor)
+    assert isinstance(ex.cost, CostPanel)
+    assert type(ex.search).__name__ == "SearchPanel"
+    assert type(ex.dashboards).__name__ == "Dashboards"
+    assert "se-explorer" in ex.widget._dom_classes
+    shown = list(descendants(ex.widget))
+    for panel in (ex.builder, ex.editor, ex.cost, ex.search, ex.dashboards):
+        assert panel.widget in shown
+    for panel in (ex.builder, ex.editor, ex.cost, ex.search, ex.dashboards):
+        assert panel.ctx is ex.ctx
+
+
+def test_default_workload_is_a_small_matmul(explorer: Explorer) -> None:
+    session = explorer.ctx.session
+    assert session is not None and explorer.session is session
+    assert session.workload == get_workload("matmul", M=128, N=128, K=128)
+    assert explorer.builder.workload() == session.workload  # the form shows it
+    assert explorer.editor.session is session and explorer.cost.session is session
+
+
+def test_displays_in_a_notebook(explorer: Explorer) -> None:
+    bundle = explorer._repr_mimebundle_()
+    view = bundle["application/vnd.jupyter.widget-view+json"]
+    assert view["model_id"] == explorer.widget.model_id
+
+
+def test_opens_a_workload_or_preset_by_name(make_replay: Callable[..., Measurer]) -> None:
+    ex = Explorer("softmax_128x1024", store=":memory:", measurer=make_replay())
+    try:
+        assert ex.session is not None
+        assert ex.session.workload == get_workload("softmax_128x1024")
+        assert ex.builder.family_name == "softmax"
+        workload = get_workload("matmul", M=32, N=32, K=32)
+        ex.open(workload)
+        assert ex.session.workload == workload and ex.editor.session is ex.session
+    finally:
+        ex.close()
+
+
+def test_no_arguments_uses_the_default_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "records.db"
+    monkeypatch.setenv(ENV_VAR, str(db))
+    ex = Explorer()
+    try:
+        assert ex.session is not None and ex.session.workload.family == "matmul"
+        assert db.exists()
+        assert ex.ctx.target.kind == "llvm"
+    finally:
+        ex.close()  # the LocalMeasurer was never started: nothing to wait for
+
+
+def test_build_edit_measure_end_to_end(explorer: Explorer) -> None:
+    ex = explorer
+    records: list = []
+    ex.ctx.on("record", records.append)
+    # Build a new workload in the builder: every panel follows.
+    for name, value in {"M": 64, "N": 64, "K": 64}.items():
+        ex.builder.fields[name].value = value
+    ex.builder.build_button.click()
+    session = ex.ctx.session
+    assert session is not None and session.workload.key().startswith("matmul(K=64")
+    assert ex.editor.session is session and ex.cost.session is session
+    assert "K=64" in ex.editor.title.value
+    # Edit in the editor: the cost panel predicts the new schedule.
+    ex.editor.params["loop"].value = "i"
+    ex.editor.params["factors"].value = "None, 16"
+    ex.editor.apply_button.click()
+    assert session.loops() == ["i_0", "i_1", "j", "k"]
+    job = ex.cost.predict_job
+    assert job is not None and job.wait(WAIT)
+    static = ex.cost.predict(session.candidate())["static"].score
+    assert ex.cost.last_predictions["static"].score == pytest.approx(static)
+    # Measure: a manual record reaches the store and every listener.
+    ex.cost.measure_button.click()
+    job = ex.cost.measure_job
+    assert job is not None and job.wait(WAIT) and job.state is JobState.FINISHED
+    assert re.search(r"\d+\.\d{3} ms", text_of(ex.cost.latency.value))
+    assert len(records) == 1 and records[0].candidate.workload == session.workload
+
+
+def test_close_stops_background_work(make_replay: Callable[..., Measurer]) -> None:
+    ex = Explorer(store=":memory:", measurer=make_replay())
+    ex.cost.measure_button.click()
+    job = ex.cost.measure_job
+    assert job is not None and job.wait(WAIT)
+    ex.close()
+    with pytest.raises(RuntimeError):
+        ex.ctx.measure_jobs.submit("after close", lambda _job: None)

@@ -1,0 +1,176 @@
+"""Figure factories: structure only (trace count, lengths, axis titles, legend names)."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from explorer.analysis import (
+    TrialTable,
+    convergence_info,
+    knob_effects_info,
+    predicted_vs_measured_info,
+    strategy_comparison_info,
+)
+from explorer.measure import Candidate, MeasureResult
+from explorer.space import DesignSpace, KnobSpace
+from explorer.storage import NewTrial, get_store
+from explorer.target import Target
+from explorer.types import MeasureStatus
+from explorer.workloads import get_workload
+from widgets import plots
+from widgets.plots import (
+    make_convergence_figure,
+    make_knob_effects_figure,
+    make_predicted_vs_measured_figure,
+    make_strategy_comparison_figure,
+    update_convergence_figure,
+    update_knob_effects_figure,
+    update_predicted_vs_measured_figure,
+    update_strategy_comparison_figure,
+)
+
+TRACES_PER_GROUP = 8  # (band low, band high, runs, median) x (vs trials, vs seconds)
+
+
+@pytest.fixture(scope="module")
+def space() -> KnobSpace:
+    return KnobSpace(DesignSpace.of(get_workload("matmul", M=64, N=64, K=64), Target.local_cpu()))
+
+
+@pytest.fixture(scope="module")
+def candidates(space: KnobSpace) -> list[Candidate]:
+    rng = np.random.default_rng(3)
+    out = [space.materialize(space.random_point(rng)) for _ in range(40)]
+    return [c for c in out if c is not None]
+
+
+@pytest.fixture
+def store():
+    s = get_store(":memory:")
+    yield s
+    s.close()
+
+
+def fill(store, candidates, strategy: str, latencies_ms, *, predicted=True):
+    c0 = candidates[0]
+    run = store.create_run(c0.workload, c0.target, strategy)
+    trials = []
+    for i, ms in enumerate(latencies_ms):
+        c = candidates[i % len(candidates)]
+        if ms is None:
+            res = MeasureResult(MeasureStatus.RUN_ERROR, error_msg="crashed")
+        else:
+            res = MeasureResult(MeasureStatus.OK, (ms / 1e3,), flops=c.workload.flops())
+        pred = {"xgb-rank": -(ms or 0.0), "static": float(i % 5)} if predicted else {}
+        trials.append(NewTrial(c, res, pred))
+    records = store.add_trials(run.id, trials)
+    store.finish_run(run.id)
+    return records
+
+
+@pytest.fixture
+def filled(store, candidates):
+    rng = np.random.default_rng(0)
+    records = []
+    for strategy in ("random", "random", "autotvm"):
+        lat = list(rng.uniform(1.0, 5.0, 20))
+        lat[3] = None
+        records += fill(store, candidates, strategy, lat)
+    return records
+
+
+def test_convergence_figure(store, filled):
+    info = convergence_info(store)
+    fig = make_convergence_figure(info)
+    assert isinstance(fig, go.FigureWidget)
+    assert len(fig.data) == TRACES_PER_GROUP * 2
+    assert fig.layout.xaxis.title.text == "trials"
+    assert fig.layout.xaxis2.title.text == "wall-clock seconds"
+    assert fig.layout.yaxis.title.text == "GFLOPS"
+    medians = [t for t in fig.data if t.meta.startswith("median|") and t.showlegend]
+    assert [t.name for t in medians] == ["random: median of 2 runs", "autotvm: median of 1 run"]
+    runs = next(t for t in fig.data if t.meta == "runs|random|trials")
+    group = info.groups[0]
+    # Each run: its improvements, its end point, then a None separator.
+    assert len(runs.x) == len(runs.y) == sum(len(r.seqs) + 2 for r in group.runs)
+    run0 = group.runs[0]
+    assert list(runs.x[: len(run0.trials)]) == list(run0.trials)
+    assert list(runs.customdata[0]) == [run0.run_id, run0.seqs[0]]
+    median = next(t for t in fig.data if t.meta == "median|random|trials")
+    assert len(median.x) == len(median.y) <= len(group.by_trials.x)
+
+    # Same groups: updated in place; fewer groups: traces replaced.
+    before = fig.data[0]
+    update_convergence_figure(fig, convergence_info(store, metric="latency_ms"))
+    assert fig.data[0] is before
+    assert fig.layout.yaxis.title.text == "latency (ms)" and fig.layout.yaxis.type == "log"
+    update_convergence_figure(fig, convergence_info(store, strategies=["autotvm"]))
+    assert len(fig.data) == TRACES_PER_GROUP
+
+
+def test_convergence_figure_when_empty(store):
+    fig = make_convergence_figure(convergence_info(store))
+    assert len(fig.data) == 0
+    assert any("No search runs" in a.text for a in fig.layout.annotations)
+
+
+def test_predicted_vs_measured_figure(filled):
+    info = predicted_vs_measured_info(filled)
+    fig = make_predicted_vs_measured_figure(info)
+    assert len(fig.data) == 2 and all(isinstance(t, go.Scattergl) for t in fig.data)
+    for trace, model in zip(fig.data, info.models, strict=True):
+        assert trace.name.startswith(model.model)
+        assert f"Spearman {model.spearman:.2f}" in trace.name
+        assert f"Kendall {model.kendall:.2f}" in trace.name
+        assert "3 failed" in trace.name
+        assert len(trace.x) == len(trace.y) == len(trace.customdata) == model.num_points
+        assert list(trace.customdata) == list(model.trial_ids)
+    assert fig.layout.xaxis.title.text.startswith("predicted rank")
+    assert fig.layout.yaxis.title.text == "measured latency (ms)"
+    assert "60 trials, 3 failed" in fig.layout.title.text
+
+    capped = predicted_vs_measured_info(TrialTable.from_records(filled), max_points=7)
+    update_predicted_vs_measured_figure(fig, capped)
+    assert [len(t.x) for t in fig.data] == [7, 7]
+    assert "showing 14 points" in fig.layout.title.text
+    update_predicted_vs_measured_figure(fig, predicted_vs_measured_info([]))
+    assert len(fig.data) == 0 and "No cost-model" in fig.layout.annotations[-1].text
+
+
+def test_strategy_comparison_figure(store, filled):
+    info = strategy_comparison_info(store)
+    fig = make_strategy_comparison_figure(info)
+    assert [t.type for t in fig.data] == ["box", "box"]
+    assert [t.name for t in fig.data] == ["random", "autotvm"]
+    assert len(fig.data[0].y) == 2 and len(fig.data[1].y) == 1
+    assert "first 20 trials" in fig.layout.title.text
+    assert fig.layout.yaxis.title.text == "GFLOPS"
+    update_strategy_comparison_figure(fig, strategy_comparison_info(store, budget=3))
+    assert "first 3 trials" in fig.layout.title.text
+
+
+def test_knob_effects_figure(filled, space):
+    info = knob_effects_info(filled, space, max_lines=25)
+    fig = make_knob_effects_figure(info)
+    parcoords, bars = fig.data
+    assert parcoords.type == "parcoords" and bars.type == "bar"
+    dims = parcoords.dimensions
+    assert len(dims) == min(len(info.knobs), plots.MAX_PARCOORDS_KNOBS) + 1
+    assert dims[-1].label == "latency (ms)"
+    assert all(len(d.values) == 25 for d in dims)
+    assert dims[0].label.startswith(info.knobs[0].label)
+    assert list(bars.y) == [k.label for k in info.knobs]
+    assert len(parcoords.line.color) == 25
+    assert "57 successful trials" in fig.layout.title.text
+    assert "3 failed" in fig.layout.title.text
+
+    update_knob_effects_figure(fig, knob_effects_info(filled[:10], space))
+    assert all(len(d.values) == 9 for d in fig.data[0].dimensions)
+
+
+def test_on_point_click_registers_on_matching_traces(filled):
+    fig = make_predicted_vs_measured_figure(predicted_vs_measured_info(filled))
+    plots.on_point_click(fig, "pvm|", lambda *a: None)
+    assert all(t._click_callbacks for t in fig.data)

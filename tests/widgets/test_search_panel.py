@@ -1,0 +1,217 @@
+"""The search launcher, headless: real short searches with the real LocalMeasurer."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+import pytest
+
+from explorer.measure import Candidate, LocalMeasurer, MeasureConfig, Measurer, MeasureResult
+from explorer.session import ScheduleSession
+from explorer.space import DesignSpace, KnobSpace, Point
+from explorer.types import MeasureStatus
+from explorer.workloads import get_workload
+from widgets import SearchPanel
+from widgets._context import Context
+from widgets._jobs import JobState
+from widgets.search_panel import NO_MODEL, cost_model_options
+
+WAIT = 180.0  # generous: the machine is shared
+MATMUL = get_workload("matmul", M=64, N=64, K=64)
+
+
+@pytest.fixture(scope="module")
+def real_measurer():
+    """One LocalMeasurer for the module (starting its worker processes takes a while)."""
+    with LocalMeasurer(MeasureConfig(repeat=3, min_repeat_secs=0.005), num_build_workers=1) as m:
+        yield m
+
+
+class Lent(Measurer):
+    """Lends a measurer to one search and counts ``close`` (the panel must call it once)."""
+
+    def __init__(self, inner: Measurer, gate: threading.Event | None = None, fail: bool = False):
+        self.inner, self.gate, self.fail = inner, gate, fail
+        self.closed = 0
+
+    def measure(self, candidates: Sequence[Candidate]) -> list[MeasureResult]:
+        if self.gate is not None:
+            assert self.gate.wait(WAIT)
+        if self.fail:
+            raise RuntimeError("the measurer broke")
+        return self.inner.measure(candidates)
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+class Instant(Measurer):
+    """Answers at once (for tests about the panel, not about measuring)."""
+
+    def measure(self, candidates: Sequence[Candidate]) -> list[MeasureResult]:
+        return [MeasureResult(MeasureStatus.OK, (1e-3,), flops=1) for _ in candidates]
+
+
+@pytest.fixture
+def make_panel():
+    made = []
+
+    def make(measurer: Measurer, *, session: bool = True, batch_size: int = 8):
+        lent: list[Lent] = []
+
+        def make_measurer() -> Measurer:
+            lent.append(measurer if isinstance(measurer, Lent) else Lent(measurer))
+            return lent[-1]
+
+        ctx = Context(store=":memory:", make_measurer=make_measurer)
+        if session:
+            ctx.set_session(ScheduleSession(MATMUL, ctx.target))
+        panel = SearchPanel(ctx, batch_size=batch_size)
+        made.append((ctx, panel))
+        return ctx, panel, lent
+
+    yield make
+    for ctx, panel in made:
+        if panel.job is not None:
+            panel.job.cancel()
+            panel.job.wait(WAIT)
+        panel.close()
+        ctx.close()
+
+
+def test_a_real_search_runs_to_the_end(make_panel, real_measurer):
+    ctx, panel, lent = make_panel(real_measurer)
+    panel.strategy.value = "random"
+    panel.trials.value = 6
+    panel.seed.value = 3
+    job = panel.start()
+    assert job is panel.job and job is not None
+    assert panel.start_button.disabled and not panel.stop_button.disabled
+    assert job.wait(WAIT)
+    assert job.state is JobState.FINISHED, panel.status.value
+    assert panel.progress.max == 6 and panel.progress.value == 6
+    assert panel.status.value.startswith("Done: 6 trials")
+    (run,) = ctx.store.runs(workload=MATMUL)
+    assert run.strategy == "random" and run.settings["seed"] == 3
+    assert ctx.store.count_trials(run_id=run.id) >= 6  # plus the final re-measurements
+    assert [m.closed for m in lent] == [1]
+    assert not panel.start_button.disabled and panel.stop_button.disabled
+
+    old = ctx.session
+    assert not panel.open_best_button.disabled
+    panel.open_best_button.click()
+    assert ctx.session is not old and ctx.session.workload == MATMUL
+    assert panel.result.best.run_id == run.id
+    assert "Opened trial" in panel.status.value
+
+
+def test_stop_mid_run(make_panel, real_measurer):
+    ctx, panel, lent = make_panel(real_measurer, batch_size=2)
+    panel.trials.value = 40
+    job = panel.start()
+    deadline = time.monotonic() + WAIT
+    while panel.progress.value < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    panel.stop_button.click()
+    assert "Stopping" in panel.status.value
+    assert job.wait(WAIT)
+    assert job.state is JobState.CANCELLED
+    assert panel.result.stopped_because == "cancelled"
+    assert 2 <= panel.result.num_trials < 40
+    assert panel.progress.value < panel.progress.max
+    assert panel.status.value.startswith("Stopped:")
+    assert [m.closed for m in lent] == [1]
+
+
+def test_a_second_start_is_refused_while_running(make_panel, real_measurer):
+    gate = threading.Event()
+    ctx, panel, lent = make_panel(Lent(Instant(), gate=gate))
+    panel.trials.value = 2
+    first = panel.start()
+    assert first is not None
+    assert panel.start() is None
+    assert "already running" in panel.status.value
+    assert ctx.search_jobs.current is first
+    gate.set()
+    assert first.wait(WAIT) and first.state is JobState.FINISHED
+    assert panel.start() is not None  # allowed again once it ended
+    assert panel.job.wait(WAIT)
+
+
+def test_errors_are_shown_as_text(make_panel):
+    ctx, panel, lent = make_panel(Lent(Instant(), fail=True))
+    job = panel.start()
+    assert job.wait(WAIT)
+    assert job.state is JobState.ERROR
+    assert panel.status.value == "Search failed: RuntimeError: the measurer broke"
+    assert panel.progress.bar_style == "danger"
+    assert [m.closed for m in lent] == [1]
+
+    panel.trials.value = 0
+    assert panel.start() is None and "at least 1" in panel.status.value
+
+    _, alone, _ = make_panel(Instant(), session=False)
+    alone.start_button.click()
+    assert alone.job is None and "first" in alone.status.value
+
+
+def test_a_schedule_droplet_cannot_start_from_is_reported(make_panel):
+    ctx, panel, _ = make_panel(Instant())  # the session has no steps: not a sketch instance
+    panel.strategy.value = "droplet"
+    panel.from_session.value = True
+    job = panel.start()
+    assert job.wait(WAIT) and job.state is JobState.ERROR
+    assert panel.status.value.startswith("Search failed: SearchError: DropletSearch.start")
+    assert not panel.start_button.disabled and panel.stop_button.disabled
+
+
+def test_cost_model_and_start_options_follow_the_strategy(make_panel):
+    ctx, panel, _ = make_panel(Instant())
+    panel.strategy.value = "random"
+    assert panel.cost_model.disabled and panel.cost_model.value == NO_MODEL
+    assert panel.from_session.disabled and "droplet" in panel.from_session_note.value
+    panel.strategy.value = "autotvm"
+    assert not panel.cost_model.disabled
+    assert list(panel.cost_model.options) == ["xgb-rank", "xgb-reg"]
+    panel.strategy.value = "droplet"
+    assert not panel.from_session.disabled and panel.from_session_note.value == ""
+    assert cost_model_options("static") == {"static": {"model": "static"}}
+
+
+def test_droplet_starts_from_my_schedule(make_panel):
+    ctx, panel, _ = make_panel(Instant())
+    space = KnobSpace(DesignSpace.of(MATMUL, ctx.target))
+    start = space.materialize(Point(1, (3, 2, 1, 0)))
+    ctx.session.load_trace(start.trace)  # a schedule with knob coordinates
+    panel.strategy.value = "droplet"
+    panel.from_session.value = True
+    panel.trials.value = 3
+    job = panel.start()
+    assert job.wait(WAIT) and job.state is JobState.FINISHED, panel.status.value
+    (run,) = ctx.store.runs()
+    assert run.strategy == "droplet"
+    first = ctx.store.trials(run_id=run.id)[0]
+    assert first.candidate.decisions["point"] == [3, 2, 1, 0]  # droplet measured its start
+
+
+def test_dom_classes_and_labels(make_panel):
+    _, panel, _ = make_panel(Instant())
+    expected = {
+        panel.widget: "se-search",
+        panel.strategy: "se-strategy",
+        panel.trials: "se-trials",
+        panel.secs: "se-secs",
+        panel.seed: "se-seed",
+        panel.start_button: "se-start",
+        panel.stop_button: "se-stop",
+        panel.progress: "se-progress",
+        panel.status: "se-search-status",
+        panel.open_best_button: "se-open-best",
+        panel.from_session: "se-from-session",
+    }
+    for widget, css in expected.items():
+        assert css in widget._dom_classes
+    assert [b.description for b in (panel.start_button, panel.stop_button)] == ["Start", "Stop"]
+    assert panel.open_best_button.description == "Open best in editor"

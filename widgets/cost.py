@@ -1,0 +1,543 @@
+"""``CostPanel``: what the current schedule should cost (cost models) and what it does cost
+(a measurement), after every edit.
+
+Predictions never build or run the kernel. The static model needs no training; the learned
+models (XGBoost, MetaSchedule's XGBoost) are trained on this workload's records in the store and
+say so while there are too few. Predictions run on their own worker thread: a fast one is shown
+before the edit's callback returns (the handler waits up to ``sync_secs``), a slow one (a big
+workload) arrives when ready, and edits made meanwhile collapse into one follow-up prediction.
+Measurements run on ``ctx.measure_jobs`` and are stored in the workload's ``manual`` run.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import ipywidgets as w
+import numpy as np
+
+from explorer.cost_models import CostModel, make_cost_model
+from explorer.measure import Candidate, MeasureResult, trace_key
+from explorer.session import ScheduleSession, Snapshot
+from explorer.storage import NewTrial, TrialRecord
+from explorer.target import Target
+from explorer.types import MeasureStatus
+from explorer.workloads import Workload
+from widgets._context import Context
+from widgets._jobs import Job, JobRunner
+
+log = logging.getLogger(__name__)
+
+MODELS = ("static", "xgb-rank", "xgb-reg", "metaschedule-xgb")
+"""The cost models the panel asks, in display order."""
+
+MIN_RECORDS = 2  # a learned model compares schedules: it needs two measured ones, one correct
+_RELATIVE = {"xgb-reg", "metaschedule-xgb"}  # score ~ throughput / best measured throughput
+_NOTES = {
+    "static": "analytical (no training)",
+    "xgb-rank": "XGBoost, pairwise rank",
+    "xgb-reg": "XGBoost, regression",
+    "metaschedule-xgb": "MetaSchedule's XGBoost",
+}
+STATUS_WORDS = {
+    MeasureStatus.OK: "correct: the output matches NumPy's",
+    MeasureStatus.WRONG_RESULT: "wrong result: it ran, but the output differs from NumPy's",
+    MeasureStatus.BUILD_ERROR: "did not compile",
+    MeasureStatus.RUN_ERROR: "crashed while running (or ran out of memory)",
+    MeasureStatus.TIMEOUT: "took too long and was stopped",
+    MeasureStatus.INVALID: "is not a valid schedule",
+}
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One model's view of a candidate.
+
+    Attributes:
+        model: the cost model's name.
+        score: its raw score (higher = faster), ``None`` when it could not predict.
+        latency_secs: the predicted latency when the model's scale allows one.
+        beats: ``(k, n)``: predicted faster than ``k`` of the ``n`` measured correct schedules.
+        note: why there is no prediction (untrained, failed), or what it was trained on.
+    """
+
+    model: str
+    score: float | None
+    latency_secs: float | None = None
+    beats: tuple[int, int] | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """A stored manual measurement and where it ranks among this workload's records."""
+
+    record: TrialRecord
+    label: str  # which step was measured, e.g. "step 3"
+    rank: int  # 1 = the fastest correct schedule known for this workload and target
+    num_ok: int
+    best_secs: float | None
+
+    @property
+    def result(self) -> MeasureResult:
+        return self.record.result
+
+
+@dataclass
+class _Learned:
+    model: CostModel | None
+    num_records: int
+    best_secs: float | None
+    stored_scores: np.ndarray
+    note: str
+
+
+class CostPanel:
+    """Predicted and measured cost of the current schedule.
+
+    Args:
+        ctx: the shared explorer state (session, store, measurer, measure jobs).
+        models: the cost models to ask (names of ``explorer.cost_models.COST_MODELS``).
+        sync_secs: how long an edit waits for its prediction before leaving it to the
+            background.
+
+    Attributes:
+        widget: the container to display.
+        predictions: ``HTML`` table of the models' predictions.
+        measure_button, auto_measure: the Measure button and the measure-after-every-edit box.
+        latency, details, message: the last measurement (latency, GFLOPS), its correctness,
+            rank and roofline, and notices (a refused second Measure).
+        predict_job, measure_job: the latest background jobs (``job.wait(t)`` in scripts).
+        num_fits: how many times a learned model was trained (once per workload and record
+            count: an edit alone never retrains).
+
+    Example:
+        >>> from explorer.workloads import get_workload
+        >>> ctx = Context(store=":memory:")
+        >>> ctx.set_session(ScheduleSession(get_workload("matmul", M=64, N=64, K=64)))
+        >>> panel = CostPanel(ctx)
+        >>> panel.measure_button.click()  # in the background, on ctx.measure_jobs
+        >>> panel.measure_job.wait(120)
+        True
+        >>> " ms" in panel.latency.value
+        True
+        >>> ctx.close()
+    """
+
+    def __init__(
+        self, ctx: Context, *, models: Sequence[str] = MODELS, sync_secs: float = 1.0
+    ) -> None:
+        self.ctx = ctx
+        self.models = tuple(models)
+        self.sync_secs = sync_secs
+        self.session: ScheduleSession | None = None
+        self.predict_job: Job | None = None
+        self.measure_job: Job | None = None
+        self.last_predictions: dict[str, Prediction] = {}
+        self.num_fits = 0
+
+        self.predictions = w.HTML()
+        self.predictions.add_class("se-predictions")
+        self.prediction_status = w.HTML()
+        self.measure_button = w.Button(description="Measure", button_style="primary", icon="bolt")
+        self.measure_button.add_class("se-measure")
+        self.auto_measure = w.Checkbox(value=False, description="Measure after every edit")
+        self.auto_measure.add_class("se-auto-measure")
+        self.latency = w.HTML("<i>Not measured yet.</i>")
+        self.latency.add_class("se-latency")
+        self.details = w.HTML()
+        self.details.add_class("se-measure-details")
+        self.message = w.HTML(layout=w.Layout(display="none"))
+        self.message.add_class("se-cost-message")
+        self.widget = w.VBox(
+            [
+                w.HTML("<b>Predicted</b> (cost models, nothing is compiled or run)"),
+                self.predictions,
+                self.prediction_status,
+                w.HTML("<b>Measured</b> (built and timed on the target)"),
+                w.HBox([self.measure_button, self.auto_measure]),
+                self.message,
+                self.latency,
+                self.details,
+            ]
+        )
+        self.widget.add_class("se-cost")
+
+        self._static = make_cost_model("static")
+        self._learned: dict[tuple[str, str], _Learned] = {}
+        self._records: dict[str, list[TrialRecord]] = {}
+        self._dirty: set[str] = set()  # workload|target keys with records newer than the cache
+        self._measured: dict[str, Measurement] = {}  # candidate key -> its latest measurement
+        self._last: Measurement | None = None
+        self._scores: tuple[str, dict[str, float]] | None = None  # candidate key -> raw scores
+        self._current_key: str | None = None
+        self._pending: Candidate | None = None
+        self._lock = threading.Lock()
+        self._runner = JobRunner("explorer-predict")
+        self._unsubscribe_session: Callable[[], None] | None = None
+        self._unsubscribe_store = ctx.store.subscribe(self._on_records)
+        self._unsubscribe_ctx = ctx.on("session", self.set_session)
+        self.measure_button.on_click(lambda _b: self._guard(self.measure))
+        self.auto_measure.observe(lambda c: self._guard(lambda: self._on_auto(c)), names="value")
+        if ctx.session is not None:
+            self.set_session(ctx.session)
+        else:
+            self.predictions.value = "<i>No workload yet.</i>"
+
+    # -- session ------------------------------------------------------------------------------
+    def set_session(self, session: ScheduleSession) -> None:
+        if self._unsubscribe_session is not None:
+            self._unsubscribe_session()
+        self.session = session
+        self._unsubscribe_session = session.on_change(self._on_change)
+        self._on_change(session.snapshot)
+
+    def _on_change(self, snapshot: Snapshot) -> None:
+        # Runs inside session.apply/undo/...: an exception here would reach their caller.
+        self._guard(lambda: self._changed(snapshot))
+
+    def _changed(self, snapshot: Snapshot) -> None:
+        assert self.session is not None
+        candidate = self.session.candidate()
+        self._current_key = candidate_key(candidate)
+        self._show_measurement()
+        self.refresh_predictions()
+        if self.auto_measure.value:
+            self._auto()
+
+    # -- predictions --------------------------------------------------------------------------
+    def refresh_predictions(self, *, wait: bool = True) -> Job | None:
+        """Predict the current schedule in the background; wait up to ``sync_secs`` for it."""
+        if self.session is None:
+            return None
+        candidate = self.session.candidate()
+        with self._lock:
+            if self._runner.busy:
+                self._pending = candidate  # only the latest edit matters
+                return self.predict_job
+            job = self._submit_prediction(candidate)
+        if wait and self.sync_secs > 0:
+            job.wait(self.sync_secs)
+        return job
+
+    def _submit_prediction(self, candidate: Candidate) -> Job:
+        self.prediction_status.value = "<i>predicting\u2026</i>"
+        key = candidate_key(candidate)
+        job = self._runner.submit(
+            "predict", lambda _job: (key, self.predict(candidate)), on_done=self._predicted
+        )
+        self.predict_job = job
+        return job
+
+    def predict(self, candidate: Candidate) -> dict[str, Prediction]:
+        """Every model's prediction for ``candidate`` (trains learned models when needed).
+
+        Blocking; the panel calls it on its worker thread. A failing model is reported in its
+        ``note``, never raised.
+        """
+        out: dict[str, Prediction] = {}
+        for name in self.models:
+            try:
+                out[name] = self._predict_one(name, candidate)
+            except Exception as exc:
+                log.exception("cost model %s failed", name)
+                out[name] = Prediction(name, None, note=f"failed: {exc}")
+        return out
+
+    def _predict_one(self, name: str, candidate: Candidate) -> Prediction:
+        flops = candidate.workload.flops()
+        if name == "static":
+            score = float(self._static.predict([candidate])[0])  # GFLOP/s
+            if score <= 0:
+                return Prediction(name, score, note="TVM cannot build this schedule")
+            return Prediction(name, score, latency_secs=flops / (score * 1e9))
+        learned = self._trained(name, candidate.workload, candidate.target)
+        if learned.model is None:
+            return Prediction(name, None, note=learned.note)
+        score = float(learned.model.predict([candidate])[0])
+        latency = None
+        if name in _RELATIVE and learned.best_secs and score > 0:
+            latency = learned.best_secs / score
+        beats = (int((learned.stored_scores < score).sum()), len(learned.stored_scores))
+        return Prediction(name, score, latency_secs=latency, beats=beats, note=learned.note)
+
+    def _trained(self, name: str, workload: Workload, target: Target) -> _Learned:
+        """The model trained on this workload's records; retrained when their count changed."""
+        key = f"{workload.key()}|{target.key()}"
+        with self._lock:
+            stale = key in self._dirty or key not in self._records
+            self._dirty.discard(key)
+        if stale:
+            self._records[key] = self.ctx.store.trials(workload=workload, target=target)
+        records = self._records[key]
+        cached = self._learned.get((name, key))
+        if cached is not None and cached.num_records == len(records):
+            return cached
+        ok = [r for r in records if r.result.is_ok and r.median_secs]
+        empty = np.zeros(0)
+        if len(records) < MIN_RECORDS or not ok:
+            learned = _Learned(
+                None,
+                len(records),
+                None,
+                empty,
+                f"untrained: needs {MIN_RECORDS} measured schedules of this workload on this "
+                f"target, one of them correct (the store has {len(records)}, {len(ok)} correct)",
+            )
+        else:
+            model = make_cost_model(name)
+            model.update(records)
+            self.num_fits += 1
+            if not getattr(model, "is_fitted", True):
+                learned = _Learned(
+                    None, len(records), None, empty, "untrained: too few correct measurements"
+                )
+            else:
+                scores = np.asarray(model.predict([r.candidate for r in ok]), dtype=np.float64)
+                best = min(float(r.median_secs or 0) for r in ok)
+                note = f"trained on {len(records)} measured schedule(s) of this workload"
+                learned = _Learned(model, len(records), best, scores, note)
+        self._learned[(name, key)] = learned
+        return learned
+
+    def _predicted(self, job: Job) -> None:
+        # Worker thread: show the result if it is still about the current schedule, then run
+        # the prediction of the latest edit that arrived meanwhile (if any).
+        with self._lock:
+            pending, self._pending = self._pending, None
+        if job.exception is not None:
+            self.predictions.value = _error_html("Prediction failed", job.exception)
+        else:
+            key, predictions = job.result
+            scores = {n: p.score for n, p in predictions.items() if p.score is not None}
+            self._scores = (key, scores)
+            if pending is None or key == self._current_key:
+                self.last_predictions = predictions
+                self.predictions.value = predictions_html(predictions)
+        with self._lock:
+            if pending is not None and not self._runner.busy:
+                self._submit_prediction(pending)
+                return
+        self.prediction_status.value = ""
+
+    # -- measurement --------------------------------------------------------------------------
+    def measure(self) -> Job | None:
+        """Build and time the current schedule in the background (refused while one runs)."""
+        session = self.session
+        if session is None:
+            self._notice("Build a workload first.")
+            return None
+        runner = self.ctx.measure_jobs
+        if runner.busy:
+            current = runner.current.name if runner.current is not None else "a measurement"
+            self._notice(
+                f"Already busy ({current}): wait until it finishes, then press Measure again."
+            )
+            return None
+        candidate = session.candidate()
+        label = f"step {session.snapshot.step_id}"
+        # Store what the models said about exactly this schedule alongside its measurement.
+        known = self._scores
+        scores = known[1] if known is not None and known[0] == candidate_key(candidate) else {}
+        # Before submitting: a fast measurement may report before submit() returns.
+        self._clear_notice()
+        self.latency.value = f"<i>Measuring {html.escape(label)}\u2026</i>"
+        self.details.value = ""
+        try:
+            job = runner.submit(
+                f"measuring {label}",
+                lambda _job: self._measure(candidate, scores, label),
+                on_done=self._measured_done,
+            )
+        except RuntimeError as exc:  # lost a race with another click
+            self._notice(f"{exc}; press Measure again when it is done.")
+            return None
+        self.measure_job = job
+        return job
+
+    def _measure(self, candidate: Candidate, scores: dict[str, float], label: str) -> Measurement:
+        (result,) = self.ctx.measurer.measure([candidate])
+        trial = NewTrial(candidate, result, scores)
+        record = self.ctx.record_manual(trial, candidate.workload, candidate.target)
+        ok = self.ctx.store.trials(
+            workload=candidate.workload, target=candidate.target, status=MeasureStatus.OK
+        )
+        best = self.ctx.store.best(candidate.workload, candidate.target)
+        best_secs = best[0].median_secs if best else None
+        mine = result.median_secs
+        rank = 1 + sum(1 for r in ok if mine is not None and (r.median_secs or 0) < mine)
+        return Measurement(record, label, rank if result.is_ok else 0, len(ok), best_secs)
+
+    def _measured_done(self, job: Job) -> None:
+        # Worker thread. A "still busy" notice is moot now.
+        self._clear_notice()
+        if job.exception is not None:
+            self.latency.value = _error_html("Measurement failed", job.exception)
+            return
+        measurement: Measurement = job.result
+        self._measured[candidate_key(measurement.record.candidate)] = measurement
+        self._last = measurement
+        self._show_measurement()
+        self.refresh_predictions(wait=False)  # a new record may train the learned models
+        if self.auto_measure.value:
+            self._auto()
+
+    def _auto(self) -> None:
+        """Measure the current schedule unless it was measured already or a run is on."""
+        if self._current_key in self._measured or self.ctx.measure_jobs.busy:
+            return  # a busy runner calls back here when it is done
+        self.measure()
+
+    def _on_auto(self, change: dict[str, object]) -> None:
+        if change["new"]:
+            self._auto()
+
+    def _show_measurement(self) -> None:
+        current = self._measured.get(self._current_key or "")
+        if current is not None:  # measured before (also after an undo back to it)
+            self.latency.value = latency_html(current.result)
+            self.details.value = details_html(current, self.ctx.target)
+        elif self.measure_job is not None and self.measure_job.is_active:
+            return  # "Measuring..." stays until the job reports
+        elif self._last is not None:
+            self.latency.value = "<i>This schedule is not measured yet.</i> " + latency_html(
+                self._last.result, stale=self._last.label
+            )
+            self.details.value = ""
+        else:
+            self.latency.value = "<i>This schedule is not measured yet: press Measure.</i>"
+            self.details.value = ""
+
+    # -- misc ---------------------------------------------------------------------------------
+    def _notice(self, text: str) -> None:
+        self.message.value = (
+            f'<div style="color:#850;background:#fff6dd;padding:2px 8px">{html.escape(text)}</div>'
+        )
+        self.message.layout.display = None
+
+    def _clear_notice(self) -> None:
+        self.message.layout.display = "none"
+        self.message.value = ""
+
+    def _guard(self, fn: Callable[[], object]) -> None:
+        try:
+            fn()
+        except Exception as exc:
+            log.exception("cost panel callback failed")
+            self._notice(f"Something went wrong: {exc}")
+
+    def _on_records(self, records: list[TrialRecord]) -> None:
+        with self._lock:
+            for r in records:
+                self._dirty.add(f"{r.candidate.workload.key()}|{r.candidate.target.key()}")
+
+    def close(self) -> None:
+        self._unsubscribe_ctx()
+        self._unsubscribe_store()
+        if self._unsubscribe_session is not None:
+            self._unsubscribe_session()
+        self._runner.shutdown()
+
+
+def candidate_key(candidate: Candidate) -> str:
+    return f"{candidate.workload.key()}|{candidate.target.key()}|{trace_key(candidate.trace)}"
+
+
+# -- rendering ----------------------------------------------------------------------------------
+def format_secs(secs: float) -> str:
+    """``"0.123 ms"``; microseconds below a microsecond-ish millisecond."""
+    ms = secs * 1e3
+    if ms < 0.001:
+        return f"{ms * 1e3:.3f} \u00b5s"
+    return f"{ms:.3f} ms"
+
+
+def predictions_html(predictions: dict[str, Prediction]) -> str:
+    rows = []
+    for p in predictions.values():
+        if p.score is None:
+            value = "\u2014"
+        elif p.latency_secs is not None:
+            value = f"\u2248 {format_secs(p.latency_secs)}"
+            if p.model == "static":
+                value += f" ({p.score:.2f} GFLOP/s)"
+        elif p.beats is None or not p.beats[1]:
+            value = f"score {p.score:.3g}"
+        else:
+            value = ""  # a rank model's scores only order schedules: show the order
+        if p.beats is not None and p.beats[1]:
+            beats = f"faster than {p.beats[0]} of {p.beats[1]} measured"
+            value = f"{value}; {beats}" if value else beats
+        note = p.note or _NOTES.get(p.model, "")
+        style = "color:#888" if p.score is None else ""
+        rows.append(
+            f"<tr style='{style}'><td style='padding:0 8px'><b>{html.escape(p.model)}</b></td>"
+            f"<td style='padding:0 8px'>{html.escape(value)}</td>"
+            f"<td style='padding:0 8px;font-size:85%'>{html.escape(note)}</td></tr>"
+        )
+    return f"<table style='border-collapse:collapse'>{''.join(rows)}</table>"
+
+
+def latency_html(result: MeasureResult, *, stale: str | None = None) -> str:
+    """The latency line; ``stale`` names the earlier step it belongs to."""
+    prefix = f"Last measured ({html.escape(stale)}): " if stale else "Latency: "
+    secs = result.median_secs
+    if result.is_ok and secs:
+        gflops = result.gflops
+        rate = f" \u00b7 {gflops:.2f} GFLOP/s" if gflops is not None else ""
+        noisy = (
+            f" <span style='color:#a60'>(noisy: runs spread {result.spread:.0%})</span>"
+            if result.is_noisy and result.spread is not None
+            else ""
+        )
+        return (
+            f"{prefix}<b>{format_secs(secs)}</b> (median of {len(result.run_secs)}){rate}{noisy}"
+        )
+    words = STATUS_WORDS.get(result.status, result.status.value)
+    return f"{prefix}<b style='color:#a00'>no valid timing</b>: the schedule {words}"
+
+
+def details_html(m: Measurement, target: Target) -> str:
+    result = m.result
+    lines = [f"Check: {html.escape(STATUS_WORDS.get(result.status, result.status.value))}."]
+    if result.is_ok and result.median_secs:
+        if m.rank == 1:
+            lines.append(f"Rank: the fastest of {m.num_ok} correct schedule(s) known here.")
+        elif m.best_secs:
+            lines.append(
+                f"Rank: #{m.rank} of {m.num_ok} correct schedules; the best known takes "
+                f"{format_secs(m.best_secs)} (this one is {result.median_secs / m.best_secs:.2f}"
+                "\u00d7 slower)."
+            )
+        lines.append(roofline_text(m.record.candidate.workload, result, target))
+    if result.build_secs is not None:
+        lines.append(f"Built in {result.build_secs:.2f} s.")
+    body = "<br>".join(lines)
+    if result.error_msg:
+        body += (
+            "<details><summary>Details</summary><pre style='white-space:pre-wrap'>"
+            f"{html.escape(result.error_msg[:4000])}</pre></details>"
+        )
+    return f"<div style='font-size:90%'>{body}</div>"
+
+
+def roofline_text(workload: Workload, result: MeasureResult, target: Target) -> str:
+    """Where the schedule sits against the machine's fp32 peak (a rough upper bound)."""
+    secs = result.median_secs or 0.0
+    gflops = workload.flops() / secs / 1e9 if secs else 0.0
+    peak = target.peak_gflops_f32
+    intensity = workload.flops() / max(workload.bytes_moved(), 1)
+    if not peak or peak != peak:  # NaN for GPUs: no CPU peak to compare with
+        return f"Arithmetic intensity {intensity:.2f} FLOP/byte."
+    return (
+        f"Roofline: {gflops:.2f} GFLOP/s is {gflops / peak:.1%} of this CPU's fp32 peak "
+        f"(~{peak:.0f} GFLOP/s); arithmetic intensity {intensity:.2f} FLOP/byte."
+    )
+
+
+def _error_html(head: str, exc: BaseException) -> str:
+    return f"<span style='color:#a00'><b>{html.escape(head)}:</b> {html.escape(str(exc))}</span>"

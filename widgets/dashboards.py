@@ -1,0 +1,342 @@
+"""Live dashboards of the current workload: convergence, strategy comparison, predicted vs
+measured, knob effects.
+
+Data flow: the store's subscription hands over every committed batch (on the writer's thread);
+matching trials are queued, and a timer coalesces them into at most one refresh per
+``refresh_secs``. A refresh appends the queue to a ``TrialTable`` (columns, not records: 100k
+decoded records would take gigabytes), re-reads the runs' best-so-far curves (finished runs are
+cached) and redraws each figure from its ``explorer.analysis`` info. Clicking a trial in the
+predicted-vs-measured or convergence plot opens it in the editor (``ctx.open_record``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import ipywidgets as w
+
+from explorer.analysis import (
+    ConvergenceInfo,
+    KnobEffectsInfo,
+    Metric,
+    RunCurve,
+    TrialTable,
+    convergence_info,
+    knob_effects_info,
+    predicted_vs_measured_info,
+    run_curve,
+    strategy_comparison_info,
+)
+from explorer.session import ScheduleSession
+from explorer.space import DesignSpace, KnobSpace
+from explorer.storage import TrialRecord
+from explorer.target import Target
+from explorer.workloads import Workload
+from widgets import plots
+from widgets._context import MANUAL, Context
+
+log = logging.getLogger(__name__)
+
+
+class Dashboards:
+    """The four dashboard figures of the current session's workload and target.
+
+    Args:
+        ctx: the shared context (its store, its ``"session"`` event).
+        refresh_secs: the shortest time between two live refreshes.
+        metric: ``"gflops"`` or ``"latency_ms"`` for the convergence and comparison plots.
+        max_points: points per cost model in the predicted-vs-measured scatter.
+        max_lines: trials drawn in the knob parallel-coordinates plot.
+
+    Attributes:
+        widget: the container to display.
+        convergence_fig, pred_vs_meas_fig, comparison_fig, knobs_fig: the ``FigureWidget``s.
+        infos: the infos of the last refresh, by plot name (for tests and notebooks).
+
+    Example:
+        >>> dash = Dashboards(Context(store="records.db"))  # doctest: +SKIP
+        >>> dash  # a notebook cell ending here shows the figures  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        ctx: Context,
+        *,
+        refresh_secs: float = 0.5,
+        metric: Metric = "gflops",
+        max_points: int = 2000,
+        max_lines: int = 1000,
+    ) -> None:
+        self.ctx = ctx
+        self.refresh_secs = refresh_secs
+        self.metric = metric
+        self.max_points = max_points
+        self.max_lines = max_lines
+        self.infos: dict[str, Any] = {}
+
+        self._lock = threading.Lock()  # the fields below, written from several threads
+        self._refreshing = threading.Lock()  # one refresh at a time
+        self._workload: Workload | None = None
+        self._target: Target | None = None
+        self._table: TrialTable | None = None  # None: (re)load from the store
+        self._pending: list[TrialRecord] = []
+        self._timer: threading.Timer | None = None
+        self._last_refresh = 0.0
+        self._curves: dict[int, tuple[tuple[str, float | None], RunCurve]] = {}
+        self._spaces: dict[str, KnobSpace | str] = {}  # key -> space, or why there is none
+        self._closed = False
+
+        self.convergence_fig = plots.make_convergence_figure(convergence_info(()))
+        self.comparison_fig = plots.make_strategy_comparison_figure(strategy_comparison_info(()))
+        self.pred_vs_meas_fig = plots.make_predicted_vs_measured_figure(
+            predicted_vs_measured_info(())
+        )
+        self.knobs_fig = plots.make_knob_effects_figure(_no_knobs())
+        self.status = w.Label(value="Open or build a schedule to see its dashboards.")
+        self.status.add_class("se-dashboards-status")
+        self.widget = w.VBox(
+            [
+                self.status,
+                # Stacked, not side by side: in JupyterLab two FigureWidgets in one row were
+                # drawn at their default width and clipped.
+                _boxed(self.convergence_fig, "se-convergence"),
+                _boxed(self.pred_vs_meas_fig, "se-pred-vs-meas"),
+                _boxed(self.comparison_fig, "se-comparison"),
+                _boxed(self.knobs_fig, "se-knobs"),
+            ]
+        )
+        self.widget.add_class("se-dashboards")
+
+        self._unsubscribe = [
+            ctx.store.subscribe(self._on_batch),
+            ctx.on("session", self._on_session),
+        ]
+        if ctx.session is not None:
+            self._on_session(ctx.session)
+
+    # -- events -------------------------------------------------------------------------------
+    def _on_session(self, session: ScheduleSession) -> None:
+        with self._lock:
+            if self._workload == session.workload and _same_target(self._target, session.target):
+                return  # e.g. a record of this workload was opened: nothing to reload
+            self._workload, self._target = session.workload, session.target
+            self._table = None
+            self._pending = []
+        self._schedule(immediately=True)
+
+    def _on_batch(self, records: list[TrialRecord]) -> None:
+        with self._lock:
+            if self._workload is None or self._target is None:
+                return
+            wk, tk = self._workload.key(), self._target.key()
+            mine = [
+                r
+                for r in records
+                if r.candidate.workload.key() == wk and r.candidate.target.key() == tk
+            ]
+            if not mine:
+                return
+            self._pending.extend(mine)
+        self._schedule()
+
+    def _schedule(self, *, immediately: bool = False) -> None:
+        """Refresh soon, on a timer thread; batches arriving meanwhile join that refresh."""
+        with self._lock:
+            if self._timer is not None or self._closed:
+                return
+            wait = (
+                0.0 if immediately else self._last_refresh + self.refresh_secs - time.monotonic()
+            )
+            self._timer = threading.Timer(max(wait, 0.0), self._on_timer)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _on_timer(self) -> None:
+        failed = False
+        try:
+            self.refresh()
+        except Exception as exc:  # a timer thread has nobody to raise to: show it instead
+            failed = True
+            log.exception("dashboard refresh failed")
+            self.status.value = f"Dashboard refresh failed: {type(exc).__name__}: {exc}"
+        # The timer stays set during the refresh, so batches arriving meanwhile only queue; they
+        # get the next refresh, one interval after this one ended (at once for a new session).
+        with self._lock:
+            self._timer = None
+            reload = self._table is None and not failed  # never retry a failure in a loop
+            again = bool(self._pending)
+        if reload or again:
+            self._schedule(immediately=reload)
+
+    # -- refresh ------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        """Bring every figure up to date with the store now (synchronous; tests call it)."""
+        with self._refreshing:
+            with self._lock:
+                workload, target = self._workload, self._target
+                table, pending, self._pending = self._table, self._pending, []
+            if workload is None or target is None:
+                return
+            if table is None:
+                self._curves.clear()  # runs may have grown unseen while another was shown
+                self._draw_runs(workload, target)
+                table = self._load(workload, target)
+            if pending:
+                for run_id in {r.run_id for r in pending}:
+                    self._curves.pop(run_id, None)  # a resumed run grows while "finished"
+                known = table.has([r.id for r in pending])
+                table = table.extend(r for r, k in zip(pending, known, strict=True) if not k)
+            with self._lock:
+                if self._workload is not workload or self._target is not target:
+                    return  # the session changed meanwhile; its own refresh is scheduled
+                self._table = table
+            conv = self._draw_runs(workload, target)
+            space = self._draw_trials(workload, target, table)
+            self.status.value = _summary(workload, target, table, conv, space)
+            self._last_refresh = time.monotonic()
+
+    def _load(self, workload: Workload, target: Target) -> TrialTable:
+        # Run by run, so only one run's decoded records are alive at a time.
+        runs = self.ctx.store.runs(workload=workload, target=target)
+        table = TrialTable.empty()
+        for i, run in enumerate(runs):
+            self.status.value = f"Loading the trials of {workload.key()}: run {i + 1}/{len(runs)}"
+            table = table.extend(self.ctx.store.trials(run_id=run.id))
+        return table
+
+    def _draw_runs(self, workload: Workload, target: Target) -> ConvergenceInfo:
+        """The per-run plots: cheap (one best-so-far query per changed run), so they are drawn
+        first, before a cold load of the trials."""
+        curves = self._run_curves(workload, target)
+        searches = [c for c in curves if c.run.strategy != MANUAL]
+        conv = convergence_info(curves, metric=self.metric)
+        cmp = strategy_comparison_info(searches, metric=self.metric)
+        self.infos.update(convergence=conv, comparison=cmp)
+        plots.update_convergence_figure(self.convergence_fig, conv)
+        plots.update_strategy_comparison_figure(self.comparison_fig, cmp)
+        # Updates may have replaced the traces: (re-)attach the click handlers.
+        plots.on_point_click(self.convergence_fig, "runs|", self._on_convergence_click)
+        return conv
+
+    def _draw_trials(
+        self, workload: Workload, target: Target, table: TrialTable
+    ) -> KnobSpace | str:
+        pvm = predicted_vs_measured_info(table, max_points=self.max_points)
+        space = self._space(workload, target)
+        knobs = (
+            knob_effects_info(table, space, max_lines=self.max_lines)
+            if isinstance(space, KnobSpace)
+            else _no_knobs()
+        )
+        self.infos.update(pred_vs_meas=pvm, knobs=knobs)
+        plots.update_predicted_vs_measured_figure(self.pred_vs_meas_fig, pvm)
+        plots.update_knob_effects_figure(self.knobs_fig, knobs)
+        plots.on_point_click(self.pred_vs_meas_fig, "pvm|", self._on_pred_click)
+        return space
+
+    def _run_curves(self, workload: Workload, target: Target) -> list[RunCurve]:
+        out = []
+        for run in self.ctx.store.runs(workload=workload, target=target):
+            marker = (run.status, run.ended_at)
+            cached = self._curves.get(run.id)
+            if cached is not None and cached[0] == marker and run.status != "running":
+                out.append(cached[1])
+                continue
+            curve = run_curve(self.ctx.store, run)
+            self._curves[run.id] = (marker, curve)
+            out.append(curve)
+        return out
+
+    def _space(self, workload: Workload, target: Target) -> KnobSpace | str:
+        key = f"{workload.key()}|{target.key()}"
+        if key not in self._spaces:
+            try:
+                self._spaces[key] = KnobSpace(DesignSpace.of(workload, target))
+            except Exception as exc:  # TVM refused the workload: the other plots still work
+                log.warning("no knob space for %s: %s", key, exc)
+                self._spaces[key] = f"no knob space: {exc}"
+        return self._spaces[key]
+
+    # -- clicks -------------------------------------------------------------------------------
+    def _on_pred_click(self, trace: Any, points: Any, state: Any = None) -> None:
+        picked = _picked(trace, points)
+        if picked:  # one click, one trial: the first point under the cursor
+            self._open(lambda: int(picked[0]))
+
+    def _on_convergence_click(self, trace: Any, points: Any, state: Any = None) -> None:
+        picked = _picked(trace, points)
+        if picked:
+            run_id, seq = picked[0]
+            self._open(lambda: self._trial_at(int(run_id), int(seq)))
+
+    def _trial_at(self, run_id: int, seq: int) -> int:
+        with self._lock:
+            table = self._table
+        trial_id = table.trial_id_at(run_id, seq) if table is not None else None
+        if trial_id is None:  # not loaded yet: ask the store
+            trial_id = next(t.id for t in self.ctx.store.trials(run_id=run_id) if t.seq == seq)
+        return trial_id
+
+    def _open(self, trial_id: Callable[[], int]) -> None:
+        """Open a trial in the editor; a click must never raise into the front end."""
+        try:
+            self.ctx.open_record(self.ctx.store.get_trial(trial_id()))
+        except Exception as exc:
+            log.exception("opening a clicked trial failed")
+            self.status.value = f"Could not open that trial: {type(exc).__name__}: {exc}"
+
+    # -- lifetime -----------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop listening to the store and the session; cancel a pending refresh."""
+        with self._lock:
+            self._closed = True
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe = []
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+
+def _picked(trace: Any, points: Any) -> list[Any]:
+    """The ``customdata`` of the clicked points (separators of multi-run lines have none)."""
+    data: Sequence[Any] = trace.customdata if trace.customdata is not None else ()
+    return [data[i] for i in points.point_inds if i < len(data) and data[i] is not None]
+
+
+def _boxed(fig: Any, css_class: str) -> w.Box:
+    box = w.Box([fig])
+    box.add_class(css_class)
+    return box
+
+
+def _same_target(a: Target | None, b: Target) -> bool:
+    return a is not None and a.key() == b.key()
+
+
+def _no_knobs() -> KnobEffectsInfo:
+    return KnobEffectsInfo((), (), (), (), 0, 0, 0, 0, 0, 0)
+
+
+def _summary(
+    workload: Workload,
+    target: Target,
+    table: TrialTable,
+    conv: ConvergenceInfo,
+    space: KnobSpace | str,
+) -> str:
+    text = (
+        f"{workload.key()} on {target.name or target.key()}: {len(table)} trials "
+        f"({table.num_failed} failed) in {conv.num_runs} run{'s' * (conv.num_runs != 1)}"
+    )
+    return text if isinstance(space, KnobSpace) else f"{text}; {space}"
+
+
+__all__ = ["Dashboards"]

@@ -1,0 +1,568 @@
+"""``ScheduleEditor``: apply schedule primitives by hand, with undo, redo and a branch history.
+
+Each primitive's form is generated from its declared ``ParamSpec``\\ s (``explorer.session``):
+loops and blocks are picked from the current snapshot, factors and loop lists are typed as text
+and parsed here (never ``eval``-ed). An illegal step shows a plain-language banner; the session
+itself is untouched (``ScheduleSession.apply`` guarantees it).
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import ipywidgets as w
+
+from explorer.errors import PrimitiveError
+from explorer.session import PRIMITIVES, REQUIRED, ParamSpec, ScheduleSession, Snapshot
+from widgets._context import Context
+
+log = logging.getLogger(__name__)
+
+_NONE_LABEL = "(none)"
+_NONE_TOKENS = {"none", "-1", "?", "_", "*"}  # what users write for "infer this factor"
+_CHANGED_STYLE = "background:#fff2a8"
+
+
+class ScheduleEditor:
+    """Loop nest, primitive forms, Apply/Undo/Redo, history, TVMScript and trace of a session.
+
+    Args:
+        ctx: the shared explorer state; the editor follows ``ctx.session`` (event ``"session"``).
+
+    Attributes:
+        widget: the container to display.
+        primitive: the primitive ``Dropdown``; ``params`` holds its form's widgets by name.
+        apply_button, undo_button, redo_button, reset_button, checkout_button: the actions.
+        history: a ``Select`` over every step of every branch (value: the step id).
+        loop_table, script: ``HTML`` views of the loop nest and of the TVMScript.
+        trace: the trace as runnable Python (a ``Textarea`` to copy from).
+        banner: the error banner (hidden while there is no error).
+
+    Example:
+        >>> from explorer.workloads import get_workload
+        >>> ctx = Context(store=":memory:")
+        >>> ctx.set_session(ScheduleSession(get_workload("matmul", M=64, N=64, K=64)))
+        >>> editor = ScheduleEditor(ctx)
+        >>> editor.params["loop"].value, editor.params["factors"].value = "i", "None, 16"
+        >>> editor.apply_button.click()
+        >>> ctx.session.loops()
+        ['i_0', 'i_1', 'j', 'k']
+    """
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.session: ScheduleSession | None = None
+        self._unsubscribe_session: Callable[[], None] | None = None
+
+        self.title = w.HTML()
+        self.loop_table = w.HTML()
+        self.loop_table.add_class("se-loops")
+        self.primitive = w.Dropdown(
+            options=[(p.signature(), p.name) for p in PRIMITIVES.values()],
+            value="split",
+            description="Primitive",
+        )
+        self.primitive.add_class("se-primitive")
+        self.help = w.HTML()
+        self.help.add_class("se-primitive-help")
+        self.params: dict[str, w.ValueWidget] = {}
+        self._loop_adders: dict[str, w.Dropdown] = {}  # "loops" params: pick to append a name
+        self.form = w.VBox()
+        self.form.add_class("se-params")
+
+        self.apply_button = _button("Apply", "se-apply", "primary", "check")
+        self.undo_button = _button("Undo", "se-undo", "", "undo")
+        self.redo_button = _button("Redo", "se-redo", "", "redo")
+        self.reset_button = _button("Reset", "se-reset", "", "fast-backward")
+        self.banner = w.HTML(layout=w.Layout(display="none"))
+        self.banner.add_class("se-error")
+
+        self.history = w.Select(options=[], rows=8, layout=w.Layout(width="100%"))
+        self.history.add_class("se-history")
+        self.checkout_button = _button("Go to step", "se-checkout", "", "code-branch")
+        self.branches = w.HTML()
+
+        self.script = w.HTML()
+        self.script.add_class("se-script")
+        self.trace = w.Textarea(layout=w.Layout(width="100%", height="14em"))
+        self.trace.add_class("se-trace")
+
+        controls = w.VBox(
+            [
+                self.primitive,
+                self.help,
+                self.form,
+                w.HBox([self.apply_button, self.undo_button, self.redo_button, self.reset_button]),
+                self.banner,
+                w.HTML("<b>History</b> (every step of every branch)"),
+                self.history,
+                w.HBox([self.checkout_button, self.branches]),
+            ],
+            layout=w.Layout(width="45%"),
+        )
+        views = w.VBox(
+            [self.loop_table, w.HTML("<b>TVMScript</b>"), self.script],
+            layout=w.Layout(width="55%"),
+        )
+        self.widget = w.VBox(
+            [self.title, w.HBox([controls, views]), w.HTML("<b>Trace (Python)</b>"), self.trace]
+        )
+        self.widget.add_class("se-editor")
+
+        self.primitive.observe(lambda _c: self._guard(self._build_form), names="value")
+        self.apply_button.on_click(lambda _b: self._guard(self.apply))
+        self.undo_button.on_click(lambda _b: self._guard(self.undo))
+        self.redo_button.on_click(lambda _b: self._guard(self.redo))
+        self.reset_button.on_click(lambda _b: self._guard(self.reset))
+        self.checkout_button.on_click(lambda _b: self._guard(self.checkout))
+        self._unsubscribe_ctx = ctx.on("session", self.set_session)
+        self._build_form()
+        if ctx.session is not None:
+            self.set_session(ctx.session)
+        else:
+            self._render(None)
+
+    # -- session ------------------------------------------------------------------------------
+    def set_session(self, session: ScheduleSession) -> None:
+        """Follow ``session`` from now on (the editor's views show its snapshots)."""
+        if self._unsubscribe_session is not None:
+            self._unsubscribe_session()
+        self.session = session
+        self._unsubscribe_session = session.on_change(self._on_change)
+        self._render(session.snapshot)
+
+    def _on_change(self, snapshot: Snapshot) -> None:
+        # Runs inside session.apply/undo/...: an exception here would reach their caller.
+        self._guard(lambda: self._render(snapshot))
+
+    # -- actions ------------------------------------------------------------------------------
+    def apply(self) -> Snapshot | None:
+        """Apply the selected primitive with the form's arguments; refusals go to the banner."""
+        session = self._require_session()
+        if session is None:
+            return None
+        name = str(self.primitive.value)
+        try:
+            args = self.arguments()
+            snapshot = session.apply(name, **args)
+        except PrimitiveError as exc:
+            self.show_error(exc)
+            return None
+        self.clear_error()
+        return snapshot
+
+    def undo(self) -> None:
+        if (session := self._require_session()) is not None:
+            session.undo()
+
+    def redo(self) -> None:
+        if (session := self._require_session()) is not None:
+            session.redo()
+
+    def reset(self) -> None:
+        if (session := self._require_session()) is not None:
+            session.reset()
+
+    def checkout(self, step_id: int | None = None) -> None:
+        """Make step ``step_id`` (default: the one selected in ``history``) current."""
+        session = self._require_session()
+        if session is None:
+            return
+        target = self.history.value if step_id is None else step_id
+        if target is None:
+            self.show_message("Select a step in the history first.")
+            return
+        session.checkout(int(target))
+
+    def arguments(self) -> dict[str, Any]:
+        """The form's values as ``apply`` keyword arguments (text fields parsed).
+
+        Raises:
+            PrimitiveError: a text field does not parse; names the parameter.
+        """
+        prim = PRIMITIVES[str(self.primitive.value)]
+        args: dict[str, Any] = {}
+        for spec in prim.params:
+            field = self.params[spec.name]
+            value = field.value
+            if spec.kind == "factors":
+                value = parse_factors(prim.name, spec, value)
+            elif spec.kind == "loops":
+                value = parse_loops(prim.name, spec, value)
+            elif spec.kind in ("loop", "block") and value is None:
+                if spec.required:
+                    what = "loop" if spec.kind == "loop" else "block"
+                    raise PrimitiveError(prim.name, spec.name, f"pick a {what}")
+                continue
+            args[spec.name] = value
+        return args
+
+    # -- banner -------------------------------------------------------------------------------
+    def show_error(self, exc: BaseException) -> None:
+        """Explain why a step was refused, in plain words (TVM's own text folded away)."""
+        if isinstance(exc, PrimitiveError):
+            head = f"Cannot apply {html.escape(exc.primitive)}"
+            text = html.escape(str(exc))
+            detail = exc.detail
+        else:
+            head, text, detail = "Something went wrong", html.escape(f"{exc}"), None
+        extra = ""
+        if detail:
+            extra = (
+                "<details><summary>TVM's message</summary>"
+                f'<pre style="white-space:pre-wrap">{html.escape(detail)}</pre></details>'
+            )
+        self._set_banner(f"<b>{head}:</b> {text}{extra}")
+
+    def show_message(self, text: str) -> None:
+        self._set_banner(html.escape(text))
+
+    def clear_error(self) -> None:
+        self.banner.layout.display = "none"
+        self.banner.value = ""
+
+    def _set_banner(self, inner: str) -> None:
+        self.banner.value = (
+            '<div style="color:#800;background:#fee;border:1px solid #e99;padding:4px 8px">'
+            f"{inner}</div>"
+        )
+        self.banner.layout.display = None
+
+    def close(self) -> None:
+        self._unsubscribe_ctx()
+        if self._unsubscribe_session is not None:
+            self._unsubscribe_session()
+            self._unsubscribe_session = None
+
+    # -- internals ----------------------------------------------------------------------------
+    def _guard(self, fn: Callable[[], Any]) -> None:
+        """Run a UI callback; any exception is shown in the banner (and logged), never lost."""
+        try:
+            fn()
+        except PrimitiveError as exc:
+            self.show_error(exc)
+        except Exception as exc:
+            log.exception("schedule editor callback failed")
+            self.show_error(exc)
+
+    def _require_session(self) -> ScheduleSession | None:
+        if self.session is None:
+            self.show_message("Build a workload first (the Operator picker above).")
+        return self.session
+
+    def _build_form(self) -> None:
+        prim = PRIMITIVES[str(self.primitive.value)]
+        self.help.value = primitive_help(prim.doc)
+        self.params = {}
+        self._loop_adders = {}
+        rows: list[w.Widget] = []
+        for spec in prim.params:
+            field = _param_widget(spec)
+            field.add_class(f"se-param-{spec.name}")
+            self.params[spec.name] = field
+            if spec.kind == "loops":
+                adder = w.Dropdown(options=[("add loop\u2026", None)], value=None)
+                adder.add_class(f"se-param-{spec.name}-add")
+                adder.observe(self._make_adder(field, adder), names="value")
+                self._loop_adders[spec.name] = adder
+                rows.append(w.HBox([field, adder]))
+            else:
+                rows.append(field)
+        self.form.children = tuple(rows)
+        self._fill_pickers(self.session.snapshot if self.session is not None else None)
+
+    @staticmethod
+    def _make_adder(field: w.Text, adder: w.Dropdown) -> Callable[[Mapping[str, Any]], None]:
+        def add(change: Mapping[str, Any]) -> None:
+            name = change["new"]
+            if name is None:
+                return
+            current = [n for n in re.split(r"[,\s]+", field.value.strip()) if n]
+            field.value = ", ".join([*current, str(name)])
+            adder.value = None
+
+        return add
+
+    def _fill_pickers(self, snapshot: Snapshot | None) -> None:
+        """Refresh loop/block choices; a still-valid selection is kept (names are stable)."""
+        loops = snapshot.loop_names if snapshot is not None else []
+        blocks = snapshot.block_names if snapshot is not None else []
+        prim = PRIMITIVES[str(self.primitive.value)]
+        for spec in prim.params:
+            if spec.kind not in ("loop", "block"):
+                continue
+            names = loops if spec.kind == "loop" else blocks
+            options: list[tuple[str, Any]] = [(n, n) for n in names]
+            if not spec.required or not names:
+                options.insert(0, (_NONE_LABEL, None))
+            field = self.params[spec.name]
+            keep = field.value if field.value in names else options[0][1]
+            _set_choices(field, options, keep)
+        labels = {lp.name: lp.label for lp in snapshot.loops} if snapshot is not None else {}
+        for adder in self._loop_adders.values():
+            _set_choices(adder, [("add loop\u2026", None)] + [(labels[n], n) for n in loops], None)
+
+    def _render(self, snapshot: Snapshot | None) -> None:
+        self.clear_error()
+        if snapshot is None:
+            self.title.value = "<i>No workload yet: build one above.</i>"
+            self.loop_table.value = ""
+            self.script.value = ""
+            self.trace.value = ""
+            _set_choices(self.history, [], None)
+            for b in (self.apply_button, self.undo_button, self.redo_button, self.reset_button):
+                b.disabled = True
+            self._fill_pickers(None)
+            return
+        assert self.session is not None
+        self.title.value = (
+            f"<b>Scheduling</b> <code>{html.escape(snapshot.workload.key())}</code> "
+            f"on {html.escape(str(snapshot.target))}, step {snapshot.step_id}"
+        )
+        self.loop_table.value = loop_table_html(snapshot)
+        self.script.value = script_html(snapshot)
+        self.trace.value = snapshot.trace_python
+        self.apply_button.disabled = False
+        self.reset_button.disabled = not snapshot.can_undo
+        self.undo_button.disabled = not snapshot.can_undo
+        self.redo_button.disabled = not snapshot.can_redo
+        self._render_history(self.session, snapshot)
+        self._fill_pickers(snapshot)
+
+    def _render_history(self, session: ScheduleSession, snapshot: Snapshot) -> None:
+        on_path = {s.id for s in snapshot.path} | {0}
+        rows: list[tuple[str, int]] = [(_history_label(0, "(unscheduled)", 0, snapshot), 0)]
+        seen = {0}
+        branches = session.branches()
+        for branch in branches:
+            for depth, step in enumerate(branch.steps, start=1):
+                if step.id in seen:
+                    continue
+                seen.add(step.id)
+                rows.append((_history_label(step.id, step.label, depth, snapshot), step.id))
+        _set_choices(self.history, rows, snapshot.step_id)
+        count = len(branches)
+        self.branches.value = (
+            f"{count} branch{'es' if count != 1 else ''}; "
+            f"{len(on_path) - 1} step(s) on the current one"
+        )
+
+
+def _set_choices(field: Any, options: list[tuple[str, Any]], value: Any) -> None:
+    # Not under hold_trait_notifications: a selection widget validates the new value against
+    # its options list, which is only recomputed by a (held) observer.
+    if tuple(field.options) != tuple(options):
+        field.options = options
+    if field.value != value:
+        field.value = value
+
+
+def _button(description: str, css: str, style: str, icon: str) -> w.Button:
+    button = w.Button(description=description, button_style=style, icon=icon)
+    button.add_class(css)
+    return button
+
+
+def _history_label(step_id: int, label: str, depth: int, snapshot: Snapshot) -> str:
+    # Browsers collapse plain spaces in <option>s: indent with no-break spaces.
+    marker = "\u25b6" if step_id == snapshot.step_id else "\u00a0\u00a0"
+    indent = "\u00a0" * (3 * depth + 1)
+    return f"{marker}{indent}#{step_id} {label}"
+
+
+def _param_widget(spec: ParamSpec) -> w.ValueWidget:
+    """The form field for one declared parameter (loop/block pickers are filled later)."""
+    tip = spec.help or spec.kind
+    default = None if spec.default is REQUIRED else spec.default
+    common: dict[str, Any] = {"description": spec.name, "tooltip": tip}
+    if spec.kind in ("loop", "block"):
+        return w.Dropdown(options=[(_NONE_LABEL, None)], value=None, **common)
+    if spec.kind == "factors":
+        return w.Text(
+            value="", placeholder="e.g. None, 16  (one None or -1 is inferred)", **common
+        )
+    if spec.kind == "loops":
+        return w.Text(value="", placeholder="loop names, outer first: i_0, j", **common)
+    if spec.kind == "int":
+        start = default if default is not None else (spec.min if spec.min is not None else 0)
+        if spec.min is not None or spec.max is not None:
+            return w.BoundedIntText(
+                value=start,
+                min=spec.min if spec.min is not None else -(1 << 31),
+                max=spec.max if spec.max is not None else (1 << 31) - 1,
+                **common,
+            )
+        return w.IntText(value=start, **common)
+    if spec.kind == "choice":
+        value = default if default is not None else spec.choices[0]
+        return w.Dropdown(options=[(str(c), c) for c in spec.choices], value=value, **common)
+    if spec.kind == "bool":
+        return w.Checkbox(value=bool(default), indent=False, **common)
+    return w.Text(value="" if default is None else str(default), **common)
+
+
+# -- parsing text fields (no eval) ------------------------------------------------------------
+def _tokens(text: str) -> list[str]:
+    inner = text.strip().strip("[]()").strip()
+    return [t.strip().strip("'\"") for t in re.split(r"[,\s]+", inner) if t.strip()]
+
+
+def parse_factors(primitive: str, spec: ParamSpec, text: Any) -> list[int | None]:
+    """``"None, 16"`` / ``"-1, 16"`` / ``"[4, 16]"`` as a factor list (``None`` = inferred).
+
+    Raises:
+        PrimitiveError: naming the parameter and the token that is not a factor.
+    """
+    if not isinstance(text, str):
+        return list(text)
+    tokens = _tokens(text)
+    if not tokens:
+        raise PrimitiveError(
+            primitive, spec.name, "is required: write trip counts, outer first, e.g. None, 16"
+        )
+    factors: list[int | None] = []
+    for token in tokens:
+        if token.lower() in _NONE_TOKENS:
+            factors.append(None)
+        elif token.isdigit() and int(token) > 0:
+            factors.append(int(token))
+        else:
+            raise PrimitiveError(
+                primitive,
+                spec.name,
+                f"{token!r} is not a positive integer or None (write e.g. None, 16)",
+                value=text,
+            )
+    return factors
+
+
+def parse_loops(primitive: str, spec: ParamSpec, text: Any) -> list[str]:
+    """``"i_0, j"`` as a list of loop names (checked against the nest by the session)."""
+    if not isinstance(text, str):
+        return list(text)
+    names = _tokens(text)
+    if not names:
+        raise PrimitiveError(
+            primitive, spec.name, "is required: write loop names, outer first, e.g. i_0, j"
+        )
+    return names
+
+
+# -- HTML views -------------------------------------------------------------------------------
+def primitive_help(doc: str) -> str:
+    """A primitive's docstring as help: the summary, then the ``Rewrite:`` example."""
+    summary, _, rest = doc.partition("\n")
+    rewrite = ""
+    if "Rewrite:" in rest:
+        rewrite = rest.split("Rewrite:", 1)[1].strip("\n")
+        rewrite = f'<pre style="font-size:85%;margin:2px 0">{html.escape(rewrite)}</pre>'
+    return f"<div style='font-size:90%'>{html.escape(summary)}</div>{rewrite}"
+
+
+def changed_lines(diff: str) -> tuple[set[int], int]:
+    """The 1-based line numbers added in the new text of a unified diff, and how many were
+    removed."""
+    added: set[int] = set()
+    removed = 0
+    line_no = 0
+    in_hunk = False
+    for line in diff.splitlines():
+        if line.startswith("@@"):
+            m = re.match(r"@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@", line)
+            line_no = int(m.group(1)) if m else line_no
+            in_hunk = True
+        elif not in_hunk:
+            continue  # the ---/+++ file header
+        elif line.startswith("+"):
+            added.add(line_no)
+            line_no += 1
+        elif line.startswith("-"):
+            removed += 1
+        elif not line.startswith("\\"):
+            line_no += 1
+    return added, removed
+
+
+def script_html(snapshot: Snapshot) -> str:
+    """The TVMScript in a ``<pre>``, lines the last step changed marked ``se-changed``."""
+    added, removed = changed_lines(snapshot.diff)
+    out = []
+    for number, line in enumerate(snapshot.script.splitlines(), start=1):
+        text = html.escape(line)
+        if number in added:
+            out.append(f'<span class="se-changed" style="{_CHANGED_STYLE}">{text}</span>')
+        else:
+            out.append(text)
+    if snapshot.step_id == 0:
+        caption = "The unscheduled program."
+    elif snapshot.step.primitive == "load":
+        caption = f"Loaded by step {snapshot.step_id}: {len(added)} line(s) differ."
+    else:
+        caption = (
+            f"Step {snapshot.step_id}, <code>{html.escape(snapshot.step.label)}</code>, changed "
+            f'<span style="{_CHANGED_STYLE}">{len(added)} line(s)</span>'
+            f"{f' and removed {removed}' if removed else ''}."
+        )
+    body = "\n".join(out)
+    return (
+        f"<div style='font-size:90%'>{caption}</div>"
+        '<pre style="font-size:85%;max-height:32em;overflow:auto;border:1px solid #ddd;'
+        f'padding:4px">{body}</pre>'
+    )
+
+
+def loop_table_html(snapshot: Snapshot) -> str:
+    """Every block with its loops (outer to inner): extent, kind, annotations."""
+    touched = _touched_names(snapshot)
+    head = "".join(
+        f"<th style='text-align:left;padding:0 8px'>{h}</th>"
+        for h in ("block", "loop", "extent", "kind", "annotations")
+    )
+    rows = []
+    for block in snapshot.blocks:
+        kinds = "reduction" if block.is_reduction else "spatial"
+        block_cell = (
+            f"<b>{html.escape(block.name)}</b> <small>[{html.escape(block.iter_kinds)}, "
+            f"{kinds}]</small>"
+        )
+        loops = block.loops or (None,)
+        for i, lp in enumerate(loops):
+            cell = block_cell if i == 0 else ""
+            if lp is None:
+                rows.append(f"<tr><td>{cell}</td><td colspan='4'><i>no loops</i></td></tr>")
+                continue
+            notes = ", ".join(f"{k}={v}" for k, v in lp.annotations)
+            kind = lp.thread or lp.kind
+            mark = f' class="se-changed" style="{_CHANGED_STYLE}"' if lp.name in touched else ""
+            rows.append(
+                f"<tr{mark}><td style='padding:0 8px'>{cell}</td>"
+                f"<td style='padding:0 8px'>{'&nbsp;' * 2 * lp.depth}{html.escape(lp.name)}</td>"
+                f"<td style='padding:0 8px'>{lp.extent if lp.extent is not None else '?'}</td>"
+                f"<td style='padding:0 8px'>{html.escape(kind)}</td>"
+                f"<td style='padding:0 8px'>{html.escape(notes)}</td></tr>"
+            )
+    return (
+        '<table class="se-loops-table" style="border-collapse:collapse;font-size:90%">'
+        f"<tr>{head}</tr>{''.join(rows)}</table>"
+    )
+
+
+def _touched_names(snapshot: Snapshot) -> set[str]:
+    """Loop names the last step produced or named (new loops of a split, a fused loop...)."""
+    names: set[str] = set()
+    for value in snapshot.step.args.values():
+        items = value if isinstance(value, tuple) else (value,)
+        names |= {v for v in items if isinstance(v, str)}
+    if snapshot.step.primitive == "split":
+        base = str(snapshot.step.args.get("loop", ""))
+        var = base.rsplit(".", 1)[-1]
+        names |= {
+            lp.name for lp in snapshot.loops if re.fullmatch(rf"{re.escape(var)}_\d+", lp.var)
+        }
+    if snapshot.step.primitive == "fuse":
+        names |= {lp.name for lp in snapshot.loops if lp.var.endswith("_fused")}
+    return names

@@ -1,0 +1,119 @@
+"""``Explorer``: the whole notebook UI in one object, ready to display.
+
+It composes the panels around one shared ``Context``: the workload builder on top, then tabs for
+hand-scheduling (editor and cost side by side), search and dashboards. Each panel is also usable
+alone (``ExpressionBuilder(ctx)`` ...); the ``Explorer`` only wires them to one context.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ipywidgets as w
+
+from explorer.measure import LocalMeasurer, Measurer
+from explorer.session import ScheduleSession
+from explorer.storage import RecordStore
+from explorer.target import Target
+from explorer.workloads import Workload, get_workload
+from widgets._context import Context
+from widgets.cost import CostPanel
+from widgets.editor import ScheduleEditor
+from widgets.expression import ExpressionBuilder
+
+DEFAULT_WORKLOAD = ("matmul", {"M": 128, "N": 128, "K": 128})
+"""What ``Explorer()`` opens: small enough that a measurement takes well under a second."""
+
+
+class Explorer:
+    """The schedule explorer: build a workload, schedule it by hand, measure, search, compare.
+
+    Args:
+        workload: what to open first: a ``Workload``, a family or preset name, or ``None`` for
+            a 128x128x128 matmul.
+        target: where schedules are built and measured (default: this machine's CPU).
+        store: a ``RecordStore``, a database path, ``":memory:"``, or ``None`` for the default
+            database (``$EXPLORER_DB`` or ``~/.explorer/records.db``).
+        measurer: the editor's measurer (default: a ``LocalMeasurer`` started on first use).
+            ``close()`` closes it.
+
+    Example:
+        >>> from widgets import Explorer
+        >>> ex = Explorer(store=":memory:")  # doctest: +SKIP
+        >>> ex  # a notebook cell ending here shows the UI  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        workload: Workload | str | None = None,
+        *,
+        target: Target | None = None,
+        store: RecordStore | str | None = None,
+        measurer: Measurer | None = None,
+    ) -> None:
+        make_measurer = (lambda: measurer) if measurer is not None else LocalMeasurer
+        self.ctx = Context(store=store, target=target, make_measurer=make_measurer)
+        self.builder = ExpressionBuilder(self.ctx)
+        self.editor = ScheduleEditor(self.ctx)
+        self.cost = CostPanel(self.ctx)
+        # Imported here, not at the top: importing this module (e.g. for DEFAULT_WORKLOAD) must
+        # not need the plotly panels, which live in their own modules with their own owner.
+        from widgets.dashboards import Dashboards
+        from widgets.search_panel import SearchPanel
+
+        self.search = SearchPanel(self.ctx)
+        self.dashboards = Dashboards(self.ctx)
+
+        schedule = w.HBox(
+            [self.editor.widget, self.cost.widget],
+            layout=w.Layout(width="100%", align_items="flex-start"),
+        )
+        self.editor.widget.layout.flex = "3 1 0%"
+        self.cost.widget.layout.flex = "2 1 0%"
+        self.tabs = w.Tab(
+            children=[schedule, self.search.widget, self.dashboards.widget],
+            titles=("Schedule", "Search", "Dashboards"),
+        )
+        self.tabs.add_class("se-tabs")
+        self._root = w.VBox([self.builder.widget, self.tabs])
+        self._root.add_class("se-explorer")
+
+        self.open(_resolve(workload))
+
+    @property
+    def widget(self) -> w.VBox:
+        """The root widget (display it, or put it in your own layout)."""
+        return self._root
+
+    @property
+    def session(self) -> ScheduleSession | None:
+        """The current hand-scheduling session."""
+        return self.ctx.session
+
+    def open(self, workload: Workload) -> ScheduleSession:
+        """Start scheduling ``workload`` from scratch (a fresh session becomes current)."""
+        self.builder.show_workload(workload)
+        session = ScheduleSession(workload, self.ctx.target)
+        self.ctx.set_session(session)
+        return session
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self._root._repr_mimebundle_(**kwargs)
+
+    def close(self) -> None:
+        """Stop background work, release the measurer's workers and close the widgets."""
+        for panel in (self.dashboards, self.search, self.cost, self.editor, self.builder):
+            close = getattr(panel, "close", None)
+            if close is not None:
+                close()
+        self.ctx.close()
+        self._root.close()
+
+
+def _resolve(workload: Workload | str | None) -> Workload:
+    if workload is None:
+        name, params = DEFAULT_WORKLOAD
+        return get_workload(name, **params)
+    if isinstance(workload, str):
+        return get_workload(workload)
+    return workload

@@ -1,0 +1,338 @@
+"""``ExpressionBuilder``: pick an operator family (or a preset, or write a custom expression),
+fill in its shape, and build a ``ScheduleSession`` for it.
+
+The shape form is generated from the family's declared ``ShapeParam``\\ s, so a new family in
+``explorer.workloads`` shows up here with no UI code. Errors that point at a character of the
+custom expression (``WorkloadError.position``) are drawn with a caret under that character.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import ipywidgets as w
+
+from explorer.errors import ExplorerError, WorkloadError
+from explorer.session import ScheduleSession
+from explorer.workloads import FAMILIES, Workload, get_family, get_workload, presets
+from widgets._context import Context
+
+log = logging.getLogger(__name__)
+
+EXPR = "expr"
+_PRESET = "preset:"  # dropdown values of presets, so a preset never shadows a family name
+_DESCRIPTION_CHARS = 48
+
+
+class ExpressionBuilder:
+    """The workload picker: family or preset, generated shape form, custom expression, Build.
+
+    Args:
+        ctx: the shared explorer state; ``build()`` makes the new session current there.
+
+    Attributes:
+        widget: the container to display.
+        family: the family/preset ``Dropdown``.
+        fields: the shape form's widgets by parameter name (for the selected family).
+        text, shapes, dtype: the custom expression's ``Textarea``, its shapes ``Text`` and dtype
+            ``Dropdown`` (shown for the ``expr`` family only).
+        build_button, error, status: the Build button, the inline error and the last outcome.
+
+    Example:
+        >>> ctx = Context(store=":memory:")
+        >>> builder = ExpressionBuilder(ctx)
+        >>> builder.family.value = "expr"
+        >>> builder.text.value = "C[i, j] += A[i, k] * B[k, j]"
+        >>> builder.shapes.value = "A: 4x3, B: 3x2"
+        >>> builder.build_button.click()
+        >>> ctx.session.workload.flops()
+        48
+    """
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        options: list[tuple[str, str]] = []
+        for fam in FAMILIES.values():
+            if fam.name == EXPR:
+                options.append(("custom expression (einsum-like)", EXPR))
+            else:
+                options.append((f"{fam.name}: {_short(fam.description)}", fam.name))
+        for name, (fam_name, params) in presets().items():
+            shape = " ".join(f"{k}={v}" for k, v in params.items())
+            options.append((f"preset {name} ({fam_name} {shape})", _PRESET + name))
+        self.family = w.Dropdown(options=options, value="matmul", description="Operator")
+        self.family.add_class("se-expr-family")
+        self.description = w.HTML()
+        self.fields: dict[str, w.ValueWidget] = {}
+        self.form = w.VBox()
+        self.form.add_class("se-expr-form")
+
+        expr_params = {p.name: p for p in get_family(EXPR).params}
+        self.text = w.Textarea(
+            value=str(expr_params["text"].default),
+            description="Expression",
+            placeholder="C[i, j] += A[i, k] * B[k, j]",
+            layout=w.Layout(width="100%", height="4em"),
+        )
+        self.text.add_class("se-expr-text")
+        self.shapes = w.Text(
+            value=format_shapes(expr_params["shapes"].default),
+            description="Shapes",
+            placeholder="A: 64x32, B: 32x16",
+            layout=w.Layout(width="100%"),
+        )
+        self.shapes.add_class("se-expr-shapes")
+        self.dtype = w.Dropdown(
+            options=list(expr_params["dtype"].choices),
+            value=expr_params["dtype"].default,
+            description="dtype",
+        )
+        self.dtype.add_class("se-expr-dtype")
+        self.custom = w.VBox([self.text, self.shapes, self.dtype])
+        self.custom.add_class("se-expr-custom")
+
+        self.build_button = w.Button(description="Build", button_style="primary", icon="hammer")
+        self.build_button.add_class("se-expr-build")
+        self.error = w.HTML(layout=w.Layout(display="none"))
+        self.error.add_class("se-expr-error")
+        self.status = w.HTML()
+        self.status.add_class("se-expr-status")
+        self.widget = w.VBox(
+            [
+                w.HBox([self.family, self.build_button]),
+                self.description,
+                self.form,
+                self.custom,
+                self.error,
+                self.status,
+            ]
+        )
+        self.widget.add_class("se-expr")
+
+        self.family.observe(self._on_family, names="value")
+        self.build_button.on_click(lambda _b: self.build())
+        self._own_session: ScheduleSession | None = None  # ours, so our own event is no news
+        self._unsubscribe = ctx.on("session", self._on_session)
+        self._show_family(self.family.value)
+
+    # -- public -------------------------------------------------------------------------------
+    @property
+    def family_name(self) -> str:
+        """The operator family of the current selection (a preset's family for a preset)."""
+        value = str(self.family.value)
+        if value.startswith(_PRESET):
+            return presets()[value[len(_PRESET) :]][0]
+        return value
+
+    def workload(self) -> Workload:
+        """The workload the form describes.
+
+        Raises:
+            WorkloadError: a bad parameter or expression (with ``position`` when it points at a
+                character of the expression or of the shapes text).
+            UnknownPluginError: an unknown family (not reachable from the dropdown).
+        """
+        family = self.family_name
+        if family == EXPR:
+            shapes = parse_shapes(self.shapes.value)
+            return get_workload(EXPR, text=self.text.value, shapes=shapes, dtype=self.dtype.value)
+        values = {name: field.value for name, field in self.fields.items()}
+        return get_workload(family, **values)
+
+    def build(self) -> ScheduleSession | None:
+        """Build the workload and make a fresh session for it current; errors go inline."""
+        try:
+            workload = self.workload()
+            session = ScheduleSession(workload, self.ctx.target)
+        except (ExplorerError, KeyError) as exc:  # UnknownPluginError is a KeyError
+            self.show_error(exc)
+            return None
+        except Exception as exc:  # a bug must show, not vanish in the kernel log
+            log.exception("building a workload failed")
+            self.show_error(exc)
+            return None
+        self.clear_error()
+        self.status.value = (
+            f"Built <code>{html.escape(workload.key())}</code>: "
+            f"{workload.flops():,} floating-point operations."
+        )
+        self._own_session = session
+        self.ctx.set_session(session)
+        return session
+
+    def show_workload(self, workload: Workload) -> None:
+        """Fill the form with ``workload``'s family and parameters (e.g. of an opened record)."""
+        params = workload.param_dict
+        if workload.family == EXPR:
+            self.family.value = EXPR
+            self.text.value = str(params["text"])
+            self.shapes.value = format_shapes(params["shapes"])
+            self.dtype.value = params["dtype"]
+            return
+        if self.family_name != workload.family:
+            self.family.value = workload.family
+        for name, value in params.items():
+            field = self.fields.get(name)
+            if field is not None:
+                field.value = value
+
+    def show_error(self, exc: BaseException) -> None:
+        """Show ``exc`` inline; a positioned ``WorkloadError`` gets a caret under its character."""
+        self.error.value = render_error(exc)
+        self.error.layout.display = None
+        self.status.value = ""
+
+    def clear_error(self) -> None:
+        self.error.layout.display = "none"
+        self.error.value = ""
+
+    def close(self) -> None:
+        self._unsubscribe()
+
+    # -- internals ----------------------------------------------------------------------------
+    def _on_family(self, change: Mapping[str, Any]) -> None:
+        self._show_family(str(change["new"]))
+        self.clear_error()
+
+    def _on_session(self, session: ScheduleSession) -> None:
+        # A session made elsewhere (a record opened from the dashboards) shows its workload here.
+        if session is not self._own_session:
+            self.show_workload(session.workload)
+            self.status.value = f"Current: <code>{html.escape(session.workload.key())}</code>"
+
+    def _show_family(self, value: str) -> None:
+        fixed: Mapping[str, Any] = {}
+        if value.startswith(_PRESET):
+            family_name, fixed = presets()[value[len(_PRESET) :]]
+        else:
+            family_name = value
+        family = get_family(family_name)
+        self.description.value = f"<i>{html.escape(family.description)}</i>"
+        is_expr = family_name == EXPR
+        self.custom.layout.display = None if is_expr else "none"
+        self.form.layout.display = "none" if is_expr else None
+        if is_expr:
+            self.fields = {}
+            self.form.children = ()
+            return
+        self.fields = {p.name: _field(p, fixed.get(p.name, p.default)) for p in family.params}
+        self.form.children = tuple(self.fields.values())
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= _DESCRIPTION_CHARS else text[: _DESCRIPTION_CHARS - 1] + "\u2026"
+
+
+def _field(param: Any, value: Any) -> w.ValueWidget:
+    """One form field for a ``ShapeParam``: its kind picks the widget, its range the bounds."""
+    tip = param.help or param.name
+    common: dict[str, Any] = {"description": param.name}
+    if param.kind == "choice":
+        field: w.ValueWidget = w.Dropdown(
+            options=[(str(c), c) for c in param.choices], value=value, **common
+        )
+    elif param.kind == "int":
+        field = w.BoundedIntText(
+            value=value,
+            min=param.min if param.min is not None else -(1 << 31),
+            max=param.max if param.max is not None else (1 << 31) - 1,
+            **common,
+        )
+    elif param.kind == "float":
+        field = w.FloatText(value=value, **common)
+    else:  # "str" and anything a future family declares: free text, checked by the core
+        field = w.Text(value=str(value), **common)
+    field.tooltip = tip
+    field.add_class(f"se-expr-param-{param.name}")
+    return field
+
+
+# -- shapes text --------------------------------------------------------------------------------
+_ENTRY = re.compile(
+    r"\s*(?P<name>[A-Za-z_]\w*)\s*(?:[:=]\s*)?(?P<open>[\(\[]?)\s*"
+    r"(?P<dims>\d+(?:\s*[x\u00d7,*]\s*\d+)*)\s*(?P<close>[\)\]]?)\s*[,;]?\s*(?=[A-Za-z_]|$)"
+)
+_NAME_PART = re.compile(r"\s*[A-Za-z_]\w*\s*(?:[:=]\s*)?[\(\[]?\s*")
+
+
+def parse_shapes(text: str) -> dict[str, tuple[int, ...]]:
+    """``"A: 64x32, B: 32x16"`` (also ``A=(64, 32); B=[32, 16]``) as ``{"A": (64, 32), ...}``.
+
+    Raises:
+        WorkloadError: with ``position``/``text`` at the first character that does not fit.
+    """
+    out: dict[str, tuple[int, ...]] = {}
+    pos = 0
+    while pos < len(text) and text[pos:].strip():
+        m = _ENTRY.match(text, pos)
+        if m is None or m.end() == pos:
+            # Point at the first character that does not fit: after a name, at its dims.
+            head = _NAME_PART.match(text, pos)
+            start = head.end() if head else pos + len(text[pos:]) - len(text[pos:].lstrip())
+            raise WorkloadError(
+                "shapes: expected NAME: dims, e.g. 'A: 64x32, B: 32x16'", position=start, text=text
+            )
+        name = m["name"]
+        if name in out:
+            raise WorkloadError(
+                f"shapes: tensor {name!r} is given twice", position=m.start("name"), text=text
+            )
+        out[name] = tuple(int(d) for d in re.split(r"\s*[x\u00d7,*]\s*", m["dims"]))
+        pos = m.end()
+    if not out:
+        raise WorkloadError(
+            "shapes: give the shape of every input, e.g. 'A: 64x32, B: 32x16'",
+            position=0,
+            text=text,
+        )
+    return out
+
+
+def format_shapes(shapes: Any) -> str:
+    """The inverse of ``parse_shapes`` for a mapping or ``(name, dims)`` pairs."""
+    pairs = shapes.items() if isinstance(shapes, Mapping) else shapes
+    return ", ".join(f"{name}: {'x'.join(str(d) for d in dims)}" for name, dims in pairs)
+
+
+# -- errors -------------------------------------------------------------------------------------
+def render_error(exc: BaseException) -> str:
+    """HTML for an error; a positioned ``WorkloadError`` repeats its text with a caret."""
+    message = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+    position = getattr(exc, "position", None)
+    text = getattr(exc, "text", None)
+    body = ""
+    if position is not None and text is not None:
+        # WorkloadError appends its own plain-text caret to the message: drop it, draw ours.
+        message = message.split("\n", 1)[0]
+        body = caret_html(text, position)
+    return (
+        '<div style="color:#a00;border-left:3px solid #c00;padding:2px 8px">'
+        f"<b>Cannot build:</b> {html.escape(message)}{body}</div>"
+    )
+
+
+def caret_html(text: str, position: int) -> str:
+    """``text`` in a ``<pre>`` with the character at ``position`` marked and a ``^`` under it."""
+    position = max(0, min(position, len(text)))
+    line_start = text.rfind("\n", 0, position) + 1
+    line_end = text.find("\n", position)
+    line_end = len(text) if line_end == -1 else line_end
+    column = position - line_start
+    line = text[line_start:line_end]
+    bad = line[column : column + 1] or " "
+    marked = (
+        html.escape(line[:column])
+        + f'<span class="se-expr-bad" style="background:#fcc">{html.escape(bad)}</span>'
+        + html.escape(line[column + 1 :])
+    )
+    before = html.escape(text[:line_start])
+    after = html.escape(text[line_end:])
+    caret = " " * column + "^"
+    return (
+        '<pre class="se-expr-caret" style="margin:4px 0">'
+        f'{before}{marked}\n<span style="color:#c00">{caret}</span>{after}</pre>'
+    )

@@ -1,0 +1,426 @@
+"""Figure factories for the dashboards: one ``make_*_figure(info)`` and ``update_*_figure(fig,
+info)`` per plot, over the pure infos of ``explorer.analysis`` (Optuna's info/plot split).
+
+Builders only draw: every number comes reduced from the info (improvement points, capped point
+clouds), so a figure over 100k trials stays a few thousand points. An update rewrites the traces
+in one ``batch_update`` (the front end sees one consistent state); when the set of traces
+changes (a new strategy or cost model appeared) the traces are replaced instead. Each trace's
+``meta`` names what it draws ("runs|random|trials", "pvm|xgb-rank"), because FigureWidget
+rewrites ``uid``. Clickable traces carry what a click opens in ``customdata``: a trial id, or
+``[run_id, seq]`` on convergence lines.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.colors import DEFAULT_PLOTLY_COLORS, unlabel_rgb
+from plotly.subplots import make_subplots
+
+from explorer.analysis import (
+    ConvergenceGroup,
+    ConvergenceInfo,
+    KnobEffectsInfo,
+    PredictedVsMeasuredInfo,
+    RunSeries,
+    StrategyComparisonInfo,
+)
+
+MAX_PARCOORDS_KNOBS = 8
+"""Knobs drawn as parallel axes (the most important); more make the plot unreadable."""
+
+MAX_TICKS = 12
+
+AXES = ("trials", "secs")
+
+
+# -- convergence ------------------------------------------------------------------------------
+def make_convergence_figure(info: ConvergenceInfo) -> go.FigureWidget:
+    """Best-so-far vs trials (left) and vs wall-clock seconds (right): per strategy, the median
+    across runs with the min-max spread shaded, and every run as a thin step line."""
+    base = make_subplots(
+        rows=1,
+        cols=2,
+        shared_yaxes=True,
+        horizontal_spacing=0.05,
+        subplot_titles=("vs trials", "vs wall-clock time"),
+    )
+    fig = go.FigureWidget(base)
+    fig.update_layout(
+        height=380,
+        margin=dict(l=60, r=20, t=60, b=50),
+        legend=dict(orientation="h", y=-0.2),
+        hovermode="closest",
+    )
+    fig.update_xaxes(title_text="trials", row=1, col=1)
+    fig.update_xaxes(title_text="wall-clock seconds", row=1, col=2)
+    update_convergence_figure(fig, info)
+    return fig
+
+
+def update_convergence_figure(fig: go.FigureWidget, info: ConvergenceInfo) -> None:
+    traces = [t for i, g in enumerate(info.groups) for t in _convergence_traces(g, i, info)]
+    better = "higher is better" if info.metric == "gflops" else "lower is better"
+    runs = _count(info.num_runs, "run")
+    _sync(
+        fig,
+        traces,
+        {
+            "title.text": f"Best so far: {info.metric_label} ({better}; {runs})",
+            "yaxis.title.text": info.metric_label,
+            "yaxis.type": "log" if info.metric == "latency_ms" else "linear",
+        },
+        empty="No search runs for this workload yet" if not info.groups else None,
+    )
+
+
+def _convergence_traces(g: ConvergenceGroup, index: int, info: ConvergenceInfo) -> list[Any]:
+    color = _color(index)
+    unit = info.metric_label
+    out: list[Any] = []
+    for axis, spread in zip(AXES, (g.by_trials, g.by_secs), strict=True):
+        ref = {
+            "xaxis": "x" if axis == "trials" else "x2",
+            "yaxis": "y" if axis == "trials" else "y2",
+        }
+        keep = [i for i, n in enumerate(spread.num_runs) if n > 0]
+        x = [spread.x[i] for i in keep]
+        common = dict(legendgroup=g.label, showlegend=False, hoverinfo="skip", **ref)
+        out.append(
+            go.Scatter(
+                x=x,
+                y=_nan_to_none(spread.lo[i] for i in keep),
+                mode="lines",
+                line=dict(width=0, shape="hv", color=color),
+                meta=f"lo|{g.label}|{axis}",
+                **common,
+            )
+        )
+        out.append(
+            go.Scatter(
+                x=x,
+                y=_nan_to_none(spread.hi[i] for i in keep),
+                mode="lines",
+                line=dict(width=0, shape="hv", color=color),
+                fill="tonexty",
+                fillcolor=_rgba(color, 0.15),
+                meta=f"hi|{g.label}|{axis}",
+                **common,
+            )
+        )
+        rx, ry, keys = _run_lines(g.runs, axis)
+        out.append(
+            go.Scatter(
+                x=rx,
+                y=ry,
+                customdata=keys,
+                mode="lines+markers",
+                line=dict(width=1, shape="hv", color=color),
+                marker=dict(size=4, color=color),
+                opacity=0.45,
+                name=f"{g.label} runs",
+                legendgroup=g.label,
+                showlegend=False,
+                hovertemplate=(
+                    "run %{customdata[0]}, trial %{customdata[1]}<br>"
+                    f"%{{y:.4g}} {unit}<extra>{g.label}</extra>"
+                ),
+                meta=f"runs|{g.label}|{axis}",
+                **ref,
+            )
+        )
+        out.append(
+            go.Scatter(
+                x=x,
+                y=_nan_to_none(spread.median[i] for i in keep),
+                mode="lines",
+                line=dict(width=3, shape="hv", color=color),
+                name=f"{g.label}: median of {_count(len(g.runs), 'run')}",
+                legendgroup=g.label,
+                showlegend=axis == "trials",
+                hovertemplate=f"median %{{y:.4g}} {unit}<extra>{g.label}</extra>",
+                meta=f"median|{g.label}|{axis}",
+                **ref,
+            )
+        )
+    return out
+
+
+def _run_lines(runs: Sequence[RunSeries], axis: str) -> tuple[list[Any], list[Any], list[Any]]:
+    """Every run as one None-separated line (one trace per strategy, not per run); each point's
+    ``customdata`` is the ``[run_id, seq]`` of the trial that set that best."""
+    xs: list[Any] = []
+    ys: list[Any] = []
+    keys: list[Any] = []
+    for r in runs:
+        if not r.seqs:
+            continue  # nothing succeeded yet: no best to draw
+        steps = r.trials if axis == "trials" else r.elapsed_secs
+        end = r.num_trials if axis == "trials" else r.last_elapsed_secs
+        xs += [*steps, end, None]
+        ys += [*_nan_to_none(r.values), _nan_to_none([r.values[-1]])[0], None]
+        keys += [[r.run_id, s] for s in r.seqs] + [[r.run_id, r.seqs[-1]], None]
+    return xs, ys, keys
+
+
+# -- predicted vs measured --------------------------------------------------------------------
+def make_predicted_vs_measured_figure(info: PredictedVsMeasuredInfo) -> go.FigureWidget:
+    """Measured latency against each cost model's predicted rank (WebGL scatter), with the rank
+    correlations in the legend."""
+    fig = go.FigureWidget()
+    fig.update_layout(
+        height=380,
+        margin=dict(l=60, r=20, t=60, b=50),
+        xaxis=dict(title=dict(text="predicted rank (1 = predicted fastest)"), range=[0, 1.02]),
+        yaxis=dict(title=dict(text="measured latency (ms)"), type="log"),
+        legend=dict(orientation="h", y=-0.2),
+    )
+    update_predicted_vs_measured_figure(fig, info)
+    return fig
+
+
+def update_predicted_vs_measured_figure(
+    fig: go.FigureWidget, info: PredictedVsMeasuredInfo
+) -> None:
+    traces = []
+    for i, m in enumerate(info.models):
+        name = f"{m.model}: Spearman {_corr(m.spearman)}, Kendall {_corr(m.kendall)}"
+        name += f" (n={m.num_points}" + (f", {m.num_failed} failed)" if m.num_failed else ")")
+        traces.append(
+            go.Scattergl(
+                x=m.predicted_rank,
+                y=m.latency_ms,
+                customdata=m.trial_ids,
+                mode="markers",
+                marker=dict(size=5, color=_color(i), opacity=0.6),
+                name=name,
+                showlegend=True,
+                hovertemplate=(
+                    "trial %{customdata}<br>predicted rank %{x:.2f}<br>%{y:.4g} ms"
+                    f"<extra>{m.model}</extra>"
+                ),
+                meta=f"pvm|{m.model}",
+            )
+        )
+    shown = sum(len(m.trial_ids) for m in info.models)
+    title = f"Predicted vs measured: {info.num_trials} trials, {info.num_failed} failed"
+    if shown < sum(m.num_points for m in info.models):
+        title += f" (showing {shown} points)"
+    empty = None
+    if not info.models:
+        empty = "No cost-model predictions yet"
+    _sync(fig, traces, {"title.text": title}, empty=empty)
+
+
+def _corr(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.2f}"
+
+
+# -- strategy comparison ----------------------------------------------------------------------
+def make_strategy_comparison_figure(info: StrategyComparisonInfo) -> go.FigureWidget:
+    """Each run's best at an equal budget, one box per strategy (every run drawn as a point)."""
+    fig = go.FigureWidget()
+    fig.update_layout(
+        height=380,
+        margin=dict(l=60, r=20, t=60, b=50),
+        xaxis=dict(title=dict(text="strategy")),
+        showlegend=False,
+    )
+    update_strategy_comparison_figure(fig, info)
+    return fig
+
+
+def update_strategy_comparison_figure(fig: go.FigureWidget, info: StrategyComparisonInfo) -> None:
+    unit = info.metric_label
+    traces = []
+    for i, g in enumerate(info.groups):
+        pairs = [(r, v) for r, v in zip(g.run_ids, g.values, strict=True) if not math.isnan(v)]
+        name = g.label + (
+            f" ({g.num_without_success} without success)" * bool(g.num_without_success)
+        )
+        traces.append(
+            go.Box(
+                y=[v for _, v in pairs],
+                customdata=[r for r, _ in pairs],
+                name=name,
+                boxpoints="all",
+                jitter=0.3,
+                pointpos=0,
+                marker=dict(color=_color(i)),
+                hovertemplate=f"run %{{customdata}}: %{{y:.4g}} {unit}<extra></extra>",
+                meta=f"cmp|{g.label}",
+            )
+        )
+    title = f"Best {info.metric_label} within the first {info.budget} trials of each run"
+    if info.num_short_runs:
+        title += f" ({info.num_short_runs} shorter runs left out)"
+    _sync(
+        fig,
+        traces,
+        {
+            "title.text": title,
+            "yaxis.title.text": info.metric_label,
+            "yaxis.type": "log" if info.metric == "latency_ms" else "linear",
+        },
+        empty="No finished search runs to compare yet" if not info.groups else None,
+    )
+
+
+# -- knob effects -----------------------------------------------------------------------------
+def make_knob_effects_figure(info: KnobEffectsInfo) -> go.FigureWidget:
+    """Parallel coordinates of the knobs (most important first) and latency, coloured by
+    latency, next to a bar chart of each knob's importance."""
+    fig = go.FigureWidget()
+    fig.update_layout(
+        height=420,
+        margin=dict(l=60, r=30, t=90, b=40),
+        xaxis=dict(domain=[0.8, 1.0], range=[0, 1], title=dict(text="variance explained")),
+        yaxis=dict(anchor="x", autorange="reversed"),
+        showlegend=False,
+    )
+    update_knob_effects_figure(fig, info)
+    return fig
+
+
+def update_knob_effects_figure(fig: go.FigureWidget, info: KnobEffectsInfo) -> None:
+    knobs = info.knobs[:MAX_PARCOORDS_KNOBS]
+    dims = [
+        dict(
+            label=f"{k.label} ({_share(k.importance)})",
+            values=k.codes,
+            range=[0, max(len(k.value_labels) - 1, 1)],
+            **_ticks(k.codes, k.value_labels),
+        )
+        for k in knobs
+    ]
+    dims.append(dict(label="latency (ms)", values=info.latency_ms))
+    traces: list[Any] = [
+        go.Parcoords(
+            dimensions=dims,
+            line=dict(
+                color=info.latency_ms,
+                colorscale="Viridis",
+                reversescale=True,  # fast trials bright
+                showscale=True,
+                colorbar=dict(title=dict(text="ms"), x=0.6, thickness=12),
+            ),
+            domain=dict(x=[0.0, 0.56], y=[0.0, 1.0]),
+            meta="knobs|parcoords",
+        ),
+        go.Bar(
+            x=[0.0 if math.isnan(k.importance) else k.importance for k in info.knobs],
+            y=[k.label for k in info.knobs],
+            text=[_share(k.importance) for k in info.knobs],
+            orientation="h",
+            marker=dict(color=DEFAULT_PLOTLY_COLORS[0]),
+            hovertemplate="%{y}: %{text} of the log-latency variance<extra></extra>",
+            meta="knobs|importance",
+        ),
+    ]
+    title = f"Knob effects: {info.num_used} successful trials"
+    if len(info.trial_ids) < info.num_used:
+        title += f" (drawing {len(info.trial_ids)})"
+    left_out = [
+        f"{n} {why}"
+        for n, why in (
+            (info.num_failed, "failed"),
+            (info.num_elsewhere, "of other sketches"),
+            (info.num_unmapped, "without knob decisions"),
+        )
+        if n
+    ]
+    if left_out:
+        title += f"; left out: {', '.join(left_out)}"
+    _sync(
+        fig,
+        traces,
+        {"title.text": title},
+        empty="No successful trial with knob decisions yet" if not info.num_used else None,
+    )
+
+
+def _share(importance: float) -> str:
+    return "n/a" if math.isnan(importance) else f"{importance:.0%}"
+
+
+def _ticks(codes: Sequence[int], labels: Sequence[str]) -> dict[str, Any]:
+    present = sorted(set(codes))
+    if len(present) > MAX_TICKS:
+        step = (len(present) - 1) / (MAX_TICKS - 1)
+        present = sorted({present[round(i * step)] for i in range(MAX_TICKS)})
+    return {"tickvals": present, "ticktext": [labels[c] for c in present]}
+
+
+# -- shared -----------------------------------------------------------------------------------
+def _sync(
+    fig: go.FigureWidget,
+    traces: Sequence[Any],
+    layout: dict[str, Any],
+    *,
+    empty: str | None,
+) -> None:
+    """Make ``fig`` draw ``traces``: in place when the same traces exist, else replaced."""
+    same = len(fig.data) == len(traces) and all(
+        old.type == new.type and old.meta == new.meta
+        for old, new in zip(fig.data, traces, strict=True)
+    )
+    annotations = [a for a in fig.layout.annotations if a.name != "empty"]
+    if empty:
+        annotations.append(
+            go.layout.Annotation(
+                text=empty,
+                name="empty",
+                showarrow=False,
+                xref="paper",
+                yref="paper",
+                x=0.5,
+                y=0.5,
+                font=dict(size=14, color="gray"),
+            )
+        )
+    if not same:
+        # Structure changed: replacing is simpler than reconciling, and rare (a new group).
+        fig.data = ()
+        fig.add_traces(list(traces))
+    with fig.batch_update():
+        if same:
+            for old, new in zip(fig.data, traces, strict=True):
+                props = new.to_plotly_json()
+                props.pop("type", None)
+                props.pop("uid", None)
+                # overwrite: a merge would keep stale entries of shrinking arrays of objects
+                # (parcoords dimensions).
+                old.update(props, overwrite=True)
+        fig.layout.annotations = annotations
+        fig.update_layout(layout)
+
+
+def on_point_click(
+    fig: go.FigureWidget, prefix: str, callback: Callable[[Any, Any, Any], None]
+) -> None:
+    """Register ``callback(trace, points, state)`` on every trace whose ``meta`` starts with
+    ``prefix`` (again after each update that replaced the traces: call it then)."""
+    for trace in fig.data:
+        if isinstance(trace.meta, str) and trace.meta.startswith(prefix):
+            trace.on_click(callback, append=False)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
+def _color(index: int) -> str:
+    return DEFAULT_PLOTLY_COLORS[index % len(DEFAULT_PLOTLY_COLORS)]
+
+
+def _rgba(color: str, alpha: float) -> str:
+    r, g, b = unlabel_rgb(color)
+    return f"rgba({int(r)}, {int(g)}, {int(b)}, {alpha})"
+
+
+def _nan_to_none(values: Any) -> list[float | None]:
+    # JSON has no NaN; None is a gap in a plotly line.
+    return [None if v is None or (isinstance(v, float) and math.isnan(v)) else v for v in values]

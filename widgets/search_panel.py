@@ -1,0 +1,336 @@
+"""The search launcher: pick a strategy, its cost model and a budget, run it in the background.
+
+The search runs on ``ctx.search_jobs`` (one worker thread) through ``Tuner.run``; the panel only
+polls nothing: the tuner's ``on_progress`` moves the bar, ``Stop`` asks the job to cancel (the
+tuner checks between batches), and the job's ``on_done`` reports how it ended. Trials reach the
+dashboards through the store's subscription, not through this panel.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import typing
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as w
+
+from explorer.cost_models import COST_MODELS, make_cost_model
+from explorer.search import STRATEGIES, make_strategy
+from explorer.tuner import TuneProgress, Tuner, TuneResult
+from widgets._context import Context
+from widgets._jobs import Job, JobState
+
+log = logging.getLogger(__name__)
+
+NO_MODEL = "(none)"
+
+
+def cost_model_options(strategy: str) -> dict[str, dict[str, Any]]:
+    """The ``COST_MODELS`` a strategy can be given, each with the constructor arguments that
+    select it, read from the strategy's constructor parameters.
+
+    * A ``model`` parameter annotated with a cost-model class takes an instance of that class.
+    * A strategy that builds its model itself from fixed arguments (AutoTVM's ``loss``) takes
+      those arguments when the model it then reports (``model_name``) is the registry entry.
+    """
+    cls = STRATEGIES[strategy]
+    params = inspect.signature(cls.__init__).parameters
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except (NameError, TypeError):  # an annotation that cannot be resolved: no model choice
+        hints = {}
+    accepted = _classes(hints.get("model")) if "model" in params else ()
+    out: dict[str, dict[str, Any]] = {}
+    for name, factory in COST_MODELS.items():
+        model_cls = factory.func if isinstance(factory, functools.partial) else factory
+        fixed = dict(factory.keywords) if isinstance(factory, functools.partial) else {}
+        if accepted and isinstance(model_cls, type) and issubclass(model_cls, accepted):
+            out[name] = {"model": name}  # built when the search starts
+        elif fixed and set(fixed) <= set(params):
+            try:
+                probe = cls(**fixed)
+            except (TypeError, ValueError):
+                continue
+            if getattr(probe, "model_name", None) == name:
+                out[name] = fixed
+    return out
+
+
+def accepts_start(strategy: str) -> bool:
+    """Whether a strategy can start from a given schedule (a ``start`` parameter)."""
+    return "start" in inspect.signature(STRATEGIES[strategy].__init__).parameters
+
+
+class SearchPanel:
+    """Starts, follows and stops a search of the current session's workload.
+
+    Args:
+        ctx: the shared context (store, target, session, ``search_jobs``, ``make_measurer``).
+        batch_size: candidates measured per round (the ``Tuner``'s; Stop acts between rounds).
+
+    Attributes:
+        widget: the panel to display.
+        job: the last search job (``None`` before the first Start).
+        result: the last finished search's ``TuneResult``.
+
+    Example:
+        >>> panel = SearchPanel(ctx)  # doctest: +SKIP
+        >>> panel.strategy.value, panel.trials.value = "autotvm", 128  # doctest: +SKIP
+        >>> job = panel.start()  # doctest: +SKIP
+    """
+
+    def __init__(self, ctx: Context, *, batch_size: int = 8) -> None:
+        self.ctx = ctx
+        self.batch_size = batch_size
+        self.job: Job | None = None
+        self.result: TuneResult | None = None
+
+        names = list(STRATEGIES)
+        self.strategy = _tagged(
+            w.Dropdown(options=names, value=names[0], description="Strategy"), "se-strategy"
+        )
+        self.cost_model = _tagged(
+            w.Dropdown(options=[NO_MODEL], value=NO_MODEL, description="Cost model"),
+            "se-cost-model",
+        )
+        self.trials = _tagged(w.IntText(value=64, description="Max trials"), "se-trials")
+        self.secs = _tagged(
+            w.FloatText(value=0.0, description="Max secs", tooltip="seconds; 0 = no time limit"),
+            "se-secs",
+        )
+        self.seed = _tagged(w.IntText(value=0, description="Seed"), "se-seed")
+        target = ctx.target
+        self.target = _tagged(
+            w.Dropdown(
+                options=[(target.name or target.key(), target)],
+                value=target,
+                description="Target",
+            ),
+            "se-target",
+        )
+        self.from_session = _tagged(
+            w.Checkbox(value=False, description="Start from my schedule", indent=False),
+            "se-from-session",
+        )
+        self.from_session_note = _tagged(w.Label(value=""), "se-from-session-note")
+        self.start_button = _tagged(
+            w.Button(description="Start", button_style="primary", icon="play"), "se-start"
+        )
+        self.stop_button = _tagged(
+            w.Button(description="Stop", disabled=True, icon="stop"), "se-stop"
+        )
+        self.open_best_button = _tagged(
+            w.Button(description="Open best in editor", disabled=True), "se-open-best"
+        )
+        self.progress = _tagged(
+            w.IntProgress(value=0, min=0, max=1, description="Trials"), "se-progress"
+        )
+        self.status = _tagged(w.Label(value="Ready."), "se-search-status")
+
+        self.strategy.observe(lambda _: self._guard(self._sync_options), names="value")
+        self.start_button.on_click(lambda _: self._guard(self.start))
+        self.stop_button.on_click(lambda _: self._guard(self.stop))
+        self.open_best_button.on_click(lambda _: self._guard(self.open_best))
+        self._unsubscribe = ctx.on("session", lambda _: self._guard(self._sync_options))
+        self._sync_options()
+
+        self.widget = w.VBox(
+            [
+                w.HBox([self.strategy, self.cost_model]),
+                w.HBox([self.trials, self.secs]),
+                w.HBox([self.seed, self.target]),
+                w.HBox([self.from_session, self.from_session_note]),
+                w.HBox([self.start_button, self.stop_button, self.open_best_button]),
+                self.progress,
+                self.status,
+            ]
+        )
+        self.widget.add_class("se-search")
+
+    # -- actions ------------------------------------------------------------------------------
+    def start(self) -> Job | None:
+        """Start a search with the panel's settings; ``None`` (and a message) when refused.
+
+        Never raises: a bad setting (e.g. a schedule droplet cannot start from) is shown in the
+        status text, and so is anything the search itself raises later.
+        """
+        try:
+            return self._start()
+        except Exception as exc:
+            log.exception("starting a search failed")
+            self._say(f"Not started: {type(exc).__name__}: {exc}")
+            return None
+
+    def _start(self) -> Job | None:
+        current = self.ctx.search_jobs.current
+        if self.ctx.search_jobs.busy and current is not None:
+            self._say(
+                f"A search is already running ({current.name}): stop it (or wait) before "
+                "starting another."
+            )
+            return None
+        session = self.ctx.session
+        if session is None:
+            self._say("Build a workload (or open a record) first: the search tunes its workload.")
+            return None
+        max_trials = int(self.trials.value)
+        if max_trials < 1:
+            self._say(f"Max trials must be at least 1 (got {max_trials}).")
+            return None
+        max_secs = float(self.secs.value) or None
+        if max_secs is not None and max_secs < 0:
+            self._say(f"Max seconds must be 0 (no limit) or positive (got {max_secs}).")
+            return None
+        name = str(self.strategy.value)
+        kwargs = dict(cost_model_options(name).get(str(self.cost_model.value), {}))
+        if "model" in kwargs:
+            kwargs["model"] = make_cost_model(kwargs["model"])
+        if self.from_session.value and not self.from_session.disabled:
+            kwargs["start"] = session.candidate()
+        strategy = make_strategy(name, **kwargs)
+        workload, target, seed = session.workload, self.target.value, int(self.seed.value)
+
+        def run(job: Job) -> TuneResult:
+            measurer = self.ctx.make_measurer()
+            try:
+                tuner = Tuner(measurer=measurer, store=self.ctx.store, batch_size=self.batch_size)
+                return tuner.run(
+                    workload,
+                    target,
+                    strategy,
+                    max_trials=max_trials,
+                    max_secs=max_secs,
+                    seed=seed,
+                    should_stop=job.is_cancelled,
+                    on_progress=self._on_progress,
+                )
+            finally:
+                measurer.close()  # its worker processes must not outlive the search
+
+        # The UI shows "running" before the job exists: a job that fails at once reports from
+        # the worker, and that report must not be overwritten by this thread afterwards.
+        self.result = None
+        self.progress.max, self.progress.value = max_trials, 0
+        self.progress.bar_style = "info"
+        self._set_running(True)
+        self._say(f"Searching {workload.key()} with {name}: starting the measurer...")
+        try:
+            self.job = self.ctx.search_jobs.submit(f"{name} search", run, on_done=self._on_done)
+        except RuntimeError as exc:  # lost a race with another Start
+            self._set_running(False)
+            self._say(f"Not started: {exc}")
+            return None
+        return self.job
+
+    def stop(self) -> None:
+        """Ask the running search to stop after its current batch."""
+        if self.job is None or not self.job.is_active:
+            self._say("No search is running.")
+            return
+        self.job.cancel()
+        self.stop_button.disabled = True
+        self._say("Stopping after the current batch (the best is then re-measured)...")
+
+    def open_best(self) -> None:
+        """Open the last search's best schedule in the editor."""
+        if self.result is None or self.result.best is None:
+            self._say("No successful trial to open yet.")
+            return
+        self.ctx.open_record(self.result.best)
+        self._say(f"Opened trial {self.result.best.id} (the search's best) in the editor.")
+
+    def close(self) -> None:
+        self._unsubscribe()
+
+    # -- callbacks (worker thread) ------------------------------------------------------------
+    def _on_progress(self, p: TuneProgress) -> None:
+        self.progress.value = min(p.num_trials, self.progress.max)
+        best = "none yet" if p.best_secs is None else f"{p.best_secs * 1e3:.4g} ms"
+        text = f"{p.num_trials}/{p.max_trials} trials in {p.elapsed_secs:.1f} s, best {best}"
+        if p.num_trials >= p.max_trials:
+            text += "; re-measuring the best..."
+        self._say(text)
+
+    def _on_done(self, job: Job) -> None:
+        self._set_running(False)
+        if job.state is JobState.ERROR:
+            self.progress.bar_style = "danger"
+            exc = job.exception
+            self._say(f"Search failed: {type(exc).__name__}: {exc}")
+            return
+        result: TuneResult = job.result
+        self.result = result
+        if job.state is JobState.FINISHED:
+            self.progress.value = self.progress.max
+        self.progress.bar_style = "success" if job.state is JobState.FINISHED else "warning"
+        self.open_best_button.disabled = result.best is None
+        best = (
+            "no trial succeeded"
+            if result.best_secs is None
+            else f"best {result.best_secs * 1e3:.4g} ms ({result.best_gflops or 0:.3g} GFLOPS)"
+        )
+        how = "Stopped" if job.state is JobState.CANCELLED else "Done"
+        self._say(
+            f"{how}: {result.num_trials} trials (ended by {result.stopped_because}), {best}."
+        )
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _sync_options(self) -> None:
+        """Cost models and the start option follow the chosen strategy."""
+        name = str(self.strategy.value)
+        options = list(cost_model_options(name))
+        current = self.cost_model.value
+        self.cost_model.options = options or [NO_MODEL]
+        self.cost_model.value = current if current in options else (options or [NO_MODEL])[0]
+        self.cost_model.disabled = not options
+        can_start = [n for n in STRATEGIES if accepts_start(n)]
+        if name not in can_start:
+            self.from_session.value = False
+            self.from_session.disabled = True
+            self.from_session_note.value = (
+                f"Only {', '.join(can_start) or 'no strategy'} can start from a given schedule."
+            )
+        elif self.ctx.session is None:
+            self.from_session.disabled = True
+            self.from_session_note.value = "Build or open a schedule first."
+        else:
+            self.from_session.disabled = False
+            self.from_session_note.value = ""
+
+    def _set_running(self, running: bool) -> None:
+        self.start_button.disabled = running
+        self.stop_button.disabled = not running
+        if running:
+            self.open_best_button.disabled = True
+
+    def _say(self, text: str) -> None:
+        # A Label shows text as is: an error message can never inject markup.
+        self.status.value = text
+
+    def _guard(self, action: Callable[[], Any]) -> None:
+        """Run a button or observer callback; show what it raised instead of raising."""
+        try:
+            action()
+        except Exception as exc:
+            log.exception("search panel action failed")
+            self._say(f"Error: {type(exc).__name__}: {exc}")
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+
+def _classes(annotation: Any) -> tuple[type, ...]:
+    """The classes in an annotation such as ``StaticCostModel | None``."""
+    args = typing.get_args(annotation) or (annotation,)
+    return tuple(a for a in args if isinstance(a, type) and a is not type(None))
+
+
+def _tagged(widget: Any, css_class: str) -> Any:
+    widget.add_class(css_class)
+    return widget
+
+
+__all__ = ["SearchPanel", "accepts_start", "cost_model_options"]
