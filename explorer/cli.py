@@ -165,12 +165,23 @@ def cmd_measure(args: argparse.Namespace) -> int:
 def cmd_tune(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from explorer.measure import LocalMeasurer
+    from explorer.measure import Candidate, LocalMeasurer
+    from explorer.search import make_strategy
     from explorer.storage import get_store
     from explorer.tuner import Tuner
 
     workload = _workload(args)
     target = _target(args)
+    options = {}
+    if args.start:
+        # "Start from what I have": a saved session, a record's JSON, or a bare trace.
+        options["start"] = Candidate(workload, target, _read_trace(Path(args.start)))
+    try:
+        strategy = make_strategy(args.strategy, **options)
+    except TypeError:
+        raise ExplorerError(
+            f"strategy {args.strategy!r} cannot start from a given schedule (--start); droplet can"
+        ) from None
     store = get_store(args.db)
     with (
         LocalMeasurer() as measurer,
@@ -187,7 +198,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         result = tuner.run(
             workload,
             target,
-            args.strategy,
+            strategy,
             max_trials=args.trials,
             max_secs=args.seconds,
             seed=args.seed,
@@ -303,6 +314,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=8, help="candidates per batch (default 8)")
     p.add_argument("--resume", type=int, default=None, metavar="RUN", help="continue a run")
     p.add_argument("--save-trace", help="write the best trace (JSON) to this file")
+    p.add_argument(
+        "--start",
+        metavar="FILE",
+        help="start from this schedule (saved session or trace JSON; droplet only)",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_tune)
 

@@ -73,13 +73,21 @@ def test_tune_then_runs_then_measure_then_export(tmp_path):
     assert measured.returncode == 0, measured.stderr
     assert measured.stdout.startswith("ok: median") and "matches NumPy" in measured.stdout
 
+    # "Start from what I have": Droplet descends from the saved schedule; others refuse.
+    started = run("tune", *SMALL, "--strategy", "droplet", "--start", str(best), "--trials",
+                  "3", "--batch", "3", "-q", db=db)  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    assert "run 3: 3 trials" in started.stdout
+    refused = run("tune", *SMALL, "--start", str(best), "--trials", "3", "-q", db=db)
+    assert refused.returncode == 2 and "cannot start from a given schedule" in refused.stderr
+
     csv_path = tmp_path / "trials.csv"
     exported = run("export", "--format", "csv", str(csv_path), db=db)
     assert exported.returncode == 0, exported.stderr
     rows = list(csv.DictReader(csv_path.open()))
     # 6 search trials + re-measured best candidates + the manual measurement
     assert len(rows) >= 8
-    assert {r["strategy"] for r in rows} == {"random", "manual"}
+    assert {r["strategy"] for r in rows} == {"random", "manual", "droplet"}
 
     ms_dir = tmp_path / "ms"
     exported = run("export", "--format", "metaschedule", str(ms_dir), "--run", "1", db=db)
