@@ -126,7 +126,10 @@ class Tuner:
             history: list[TrialRecord] = []
         else:
             run = self._check_resumable(resume_run_id, workload, target, strategy)
-            history = self.store.trials(run_id=run.id)
+            # A stopped run ends with re-timings of its best candidates (same traces): they are
+            # not trials of the search, so they neither count against the budget nor get told
+            # to the strategy twice.
+            history = _unique_traces(self.store.trials(run_id=run.id))
         strategy.reset(space, rng=np.random.default_rng(seed), history=history, store=self.store)
 
         started = time.monotonic()

@@ -90,7 +90,8 @@ def fit_width(x: np.ndarray, width: int) -> np.ndarray:
 def _knob_inputs(candidate: Candidate) -> tuple[int, Sequence[JSON]]:
     d = candidate.decisions
     if isinstance(d, dict) and "values" in d:  # from KnobSpace.materialize
-        return int(d.get("sketch", -1)), d["values"]
+        sketch = d.get("sketch")  # None: an off-space schedule (evolutionary's mutations)
+        return (int(sketch) if sketch is not None else -1), d["values"]
     if isinstance(d, (list, tuple)):  # from DesignSpace.sample: decisions, sketch unknown
         return -1, d
     # Anything else (a manual schedule): the decisions recorded in the trace itself.

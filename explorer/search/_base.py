@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import inspect
+import json
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -76,4 +77,10 @@ class SearchStrategy(abc.ABC):
 
 
 def _is_jsonable(value: Any) -> bool:
-    return isinstance(value, (str, int, float, bool, type(None), list, tuple, dict))
+    """Whether ``value`` can be stored as a run setting (items of containers included: a list
+    of ``Workload``s is a hyper-parameter but not a setting)."""
+    try:
+        json.dumps(value, allow_nan=True)
+    except (TypeError, ValueError):
+        return False
+    return True

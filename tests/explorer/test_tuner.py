@@ -97,3 +97,20 @@ def test_resume_refuses_a_different_workload(measurer, store, cpu_target):
         tuner.run(other, cpu_target, "random", max_trials=4, resume_run_id=result.run.id)
     with pytest.raises(SearchError, match="at least 1"):
         tuner.run(WORKLOAD, cpu_target, "random", max_trials=0)
+
+
+def test_resume_does_not_count_the_re_timings_of_a_stopped_run(measurer, store, cpu_target):
+    tuner = Tuner(measurer=measurer, store=store, batch_size=4, confirm_top=2)
+    calls = []
+    first = tuner.run(
+        WORKLOAD, cpu_target, "random", max_trials=12, seed=5,
+        should_stop=lambda: calls.append(1) or len(calls) > 1,
+    )  # fmt: skip
+    # 4 trials, then the 2 best re-timed and stored beside them
+    assert first.num_trials == 4 and store.count_trials(run_id=first.run.id) == 6
+    resumed = tuner.run(
+        WORKLOAD, cpu_target, "random", max_trials=8, seed=5, resume_run_id=first.run.id
+    )
+    assert resumed.num_trials == 8
+    keys = {trace_key(t.candidate.trace) for t in store.trials(run_id=first.run.id)}
+    assert len(keys) == 8  # 4 new candidates, none measured twice as a trial

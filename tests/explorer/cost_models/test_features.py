@@ -59,3 +59,10 @@ def test_knob_rows_log2_the_tile_factors():
     np.testing.assert_array_equal(row, [2.0, 0.0, 2.0, 3.0, 3.0])
     with pytest.raises(ValueError, match="features must be"):
         FeatureExtractor("itervar")
+
+
+def test_knob_features_read_off_space_decisions_without_a_sketch(candidates):
+    """Evolutionary's mutations can leave the knob space: decisions then have no sketch."""
+    c = candidates[0]
+    off = Candidate(c.workload, c.target, c.trace, {**c.decisions, "sketch": None})
+    assert _features._knob_inputs(off) == (-1, c.decisions["values"])

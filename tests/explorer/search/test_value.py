@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -93,3 +94,9 @@ def test_real_end_to_end_run_through_the_tuner(tmp_path, cpu_target):
     assert any(t.result.is_ok for t in trials)
     assert all("value" in t.predicted for t in trials[:4])
     store.close()
+
+
+def test_settings_keep_only_what_a_run_record_can_store():
+    s = make_strategy("value", workloads=[get_workload("matmul", M=8, N=8, K=8)])
+    settings = s.settings()
+    assert "workloads" not in settings and json.loads(json.dumps(settings)) == settings
