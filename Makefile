@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: lab test test-fast lint bench bench-quick venv clean chromium
+.PHONY: lab test lint bench bench-quick bench-targets venv clean chromium
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -46,7 +46,12 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_import.py
 	$(PY) benchmarks/bench_measure.py --trials 128 --ms-trials 32
 	$(PY) benchmarks/bench_storage.py
+	$(PY) benchmarks/bench_dashboard.py
 	$(PY) benchmarks/bench_search.py
+
+## Only the runs behind the papers' targets, on the two matmuls, one seed (about 1.5 h on 2 cores).
+bench-targets: $(STAMP)
+	$(PY) benchmarks/bench_search.py --targets --workloads matmul_512 matmul_1024 --seeds 1
 
 ## A few-minute variant to run after every change to search or measurement code.
 bench-quick: $(STAMP)
