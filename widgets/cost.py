@@ -29,6 +29,7 @@ from explorer.types import MeasureStatus
 from explorer.workloads import Workload
 from widgets._context import Context
 from widgets._jobs import Job, JobRunner
+from widgets._style import themed
 
 log = logging.getLogger(__name__)
 
@@ -143,9 +144,19 @@ class CostPanel:
         self.predictions = w.HTML()
         self.predictions.add_class("se-predictions")
         self.prediction_status = w.HTML()
-        self.measure_button = w.Button(description="Measure", button_style="primary", icon="bolt")
+        self.measure_button = w.Button(
+            description="Measure",
+            button_style="primary",
+            icon="bolt",
+            layout=w.Layout(width="auto", flex="0 0 auto"),
+        )
         self.measure_button.add_class("se-measure")
-        self.auto_measure = w.Checkbox(value=False, description="Measure after every edit")
+        self.auto_measure = w.Checkbox(
+            value=False,
+            description="Measure after every edit",
+            indent=False,
+            layout=w.Layout(width="auto", margin="0 0 0 12px"),
+        )
         self.auto_measure.add_class("se-auto-measure")
         self.latency = w.HTML("<i>Not measured yet.</i>")
         self.latency.add_class("se-latency")
@@ -153,19 +164,25 @@ class CostPanel:
         self.details.add_class("se-measure-details")
         self.message = w.HTML(layout=w.Layout(display="none"))
         self.message.add_class("se-cost-message")
+        measured = w.HTML("<b>Measured</b> (built and timed on the target)")
+        measured.add_class("se-section")
         self.widget = w.VBox(
             [
                 w.HTML("<b>Predicted</b> (cost models, nothing is compiled or run)"),
                 self.predictions,
                 self.prediction_status,
-                w.HTML("<b>Measured</b> (built and timed on the target)"),
-                w.HBox([self.measure_button, self.auto_measure]),
+                measured,
+                w.HBox(
+                    [self.measure_button, self.auto_measure],
+                    layout=w.Layout(flex_flow="row wrap", align_items="center"),
+                ),
                 self.message,
                 self.latency,
                 self.details,
             ]
         )
         self.widget.add_class("se-cost")
+        themed(self.widget)
 
         self._static = make_cost_model("static")
         self._learned: dict[tuple[str, str], _Learned] = {}
@@ -473,13 +490,15 @@ def predictions_html(predictions: dict[str, Prediction]) -> str:
             beats = f"faster than {p.beats[0]} of {p.beats[1]} measured"
             value = f"{value}; {beats}" if value else beats
         note = p.note or _NOTES.get(p.model, "")
-        style = "color:#888" if p.score is None else ""
+        style = "color:#888;" if p.score is None else ""
+        # Flowing text, not table columns: a narrow panel wrapped the value and the note into
+        # columns a few words wide. The note gets a line of its own.
         rows.append(
-            f"<tr style='{style}'><td style='padding:0 8px'><b>{html.escape(p.model)}</b></td>"
-            f"<td style='padding:0 8px'>{html.escape(value)}</td>"
-            f"<td style='padding:0 8px;font-size:85%'>{html.escape(note)}</td></tr>"
+            f"<div class='se-prediction' style='{style}margin:0 0 4px 0'>"
+            f"<b>{html.escape(p.model)}</b>&nbsp; {html.escape(value)}"
+            f"<div style='font-size:85%;color:#777'>{html.escape(note)}</div></div>"
         )
-    return f"<table style='border-collapse:collapse'>{''.join(rows)}</table>"
+    return "".join(rows)
 
 
 def latency_html(result: MeasureResult, *, stale: str | None = None) -> str:

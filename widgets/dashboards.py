@@ -3,9 +3,11 @@ measured, knob effects.
 
 Data flow: the store's subscription hands over every committed batch (on the writer's thread);
 matching trials are queued, and a timer coalesces them into at most one refresh per
-``refresh_secs``. A refresh appends the queue to a ``TrialTable`` (columns, not records: 100k
-decoded records would take gigabytes), re-reads the runs' best-so-far curves (finished runs are
-cached) and redraws each figure from its ``explorer.analysis`` info. Clicking a trial in the
+``refresh_secs``. The first refresh of a workload loads a ``TrialTable`` from the store's
+``trial_rows`` (columns, no trace decoded: 100k decoded records would take gigabytes and
+seconds); later ones append the queue to it. Every figure is redrawn from its
+``explorer.analysis`` info, the runs' best-so-far curves included (computed from the table, so
+re-measurements are recognised the same way everywhere). Clicking a trial in the
 predicted-vs-measured or convergence plot opens it in the editor (``ctx.open_record``).
 """
 
@@ -23,7 +25,6 @@ from explorer.analysis import (
     ConvergenceInfo,
     KnobEffectsInfo,
     Metric,
-    RunCurve,
     TrialTable,
     convergence_info,
     knob_effects_info,
@@ -33,7 +34,7 @@ from explorer.analysis import (
 )
 from explorer.session import ScheduleSession
 from explorer.space import DesignSpace, KnobSpace
-from explorer.storage import TrialRecord
+from explorer.storage import RunInfo, TrialRecord
 from explorer.target import Target
 from explorer.workloads import Workload
 from widgets import plots
@@ -86,7 +87,6 @@ class Dashboards:
         self._pending: list[TrialRecord] = []
         self._timer: threading.Timer | None = None
         self._last_refresh = 0.0
-        self._curves: dict[int, tuple[tuple[str, float | None], RunCurve]] = {}
         self._spaces: dict[str, KnobSpace | str] = {}  # key -> space, or why there is none
         self._closed = False
 
@@ -182,36 +182,32 @@ class Dashboards:
             if workload is None or target is None:
                 return
             if table is None:
-                self._curves.clear()  # runs may have grown unseen while another was shown
-                self._draw_runs(workload, target)
                 table = self._load(workload, target)
             if pending:
-                for run_id in {r.run_id for r in pending}:
-                    self._curves.pop(run_id, None)  # a resumed run grows while "finished"
                 known = table.has([r.id for r in pending])
                 table = table.extend(r for r, k in zip(pending, known, strict=True) if not k)
             with self._lock:
                 if self._workload is not workload or self._target is not target:
                     return  # the session changed meanwhile; its own refresh is scheduled
                 self._table = table
-            conv = self._draw_runs(workload, target)
+            runs = self.ctx.store.runs(workload=workload, target=target)
+            conv = self._draw_runs(runs, table)
             space = self._draw_trials(workload, target, table)
             self.status.value = _summary(workload, target, table, conv, space)
             self._last_refresh = time.monotonic()
 
     def _load(self, workload: Workload, target: Target) -> TrialTable:
-        # Run by run, so only one run's decoded records are alive at a time.
+        # Run by run: the status shows progress, and only one run's rows are alive at a time.
         runs = self.ctx.store.runs(workload=workload, target=target)
         table = TrialTable.empty()
         for i, run in enumerate(runs):
             self.status.value = f"Loading the trials of {workload.key()}: run {i + 1}/{len(runs)}"
-            table = table.extend(self.ctx.store.trials(run_id=run.id))
+            table = table.extend(self.ctx.store.trial_rows(run_id=run.id))
         return table
 
-    def _draw_runs(self, workload: Workload, target: Target) -> ConvergenceInfo:
-        """The per-run plots: cheap (one best-so-far query per changed run), so they are drawn
-        first, before a cold load of the trials."""
-        curves = self._run_curves(workload, target)
+    def _draw_runs(self, runs: Sequence[RunInfo], table: TrialTable) -> ConvergenceInfo:
+        """The per-run plots, from the table (a few array operations per run)."""
+        curves = [run_curve(table, run) for run in runs]
         searches = [c for c in curves if c.run.strategy != MANUAL]
         conv = convergence_info(curves, metric=self.metric)
         cmp = strategy_comparison_info(searches, metric=self.metric)
@@ -237,19 +233,6 @@ class Dashboards:
         plots.update_knob_effects_figure(self.knobs_fig, knobs)
         plots.on_point_click(self.pred_vs_meas_fig, "pvm|", self._on_pred_click)
         return space
-
-    def _run_curves(self, workload: Workload, target: Target) -> list[RunCurve]:
-        out = []
-        for run in self.ctx.store.runs(workload=workload, target=target):
-            marker = (run.status, run.ended_at)
-            cached = self._curves.get(run.id)
-            if cached is not None and cached[0] == marker and run.status != "running":
-                out.append(cached[1])
-                continue
-            curve = run_curve(self.ctx.store, run)
-            self._curves[run.id] = (marker, curve)
-            out.append(curve)
-        return out
 
     def _space(self, workload: Workload, target: Target) -> KnobSpace | str:
         key = f"{workload.key()}|{target.key()}"
@@ -278,7 +261,8 @@ class Dashboards:
             table = self._table
         trial_id = table.trial_id_at(run_id, seq) if table is not None else None
         if trial_id is None:  # not loaded yet: ask the store
-            trial_id = next(t.id for t in self.ctx.store.trials(run_id=run_id) if t.seq == seq)
+            rows = self.ctx.store.trial_rows(run_id=run_id)
+            trial_id = next(t.id for t in rows if t.seq == seq)
         return trial_id
 
     def _open(self, trial_id: Callable[[], int]) -> None:
@@ -332,8 +316,10 @@ def _summary(
     conv: ConvergenceInfo,
     space: KnobSpace | str,
 ) -> str:
+    again = table.num_remeasured
+    extra = f" + {again} re-measurement{'s' * (again != 1)}" if again else ""
     text = (
-        f"{workload.key()} on {target.name or target.key()}: {len(table)} trials "
+        f"{workload.key()} on {target.name or target.key()}: {table.num_trials} trials{extra} "
         f"({table.num_failed} failed) in {conv.num_runs} run{'s' * (conv.num_runs != 1)}"
     )
     return text if isinstance(space, KnobSpace) else f"{text}; {space}"

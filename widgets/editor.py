@@ -19,12 +19,15 @@ import ipywidgets as w
 from explorer.errors import PrimitiveError
 from explorer.session import PRIMITIVES, REQUIRED, ParamSpec, ScheduleSession, Snapshot
 from widgets._context import Context
+from widgets._editor_views import changed_lines, loop_table_html, primitive_help, script_html
+from widgets._style import themed
 
 log = logging.getLogger(__name__)
 
 _NONE_LABEL = "(none)"
+_ADD_LABEL, _ADD = "add loop\u2026", ""  # not None: a Dropdown shows value None as blank
 _NONE_TOKENS = {"none", "-1", "?", "_", "*"}  # what users write for "infer this factor"
-_CHANGED_STYLE = "background:#fff2a8"
+_FILL = {"width": "100%", "min_width": "0"}  # a field as wide as its column, never wider
 
 
 class ScheduleEditor:
@@ -58,60 +61,70 @@ class ScheduleEditor:
         self.session: ScheduleSession | None = None
         self._unsubscribe_session: Callable[[], None] | None = None
 
-        self.title = w.HTML()
-        self.loop_table = w.HTML()
+        self.title = w.HTML(layout=w.Layout(margin="0 0 6px 0"))
+        # The table scrolls sideways inside its column (fused loop names get long).
+        self.loop_table = w.HTML(layout=w.Layout(overflow="auto hidden", **_FILL))
         self.loop_table.add_class("se-loops")
         self.primitive = w.Dropdown(
             options=[(p.signature(), p.name) for p in PRIMITIVES.values()],
             value="split",
             description="Primitive",
+            layout=w.Layout(**_FILL),
         )
         self.primitive.add_class("se-primitive")
-        self.help = w.HTML()
+        self.help = w.HTML(layout=w.Layout(**_FILL))
         self.help.add_class("se-primitive-help")
         self.params: dict[str, w.ValueWidget] = {}
         self._loop_adders: dict[str, w.Dropdown] = {}  # "loops" params: pick to append a name
-        self.form = w.VBox()
+        self.form = w.VBox(layout=w.Layout(**_FILL))
         self.form.add_class("se-params")
 
         self.apply_button = _button("Apply", "se-apply", "primary", "check")
         self.undo_button = _button("Undo", "se-undo", "", "undo")
         self.redo_button = _button("Redo", "se-redo", "", "redo")
         self.reset_button = _button("Reset", "se-reset", "", "fast-backward")
-        self.banner = w.HTML(layout=w.Layout(display="none"))
+        self.banner = w.HTML(layout=w.Layout(display="none", **_FILL))
         self.banner.add_class("se-error")
 
-        self.history = w.Select(options=[], rows=8, layout=w.Layout(width="100%"))
+        self.history = w.Select(options=[], rows=8, layout=w.Layout(**_FILL))
         self.history.add_class("se-history")
         self.checkout_button = _button("Go to step", "se-checkout", "", "code-branch")
-        self.branches = w.HTML()
+        self.branches = w.HTML(layout=w.Layout(flex="1 1 8em", min_width="0"))
 
-        self.script = w.HTML()
+        self.script = w.HTML(layout=w.Layout(**_FILL))
         self.script.add_class("se-script")
         self.trace = w.Textarea(layout=w.Layout(width="100%", height="14em"))
         self.trace.add_class("se-trace")
 
+        # Two columns that share the width (about 45:55) and stack when the editor gets too
+        # narrow for both; each field fills its column, so nothing overflows into the other.
         controls = w.VBox(
             [
                 self.primitive,
                 self.help,
                 self.form,
-                w.HBox([self.apply_button, self.undo_button, self.redo_button, self.reset_button]),
+                _buttons(self.apply_button, self.undo_button, self.redo_button, self.reset_button),
                 self.banner,
-                w.HTML("<b>History</b> (every step of every branch)"),
+                _section("<b>History</b> (every step of every branch)"),
                 self.history,
-                w.HBox([self.checkout_button, self.branches]),
+                _buttons(self.checkout_button, self.branches),
             ],
-            layout=w.Layout(width="45%"),
+            layout=w.Layout(flex="1 1 0%", min_width="240px", margin="0 12px 0 0"),
         )
         views = w.VBox(
-            [self.loop_table, w.HTML("<b>TVMScript</b>"), self.script],
-            layout=w.Layout(width="55%"),
+            [self.loop_table, _section("<b>TVMScript</b>"), self.script],
+            layout=w.Layout(flex="1.25 1 0%", min_width="260px"),
         )
         self.widget = w.VBox(
-            [self.title, w.HBox([controls, views]), w.HTML("<b>Trace (Python)</b>"), self.trace]
+            [
+                self.title,
+                w.HBox([controls, views], layout=w.Layout(flex_flow="row wrap", width="100%")),
+                _section("<b>Trace (Python)</b>"),
+                self.trace,
+            ]
         )
         self.widget.add_class("se-editor")
+        themed(self.widget)
 
         self.primitive.observe(lambda _c: self._guard(self._build_form), names="value")
         self.apply_button.on_click(lambda _b: self._guard(self.apply))
@@ -260,16 +273,30 @@ class ScheduleEditor:
         self.params = {}
         self._loop_adders = {}
         rows: list[w.Widget] = []
+        # One label width per form, wide enough for its longest name: labels are never
+        # clipped and the fields line up (with the Primitive picker's too).
+        label_width = (
+            f"{max([len(self.primitive.description), *(len(p.name) for p in prim.params)]) + 1}ch"
+        )
+        self.primitive.style.description_width = label_width
         for spec in prim.params:
             field = _param_widget(spec)
             field.add_class(f"se-param-{spec.name}")
+            if spec.kind != "bool":
+                field.style.description_width = label_width
             self.params[spec.name] = field
+            field.layout = w.Layout(**_FILL) if spec.kind != "bool" else w.Layout()
             if spec.kind == "loops":
-                adder = w.Dropdown(options=[("add loop\u2026", None)], value=None)
+                # Under the text field, aligned with it: beside it, both were squeezed.
+                adder = w.Dropdown(
+                    options=[(_ADD_LABEL, _ADD)],
+                    value=_ADD,
+                    layout=w.Layout(width="auto", margin=f"2px 0 2px calc({label_width} + 6px)"),
+                )
                 adder.add_class(f"se-param-{spec.name}-add")
                 adder.observe(self._make_adder(field, adder), names="value")
                 self._loop_adders[spec.name] = adder
-                rows.append(w.HBox([field, adder]))
+                rows.append(w.VBox([field, adder], layout=w.Layout(**_FILL)))
             else:
                 rows.append(field)
         self.form.children = tuple(rows)
@@ -279,11 +306,11 @@ class ScheduleEditor:
     def _make_adder(field: w.Text, adder: w.Dropdown) -> Callable[[Mapping[str, Any]], None]:
         def add(change: Mapping[str, Any]) -> None:
             name = change["new"]
-            if name is None:
+            if not name:
                 return
             current = [n for n in re.split(r"[,\s]+", field.value.strip()) if n]
             field.value = ", ".join([*current, str(name)])
-            adder.value = None
+            adder.value = _ADD
 
         return add
 
@@ -304,7 +331,7 @@ class ScheduleEditor:
             _set_choices(field, options, keep)
         labels = {lp.name: lp.label for lp in snapshot.loops} if snapshot is not None else {}
         for adder in self._loop_adders.values():
-            _set_choices(adder, [("add loop\u2026", None)] + [(labels[n], n) for n in loops], None)
+            _set_choices(adder, [(_ADD_LABEL, _ADD)] + [(labels[n], n) for n in loops], _ADD)
 
     def _render(self, snapshot: Snapshot | None) -> None:
         self.clear_error()
@@ -362,9 +389,26 @@ def _set_choices(field: Any, options: list[tuple[str, Any]], value: Any) -> None
 
 
 def _button(description: str, css: str, style: str, icon: str) -> w.Button:
-    button = w.Button(description=description, button_style=style, icon=icon)
+    # As wide as its text: the default fixed width cut "Apply" to "A..." in a narrow column.
+    button = w.Button(
+        description=description, button_style=style, icon=icon, layout=w.Layout(width="auto")
+    )
     button.add_class(css)
     return button
+
+
+def _buttons(*children: w.Widget) -> w.HBox:
+    """A row of buttons that wraps instead of squeezing them."""
+    row = w.HBox(list(children), layout=w.Layout(flex_flow="row wrap", align_items="center"))
+    row.add_class("se-buttons")
+    return row
+
+
+def _section(markup: str) -> w.HTML:
+    """A heading between sections, with space above it."""
+    heading = w.HTML(markup)
+    heading.add_class("se-section")
+    return heading
 
 
 def _history_label(step_id: int, label: str, depth: int, snapshot: Snapshot) -> str:
@@ -452,117 +496,12 @@ def parse_loops(primitive: str, spec: ParamSpec, text: Any) -> list[str]:
     return names
 
 
-# -- HTML views -------------------------------------------------------------------------------
-def primitive_help(doc: str) -> str:
-    """A primitive's docstring as help: the summary, then the ``Rewrite:`` example."""
-    summary, _, rest = doc.partition("\n")
-    rewrite = ""
-    if "Rewrite:" in rest:
-        rewrite = rest.split("Rewrite:", 1)[1].strip("\n")
-        rewrite = f'<pre style="font-size:85%;margin:2px 0">{html.escape(rewrite)}</pre>'
-    return f"<div style='font-size:90%'>{html.escape(summary)}</div>{rewrite}"
-
-
-def changed_lines(diff: str) -> tuple[set[int], int]:
-    """The 1-based line numbers added in the new text of a unified diff, and how many were
-    removed."""
-    added: set[int] = set()
-    removed = 0
-    line_no = 0
-    in_hunk = False
-    for line in diff.splitlines():
-        if line.startswith("@@"):
-            m = re.match(r"@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@", line)
-            line_no = int(m.group(1)) if m else line_no
-            in_hunk = True
-        elif not in_hunk:
-            continue  # the ---/+++ file header
-        elif line.startswith("+"):
-            added.add(line_no)
-            line_no += 1
-        elif line.startswith("-"):
-            removed += 1
-        elif not line.startswith("\\"):
-            line_no += 1
-    return added, removed
-
-
-def script_html(snapshot: Snapshot) -> str:
-    """The TVMScript in a ``<pre>``, lines the last step changed marked ``se-changed``."""
-    added, removed = changed_lines(snapshot.diff)
-    out = []
-    for number, line in enumerate(snapshot.script.splitlines(), start=1):
-        text = html.escape(line)
-        if number in added:
-            out.append(f'<span class="se-changed" style="{_CHANGED_STYLE}">{text}</span>')
-        else:
-            out.append(text)
-    if snapshot.step_id == 0:
-        caption = "The unscheduled program."
-    elif snapshot.step.primitive == "load":
-        caption = f"Loaded by step {snapshot.step_id}: {len(added)} line(s) differ."
-    else:
-        caption = (
-            f"Step {snapshot.step_id}, <code>{html.escape(snapshot.step.label)}</code>, changed "
-            f'<span style="{_CHANGED_STYLE}">{len(added)} line(s)</span>'
-            f"{f' and removed {removed}' if removed else ''}."
-        )
-    body = "\n".join(out)
-    return (
-        f"<div style='font-size:90%'>{caption}</div>"
-        '<pre style="font-size:85%;max-height:32em;overflow:auto;border:1px solid #ddd;'
-        f'padding:4px">{body}</pre>'
-    )
-
-
-def loop_table_html(snapshot: Snapshot) -> str:
-    """Every block with its loops (outer to inner): extent, kind, annotations."""
-    touched = _touched_names(snapshot)
-    head = "".join(
-        f"<th style='text-align:left;padding:0 8px'>{h}</th>"
-        for h in ("block", "loop", "extent", "kind", "annotations")
-    )
-    rows = []
-    for block in snapshot.blocks:
-        kinds = "reduction" if block.is_reduction else "spatial"
-        block_cell = (
-            f"<b>{html.escape(block.name)}</b> <small>[{html.escape(block.iter_kinds)}, "
-            f"{kinds}]</small>"
-        )
-        loops = block.loops or (None,)
-        for i, lp in enumerate(loops):
-            cell = block_cell if i == 0 else ""
-            if lp is None:
-                rows.append(f"<tr><td>{cell}</td><td colspan='4'><i>no loops</i></td></tr>")
-                continue
-            notes = ", ".join(f"{k}={v}" for k, v in lp.annotations)
-            kind = lp.thread or lp.kind
-            mark = f' class="se-changed" style="{_CHANGED_STYLE}"' if lp.name in touched else ""
-            rows.append(
-                f"<tr{mark}><td style='padding:0 8px'>{cell}</td>"
-                f"<td style='padding:0 8px'>{'&nbsp;' * 2 * lp.depth}{html.escape(lp.name)}</td>"
-                f"<td style='padding:0 8px'>{lp.extent if lp.extent is not None else '?'}</td>"
-                f"<td style='padding:0 8px'>{html.escape(kind)}</td>"
-                f"<td style='padding:0 8px'>{html.escape(notes)}</td></tr>"
-            )
-    return (
-        '<table class="se-loops-table" style="border-collapse:collapse;font-size:90%">'
-        f"<tr>{head}</tr>{''.join(rows)}</table>"
-    )
-
-
-def _touched_names(snapshot: Snapshot) -> set[str]:
-    """Loop names the last step produced or named (new loops of a split, a fused loop...)."""
-    names: set[str] = set()
-    for value in snapshot.step.args.values():
-        items = value if isinstance(value, tuple) else (value,)
-        names |= {v for v in items if isinstance(v, str)}
-    if snapshot.step.primitive == "split":
-        base = str(snapshot.step.args.get("loop", ""))
-        var = base.rsplit(".", 1)[-1]
-        names |= {
-            lp.name for lp in snapshot.loops if re.fullmatch(rf"{re.escape(var)}_\d+", lp.var)
-        }
-    if snapshot.step.primitive == "fuse":
-        names |= {lp.name for lp in snapshot.loops if lp.var.endswith("_fused")}
-    return names
+__all__ = [
+    "ScheduleEditor",
+    "changed_lines",
+    "loop_table_html",
+    "parse_factors",
+    "parse_loops",
+    "primitive_help",
+    "script_html",
+]

@@ -17,9 +17,12 @@ from explorer.storage import RecordStore
 from explorer.target import Target
 from explorer.workloads import Workload, get_workload
 from widgets._context import Context
+from widgets._style import themed
 from widgets.cost import CostPanel
+from widgets.dashboards import Dashboards
 from widgets.editor import ScheduleEditor
 from widgets.expression import ExpressionBuilder
+from widgets.search_panel import SearchPanel
 
 DEFAULT_WORKLOAD = ("matmul", {"M": 128, "N": 128, "K": 128})
 """What ``Explorer()`` opens: small enough that a measurement takes well under a second."""
@@ -56,20 +59,22 @@ class Explorer:
         self.builder = ExpressionBuilder(self.ctx)
         self.editor = ScheduleEditor(self.ctx)
         self.cost = CostPanel(self.ctx)
-        # Imported here, not at the top: importing this module (e.g. for DEFAULT_WORKLOAD) must
-        # not need the plotly panels, which live in their own modules with their own owner.
-        from widgets.dashboards import Dashboards
-        from widgets.search_panel import SearchPanel
-
         self.search = SearchPanel(self.ctx)
         self.dashboards = Dashboards(self.ctx)
 
+        # Side by side (3:2) with a rule between them; stacked when too narrow for both.
         schedule = w.HBox(
             [self.editor.widget, self.cost.widget],
-            layout=w.Layout(width="100%", align_items="flex-start"),
+            layout=w.Layout(width="100%", align_items="flex-start", flex_flow="row wrap"),
         )
+        schedule.add_class("se-schedule")
         self.editor.widget.layout.flex = "3 1 0%"
+        self.editor.widget.layout.min_width = "480px"
         self.cost.widget.layout.flex = "2 1 0%"
+        self.cost.widget.layout.min_width = "260px"
+        self.cost.widget.layout.margin = "0 0 0 12px"
+        self.cost.widget.layout.padding = "0 0 0 12px"
+        self.cost.widget.layout.border_left = "1px solid #ddd"
         self.tabs = w.Tab(
             children=[schedule, self.search.widget, self.dashboards.widget],
             titles=("Schedule", "Search", "Dashboards"),
@@ -77,6 +82,7 @@ class Explorer:
         self.tabs.add_class("se-tabs")
         self._root = w.VBox([self.builder.widget, self.tabs])
         self._root.add_class("se-explorer")
+        themed(self._root)
 
         self.open(_resolve(workload))
 

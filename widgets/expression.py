@@ -20,12 +20,12 @@ from explorer.errors import ExplorerError, WorkloadError
 from explorer.session import ScheduleSession
 from explorer.workloads import FAMILIES, Workload, get_family, get_workload, presets
 from widgets._context import Context
+from widgets._style import themed
 
 log = logging.getLogger(__name__)
 
 EXPR = "expr"
 _PRESET = "preset:"  # dropdown values of presets, so a preset never shadows a family name
-_DESCRIPTION_CHARS = 48
 
 
 class ExpressionBuilder:
@@ -55,18 +55,21 @@ class ExpressionBuilder:
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+        # Short labels (a select cuts long ones); the formula and shape are shown below it.
         options: list[tuple[str, str]] = []
         for fam in FAMILIES.values():
-            if fam.name == EXPR:
-                options.append(("custom expression (einsum-like)", EXPR))
-            else:
-                options.append((f"{fam.name}: {_short(fam.description)}", fam.name))
-        for name, (fam_name, params) in presets().items():
-            shape = " ".join(f"{k}={v}" for k, v in params.items())
-            options.append((f"preset {name} ({fam_name} {shape})", _PRESET + name))
-        self.family = w.Dropdown(options=options, value="matmul", description="Operator")
+            label = "custom expression (einsum-like)" if fam.name == EXPR else fam.name
+            options.append((label, fam.name))
+        for name, (fam_name, _params) in presets().items():
+            options.append((f"preset {name} ({fam_name})", _PRESET + name))
+        self.family = w.Dropdown(
+            options=options,
+            value="matmul",
+            description="Operator",
+            layout=w.Layout(width="24em", max_width="100%"),
+        )
         self.family.add_class("se-expr-family")
-        self.description = w.HTML()
+        self.description = w.HTML(layout=w.Layout(margin="2px 0 4px 0"))
         self.fields: dict[str, w.ValueWidget] = {}
         self.form = w.VBox()
         self.form.add_class("se-expr-form")
@@ -95,7 +98,12 @@ class ExpressionBuilder:
         self.custom = w.VBox([self.text, self.shapes, self.dtype])
         self.custom.add_class("se-expr-custom")
 
-        self.build_button = w.Button(description="Build", button_style="primary", icon="hammer")
+        self.build_button = w.Button(
+            description="Build",
+            button_style="primary",
+            icon="hammer",
+            layout=w.Layout(width="auto", flex="0 0 auto", margin="0 0 0 8px"),
+        )
         self.build_button.add_class("se-expr-build")
         self.error = w.HTML(layout=w.Layout(display="none"))
         self.error.add_class("se-expr-error")
@@ -103,7 +111,7 @@ class ExpressionBuilder:
         self.status.add_class("se-expr-status")
         self.widget = w.VBox(
             [
-                w.HBox([self.family, self.build_button]),
+                w.HBox([self.family, self.build_button], layout=w.Layout(flex_flow="row wrap")),
                 self.description,
                 self.form,
                 self.custom,
@@ -112,6 +120,7 @@ class ExpressionBuilder:
             ]
         )
         self.widget.add_class("se-expr")
+        themed(self.widget)
 
         self.family.observe(self._on_family, names="value")
         self.build_button.on_click(lambda _b: self.build())
@@ -211,7 +220,13 @@ class ExpressionBuilder:
         else:
             family_name = value
         family = get_family(family_name)
-        self.description.value = f"<i>{html.escape(family.description)}</i>"
+        shape = ", ".join(f"{k}={v}" for k, v in fixed.items())
+        self.description.value = f"<i>{html.escape(family.description)}</i>" + (
+            f" <span style='color:#666'>({html.escape(family_name)}: {html.escape(shape)})</span>"
+            if shape
+            else ""
+        )
+        self.family.tooltip = family.description
         is_expr = family_name == EXPR
         self.custom.layout.display = None if is_expr else "none"
         self.form.layout.display = "none" if is_expr else None
@@ -221,10 +236,6 @@ class ExpressionBuilder:
             return
         self.fields = {p.name: _field(p, fixed.get(p.name, p.default)) for p in family.params}
         self.form.children = tuple(self.fields.values())
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= _DESCRIPTION_CHARS else text[: _DESCRIPTION_CHARS - 1] + "\u2026"
 
 
 def _field(param: Any, value: Any) -> w.ValueWidget:

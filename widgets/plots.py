@@ -32,7 +32,8 @@ from explorer.analysis import (
 MAX_PARCOORDS_KNOBS = 8
 """Knobs drawn as parallel axes (the most important); more make the plot unreadable."""
 
-MAX_TICKS = 12
+MAX_TICKS = 8
+"""Most tick labels per parallel axis: an axis is ~300 px tall, tile labels are ~12 px high."""
 
 AXES = ("trials", "secs")
 
@@ -50,8 +51,11 @@ def make_convergence_figure(info: ConvergenceInfo) -> go.FigureWidget:
     )
     fig = go.FigureWidget(base)
     fig.update_layout(
-        height=380,
-        margin=dict(l=60, r=20, t=60, b=50),
+        height=410,
+        # The title and its subtitle (the counts) sit in the top margin, above the subplot
+        # titles.
+        title=dict(yref="container", y=0.98, yanchor="top"),
+        margin=dict(l=60, r=20, t=100, b=50),
         legend=dict(orientation="h", y=-0.2),
         hovermode="closest",
     )
@@ -64,12 +68,18 @@ def make_convergence_figure(info: ConvergenceInfo) -> go.FigureWidget:
 def update_convergence_figure(fig: go.FigureWidget, info: ConvergenceInfo) -> None:
     traces = [t for i, g in enumerate(info.groups) for t in _convergence_traces(g, i, info)]
     better = "higher is better" if info.metric == "gflops" else "lower is better"
-    runs = _count(info.num_runs, "run")
+    counts = f"{_count(info.num_runs, 'run')}, {_count(info.num_trials, 'trial')}"
+    if info.num_remeasured:
+        counts += (
+            f" + {_count(info.num_remeasured, 're-measurement')} (schedules timed again; "
+            "not on the trials axis)"
+        )
     _sync(
         fig,
         traces,
         {
-            "title.text": f"Best so far: {info.metric_label} ({better}; {runs})",
+            "title.text": f"Best so far: {info.metric_label} ({better})",
+            "title.subtitle.text": counts,
             "yaxis.title.text": info.metric_label,
             "yaxis.type": "log" if info.metric == "latency_ms" else "linear",
         },
@@ -167,6 +177,12 @@ def _run_lines(runs: Sequence[RunSeries], axis: str) -> tuple[list[Any], list[An
 
 
 # -- predicted vs measured --------------------------------------------------------------------
+NO_PREDICTIONS = (
+    "No predictions yet: searches with a cost model (autotvm, evolutionary, droplet, static, "
+    "value)<br>record them with each trial; random search does not."
+)
+
+
 def make_predicted_vs_measured_figure(info: PredictedVsMeasuredInfo) -> go.FigureWidget:
     """Measured latency against each cost model's predicted rank (WebGL scatter), with the rank
     correlations in the legend."""
@@ -174,7 +190,8 @@ def make_predicted_vs_measured_figure(info: PredictedVsMeasuredInfo) -> go.Figur
     fig.update_layout(
         height=380,
         margin=dict(l=60, r=20, t=60, b=50),
-        xaxis=dict(title=dict(text="predicted rank (1 = predicted fastest)"), range=[0, 1.02]),
+        # Padded both sides: a rank of exactly 0 or 1 (one point: 1.0) must not sit on the edge.
+        xaxis=dict(title=dict(text="predicted rank (1 = predicted fastest)"), range=[-0.05, 1.05]),
         yaxis=dict(title=dict(text="measured latency (ms)"), type="log"),
         legend=dict(orientation="h", y=-0.2),
     )
@@ -195,7 +212,7 @@ def update_predicted_vs_measured_figure(
                 y=m.latency_ms,
                 customdata=m.trial_ids,
                 mode="markers",
-                marker=dict(size=5, color=_color(i), opacity=0.6),
+                marker=dict(size=6, color=_color(i), opacity=0.7),
                 name=name,
                 showlegend=True,
                 hovertemplate=(
@@ -205,14 +222,69 @@ def update_predicted_vs_measured_figure(
                 meta=f"pvm|{m.model}",
             )
         )
+    models = ", ".join(m.model for m in info.models)
+    title = f"Predicted vs measured: {info.num_predicted} of {_count(info.num_trials, 'trial')}"
+    title += f" {'has' if info.num_trials == 1 else 'have'} predictions"
+    title += f" from {models}" if models else ""
+    notes = [f"{info.num_failed} failed"] if info.num_failed else []
+    if info.num_remeasured:
+        notes.append(f"+ {_count(info.num_remeasured, 're-measurement')}")
     shown = sum(len(m.trial_ids) for m in info.models)
-    title = f"Predicted vs measured: {info.num_trials} trials, {info.num_failed} failed"
     if shown < sum(m.num_points for m in info.models):
-        title += f" (showing {shown} points)"
+        notes.append(f"showing {shown} points")
+    if notes:
+        title += f" ({'; '.join(notes)})"
     empty = None
     if not info.models:
-        empty = "No cost-model predictions yet"
-    _sync(fig, traces, {"title.text": title}, empty=empty)
+        empty = NO_PREDICTIONS
+    elif not shown:
+        empty = "No successful trial has a prediction yet (the predicted ones failed)."
+    latencies = [v for m in info.models for v in m.latency_ms if v > 0]
+    _sync(fig, traces, {"title.text": title, **_log_axis("yaxis", latencies)}, empty=empty)
+
+
+def _log_axis(axis: str, values: Sequence[float]) -> dict[str, Any]:
+    """A log axis over ``values``, padded so no point sits on its edge, with explicit, evenly
+    spread tick labels (plotly's own choice labelled every digit of a decade, on top of each
+    other, and within one decade showed a single tiny label)."""
+    if not values:
+        return {f"{axis}.autorange": True, f"{axis}.tickmode": "auto"}
+    lo, hi = math.log10(min(values)), math.log10(max(values))
+    pad = max(0.08 * (hi - lo), 0.15)
+    lo, hi = lo - pad, hi + pad
+    ticks = _log_ticks(lo, hi)
+    return {
+        f"{axis}.range": [lo, hi],
+        f"{axis}.tickmode": "array",
+        f"{axis}.tickvals": ticks,
+        f"{axis}.ticktext": [f"{v:.4g}" for v in ticks],
+    }
+
+
+def _log_ticks(lo: float, hi: float, most: int = 7) -> list[float]:
+    """At most ``most`` round values between 10**lo and 10**hi, roughly evenly spaced on a log
+    scale: linear steps (1, 2 or 5 x 10^k) within most of a decade (the axis is nearly linear
+    there), 1-2-5 (then 1-3) per decade up to three decades, powers of ten beyond."""
+    span = hi - lo
+    if span > 3:
+        step = max(1, math.ceil(span / most))
+        return [10.0**e for e in range(math.ceil(lo), math.floor(hi) + 1) if e % step == 0]
+    if span > 0.8:
+        out = [
+            m * 10.0**e
+            for e in range(math.floor(lo), math.ceil(hi) + 1)
+            for m in ((1, 2, 5) if span <= 2.2 else (1, 3))
+        ]
+        return [v for v in out if lo <= math.log10(v) <= hi]
+    a, b = 10.0**lo, 10.0**hi
+    for k in range(math.floor(math.log10(b - a)) - 2, math.ceil(math.log10(b - a)) + 1):
+        for m in (1, 2, 5):
+            step = m * 10.0**k
+            first = math.ceil(a / step) * step
+            count = math.floor((b - first) / step) + 1
+            if count <= most:
+                return [round(first + i * step, 12) for i in range(count)]
+    return [a, b]  # unreachable for finite values: a decade always has a step that fits
 
 
 def _corr(value: float) -> str:
@@ -255,8 +327,13 @@ def update_strategy_comparison_figure(fig: go.FigureWidget, info: StrategyCompar
             )
         )
     title = f"Best {info.metric_label} within the first {info.budget} trials of each run"
+    notes = []
     if info.num_short_runs:
-        title += f" ({info.num_short_runs} shorter runs left out)"
+        notes.append(f"{info.num_short_runs} shorter runs left out")
+    if info.num_remeasured:
+        notes.append("re-measurements not counted")
+    if notes:
+        title += f" ({'; '.join(notes)})"
     _sync(
         fig,
         traces,
@@ -347,11 +424,19 @@ def _share(importance: float) -> str:
 
 
 def _ticks(codes: Sequence[int], labels: Sequence[str]) -> dict[str, Any]:
+    """At most ``MAX_TICKS`` labels per axis, at least 1/(MAX_TICKS - 1) of the axis apart.
+
+    Codes index the whole vocabulary (the axis spans all of it), so neighbouring values tried
+    are often adjacent codes: labelling every value tried drew labels on top of each other.
+    """
     present = sorted(set(codes))
-    if len(present) > MAX_TICKS:
-        step = (len(present) - 1) / (MAX_TICKS - 1)
-        present = sorted({present[round(i * step)] for i in range(MAX_TICKS)})
-    return {"tickvals": present, "ticktext": [labels[c] for c in present]}
+    top = max(len(labels) - 1, 1)
+    gap = top / (MAX_TICKS - 1)
+    kept: list[int] = []
+    for code in present:
+        if not kept or code - kept[-1] >= gap - 1e-9:
+            kept.append(code)
+    return {"tickvals": kept, "ticktext": [labels[c] for c in kept]}
 
 
 # -- shared -----------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from explorer.search import STRATEGIES, make_strategy
 from explorer.tuner import TuneProgress, Tuner, TuneResult
 from widgets._context import Context
 from widgets._jobs import Job, JobState
+from widgets._style import themed
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +150,7 @@ class SearchPanel:
             ]
         )
         self.widget.add_class("se-search")
+        themed(self.widget)
 
     # -- actions ------------------------------------------------------------------------------
     def start(self) -> Job | None:

@@ -14,7 +14,13 @@ ships a few thousand numbers, not 100k.
 * ``knob_effects_info``: knob values against latency, and each knob's importance.
 
 ``TrialTable`` holds trials as columns, so a dashboard can keep 100k of them and extend them batch
-by batch; every per-trial analysis accepts either records or a table.
+by batch; it is built from ``RecordStore.trial_rows`` (no trace decoded), and every per-trial
+analysis accepts records, rows or a table.
+
+A *re-measurement* is a trial whose trace already appeared earlier in the same run (the
+``Tuner`` re-times its best candidates at the end of a run). The analyses keep re-measurements
+off the trials axis and out of trial budgets and counts, and report how many there were
+(``num_remeasured``): a search with ``max_trials=8`` shows 8 trials, plus its re-measurements.
 """
 
 from __future__ import annotations

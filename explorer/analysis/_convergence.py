@@ -4,6 +4,14 @@ A best-so-far curve is a step function, so a run is kept as its improvement poin
 dozen, whatever the run's length); the median and spread across the runs of one strategy are
 evaluated on a common grid of at most ``num_grid`` points. Nothing here grows with the number of
 trials shipped to a browser.
+
+Re-measurements (a trace the run had already measured, see ``explorer.analysis._table``) are not
+trials of the search: they do not advance the trials axis, do not count against a budget and do
+not move the curve. The curve shows each schedule's timing when the search first measured it,
+which is what the search acted on; the ``Tuner``'s final confirmation (the best candidates re-timed
+and their repeats pooled) can only make a best slower or faster after the search is over, and a
+best-so-far line drawn through it would stop being monotone. ``RunCurve.num_remeasured`` says how
+many re-measurements a run has; ``TuneResult.best_secs`` holds the confirmed best.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from typing import Literal
 
 import numpy as np
 
+from explorer.analysis._table import TrialTable
 from explorer.storage._base import RecordStore, RunInfo
 from explorer.target import Target
 from explorer.workloads import Workload
@@ -28,13 +37,19 @@ METRIC_LABELS: dict[str, str] = {"gflops": "GFLOPS", "latency_ms": "latency (ms)
 class RunCurve:
     """One run's best-so-far in core units, reduced to the trials that improved it.
 
+    Re-measurements are left out (see the module docstring): ``trials`` counts the run's trials
+    without them, and only trials can improve the curve.
+
     Attributes:
         run: the run.
-        num_trials: trials stored in the run.
+        num_trials: trials of the run, re-measurements not counted.
         last_elapsed_secs: when the run's last trial was stored, from the run's start.
-        seqs: the improving trials' positions in the run (0-based).
+        seqs: the improving trials' positions in the run (0-based ``seq``, as stored).
+        trials: the improving trials' positions on the trials axis (1-based: how many trials
+            had been measured, re-measurements not counted).
         elapsed_secs: when each improving trial was stored.
         best_secs: the best median latency after each improving trial (decreasing).
+        num_remeasured: the run's re-measurements.
     """
 
     run: RunInfo
@@ -43,10 +58,13 @@ class RunCurve:
     seqs: tuple[int, ...]
     elapsed_secs: tuple[float, ...]
     best_secs: tuple[float, ...]
+    trials: tuple[int, ...]
+    num_remeasured: int
 
     def best_within(self, num_trials: int) -> float:
-        """The best latency among the run's first ``num_trials`` trials (``inf``: none worked)."""
-        k = int(np.searchsorted(np.asarray(self.seqs), num_trials, side="left"))
+        """The best latency among the run's first ``num_trials`` trials (``inf``: none worked);
+        re-measurements do not count."""
+        k = int(np.searchsorted(np.asarray(self.trials), num_trials, side="right"))
         return self.best_secs[k - 1] if k else math.inf
 
 
@@ -56,11 +74,12 @@ class RunSeries:
 
     run_id: int
     seqs: tuple[int, ...]
-    trials: tuple[int, ...]  # seq + 1: how many trials had been measured
+    trials: tuple[int, ...]  # how many trials had been measured (re-measurements not counted)
     elapsed_secs: tuple[float, ...]
     values: tuple[float, ...]
     num_trials: int
     last_elapsed_secs: float
+    num_remeasured: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +131,15 @@ class ConvergenceInfo:
         return sum(len(g.runs) for g in self.groups)
 
     @property
+    def num_trials(self) -> int:
+        """Trials of all runs, re-measurements not counted."""
+        return sum(r.num_trials for g in self.groups for r in g.runs)
+
+    @property
+    def num_remeasured(self) -> int:
+        return sum(r.num_remeasured for g in self.groups for r in g.runs)
+
+    @property
     def num_points(self) -> int:
         """Points a plot of this info ships: run steps plus grid points, both axes."""
         runs = sum(len(r.seqs) + 1 for g in self.groups for r in g.runs)
@@ -138,7 +166,8 @@ class ComparisonGroup:
 
 @dataclass(frozen=True, slots=True)
 class StrategyComparisonInfo:
-    """Strategies compared at an equal budget: the first ``budget`` trials of every run.
+    """Strategies compared at an equal budget: the first ``budget`` trials of every run
+    (re-measurements neither count against the budget nor improve a run's best).
 
     ``num_short_runs`` runs had fewer trials than the budget and are left out.
     """
@@ -148,26 +177,42 @@ class StrategyComparisonInfo:
     budget: int
     groups: tuple[ComparisonGroup, ...]
     num_short_runs: int
+    num_remeasured: int = 0  # re-measurements of the compared runs (none counted)
 
 
-def run_curve(store: RecordStore, run: RunInfo) -> RunCurve:
-    """A run's improvement points, from the store's best-so-far query (no trial is decoded)."""
-    bsf = store.best_so_far(run.id)
-    best = np.asarray(bsf.best_secs, dtype=np.float64)
-    if len(best) == 0:
-        return RunCurve(run, 0, 0.0, (), (), ())
-    # The store's curve is a running minimum: an improvement is a finite drop.
+def run_curve(source: RecordStore | TrialTable, run: RunInfo) -> RunCurve:
+    """A run's improvement points, without re-measurements.
+
+    Args:
+        source: a store (the run's ``trial_rows`` are read: no trace is decoded), or a
+            ``TrialTable`` holding the run's trials (a dashboard's, already in memory).
+        run: the run.
+    """
+    if isinstance(source, TrialTable):
+        table = source
+        rows = np.flatnonzero(table.run_ids == run.id)
+    else:
+        table = TrialTable.from_rows(source.trial_rows(run_id=run.id))
+        rows = np.arange(len(table))
+    rows = rows[np.argsort(table.seqs[rows], kind="stable")]
+    again = table.is_remeasure[rows]
+    trials = rows[~again]
+    if len(trials) == 0:
+        return RunCurve(run, 0, 0.0, (), (), (), (), int(np.count_nonzero(again)))
+    latency = np.where(table.is_ok[trials], table.latency_secs[trials], np.inf)
+    best = np.minimum.accumulate(latency)
     prev = np.concatenate([[np.inf], best[:-1]])
-    idx = np.flatnonzero(np.isfinite(best) & (best < prev))
-    seq = np.asarray(bsf.seq)
-    elapsed = np.asarray(bsf.elapsed_secs, dtype=np.float64)
+    idx = np.flatnonzero(np.isfinite(best) & (best < prev))  # an improvement is a finite drop
+    elapsed = table.created_at[trials] - run.started_at
     return RunCurve(
         run=run,
-        num_trials=len(best),
+        num_trials=len(trials),
         last_elapsed_secs=float(elapsed[-1]),
-        seqs=tuple(int(s) for s in seq[idx]),
+        seqs=tuple(int(s) for s in table.seqs[trials[idx]]),
         elapsed_secs=tuple(float(e) for e in elapsed[idx]),
         best_secs=tuple(float(b) for b in best[idx]),
+        trials=tuple(int(i) + 1 for i in idx),
+        num_remeasured=int(np.count_nonzero(again)),
     )
 
 
@@ -276,7 +321,12 @@ def strategy_comparison_info(
             )
         )
     return StrategyComparisonInfo(
-        metric, METRIC_LABELS[metric], budget, tuple(groups), len(curves) - len(kept)
+        metric,
+        METRIC_LABELS[metric],
+        budget,
+        tuple(groups),
+        len(curves) - len(kept),
+        sum(c.num_remeasured for c in kept),
     )
 
 
@@ -325,11 +375,12 @@ def _series(curve: RunCurve, metric: Metric) -> RunSeries:
     return RunSeries(
         run_id=curve.run.id,
         seqs=curve.seqs,
-        trials=tuple(s + 1 for s in curve.seqs),
+        trials=curve.trials,
         elapsed_secs=curve.elapsed_secs,
         values=tuple(_display(b, curve.run, metric) for b in curve.best_secs),
         num_trials=curve.num_trials,
         last_elapsed_secs=curve.last_elapsed_secs,
+        num_remeasured=curve.num_remeasured,
     )
 
 

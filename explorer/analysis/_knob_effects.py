@@ -23,7 +23,7 @@ import numpy as np
 
 from explorer.analysis._table import TrialTable, as_table, freeze, pick_rows
 from explorer.space import KnobSpace
-from explorer.storage._base import TrialRecord
+from explorer.storage._base import TrialRecord, TrialRow
 
 MIN_RESIDUAL_DF = 5
 """Trials beyond one per value tried that a knob's importance needs before it is estimated."""
@@ -63,9 +63,10 @@ class KnobEffectsInfo:
         knobs: knobs that vary, most important first (NaN importances last).
         trial_ids, latency_ms: the shipped trials (at most ``max_lines``, the fastest always
             among them), aligned with every knob's ``codes``.
-        num_trials: trials read. ``num_used`` succeeded in this layout (importance uses all of
-            them); ``num_failed`` failed in it; ``num_unmapped`` recorded no decisions that fit
-            the space; ``num_elsewhere`` belong to another layout.
+        num_trials: trials read, re-measurements not counted (``num_remeasured``: a schedule
+            timed twice would weigh twice in the importance). ``num_used`` succeeded in this
+            layout (importance uses all of them); ``num_failed`` failed in it; ``num_unmapped``
+            recorded no decisions that fit the space; ``num_elsewhere`` belong to another layout.
     """
 
     sketches: tuple[int, ...]
@@ -78,6 +79,7 @@ class KnobEffectsInfo:
     num_unmapped: int
     num_elsewhere: int
     max_lines: int
+    num_remeasured: int = 0
 
     @property
     def num_points(self) -> int:
@@ -86,7 +88,7 @@ class KnobEffectsInfo:
 
 
 def knob_effects_info(
-    records: Iterable[TrialRecord] | TrialTable,
+    records: Iterable[TrialRecord | TrialRow] | TrialTable,
     space: KnobSpace,
     *,
     sketch: int | None = None,
@@ -95,7 +97,7 @@ def knob_effects_info(
     """Per knob, the trials' values and latencies, and how much of the latency it explains.
 
     Args:
-        records: trials of ``space``'s workload and target (records or a ``TrialTable``).
+        records: trials of ``space``'s workload and target (records, rows or a ``TrialTable``).
         space: the knob space the trials were drawn from.
         sketch: show the layout of this sketch; ``None`` picks the layout with most successes.
         max_lines: the most trials shipped for drawing; the importance uses all of them.
@@ -111,7 +113,8 @@ def knob_effects_info(
     if sketch is not None and not 0 <= sketch < space.num_sketches:
         raise ValueError(f"sketch must be in [0, {space.num_sketches}) (got {sketch})")
     table = as_table(records)
-    ok = table.is_ok
+    trial = ~table.is_remeasure
+    ok = table.is_ok & trial
 
     # Step 1. Sketches with one layout form a family; every distinct decision joins one.
     layouts = [
@@ -140,7 +143,7 @@ def knob_effects_info(
     else:
         counts = np.bincount(row_family[ok & (row_family >= 0)], minlength=len(members))
         fam = int(np.argmax(counts)) if len(counts) else 0
-    in_fam = row_family == fam
+    in_fam = (row_family == fam) & trial
     used = np.flatnonzero(in_fam & ok)
     latency = table.latency_secs[used]
     log_latency = np.log(latency)
@@ -177,12 +180,13 @@ def knob_effects_info(
         knobs=tuple(knobs),
         trial_ids=tuple(int(i) for i in table.ids[used[shown]]),
         latency_ms=tuple(float(v) * 1e3 for v in latency[shown]),
-        num_trials=len(table),
+        num_trials=table.num_trials,
         num_used=len(used),
         num_failed=int(np.count_nonzero(in_fam & ~ok)),
-        num_unmapped=int(np.count_nonzero(row_family < 0)),
-        num_elsewhere=int(np.count_nonzero((row_family >= 0) & ~in_fam)),
+        num_unmapped=int(np.count_nonzero((row_family < 0) & trial)),
+        num_elsewhere=int(np.count_nonzero((row_family >= 0) & (row_family != fam) & trial)),
         max_lines=max_lines,
+        num_remeasured=table.num_remeasured,
     )
 
 

@@ -11,7 +11,7 @@ from scipy import stats
 
 from explorer.analysis._table import TrialTable, as_table, pick_rows
 from explorer.cost_models._metrics import kendall, spearman
-from explorer.storage._base import TrialRecord
+from explorer.storage._base import TrialRecord, TrialRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +48,10 @@ class ModelPredictions:
 class PredictedVsMeasuredInfo:
     """Per cost model, predictions against measured latencies.
 
-    ``num_trials`` trials were read, ``num_failed`` of them failed, and ``num_unpredicted`` had
-    no prediction from any model (random search, manual measurements).
+    ``num_trials`` trials were read (re-measurements not counted: ``num_remeasured``),
+    ``num_failed`` of them failed, and ``num_unpredicted`` had no prediction from any model
+    (random search, measurements made before a model could predict). A re-measurement's own
+    prediction, if any, is used like a trial's.
     """
 
     models: tuple[ModelPredictions, ...]
@@ -57,21 +59,27 @@ class PredictedVsMeasuredInfo:
     num_failed: int
     num_unpredicted: int
     max_points: int
+    num_remeasured: int = 0
 
     @property
     def num_points(self) -> int:
         """Points a plot of this info ships."""
         return sum(len(m.trial_ids) for m in self.models)
 
+    @property
+    def num_predicted(self) -> int:
+        """Trials with a prediction from at least one model."""
+        return self.num_trials - self.num_unpredicted
+
 
 def predicted_vs_measured_info(
-    records: Iterable[TrialRecord] | TrialTable, *, max_points: int = 2000
+    records: Iterable[TrialRecord | TrialRow] | TrialTable, *, max_points: int = 2000
 ) -> PredictedVsMeasuredInfo:
     """Pair each model's predictions with the measured latencies, with rank correlations.
 
     Args:
         records: trials (of one workload: latencies of different workloads do not compare),
-            as records or a ``TrialTable``.
+            as records, rows or a ``TrialTable``.
         max_points: the most points kept per model for plotting; correlations use them all.
 
     Example:
@@ -107,8 +115,9 @@ def predicted_vs_measured_info(
         )
     return PredictedVsMeasuredInfo(
         models=tuple(models),
-        num_trials=len(table),
+        num_trials=table.num_trials,
         num_failed=table.num_failed,
-        num_unpredicted=int(np.count_nonzero(~any_prediction)),
+        num_unpredicted=int(np.count_nonzero(~any_prediction & ~table.is_remeasure)),
         max_points=max_points,
+        num_remeasured=table.num_remeasured,
     )

@@ -3,8 +3,14 @@
 A decoded ``TrialRecord`` carries its whole trace (about 27 KB of Python objects for a 64^3
 matmul), so 100k of them take ~3 GB and make every later garbage collection crawl. The analyses
 only need a handful of fields per trial, so a ``TrialTable`` keeps those as NumPy columns plus the
-distinct knob decisions; a dashboard builds one per (workload, target) and extends it batch by
-batch instead of re-reading the database.
+distinct knob decisions; a dashboard builds one per (workload, target) from the store's
+``trial_rows`` (no trace decoded) and extends it batch by batch instead of re-reading the database.
+
+Re-measurements: a trial whose trace (``TrialRow.trace_hash``) already appeared earlier in the same
+run re-times a schedule the run had measured (the ``Tuner`` re-measures its best candidates at the
+end of a run; a hand-made schedule measured twice). It is a measurement but not a new point of
+the search, so the analyses keep it off the trials axis and out of trial budgets and counts, and
+say how many there were.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from explorer.storage._base import TrialRecord
+from explorer.storage._base import TrialRecord, TrialRow
 from explorer.types import MeasureStatus
 
 STATUSES: tuple[MeasureStatus, ...] = tuple(MeasureStatus)
@@ -43,13 +49,17 @@ class TrialTable:
         seqs: position of each trial within its run.
         status_codes: index into ``STATUSES``.
         latency_secs: median latency; NaN unless the trial succeeded with a positive timing.
+        created_at: when each trial was stored (unix seconds).
+        trace_hashes: ``TrialRow.trace_hash`` of each trial.
+        is_remeasure: whether the trial's trace appeared earlier in its run (see the module
+            docstring); rows must come in order within each run for this to hold.
         predicted: cost model name -> predicted score per trial (NaN where that model made no
             prediction); higher means faster, as the ``CostModel`` contract says.
         decision_ids: index into ``decisions``; -1 when the trial recorded none.
         decisions: the distinct decisions, in order of first appearance.
 
     Example:
-        >>> table = TrialTable.from_records(store.trials(run_id=1))  # doctest: +SKIP
+        >>> table = TrialTable.from_rows(store.trial_rows(run_id=1))  # doctest: +SKIP
         >>> table = table.extend(batch)  # a new table, the old one unchanged  # doctest: +SKIP
     """
 
@@ -58,25 +68,36 @@ class TrialTable:
     seqs: np.ndarray
     status_codes: np.ndarray
     latency_secs: np.ndarray
+    created_at: np.ndarray
+    trace_hashes: np.ndarray
+    is_remeasure: np.ndarray
     predicted: Mapping[str, np.ndarray]
     decision_ids: np.ndarray
     decisions: tuple[Decision, ...]
     _decision_index: dict[Decision, int] = field(default_factory=dict, repr=False)
+    _traces_seen: dict[int, set[int]] = field(default_factory=dict, repr=False)  # run -> hashes
 
     @staticmethod
     def empty() -> TrialTable:
-        return TrialTable.from_records(())
+        return TrialTable.from_rows(())
 
     @staticmethod
-    def from_records(records: Iterable[TrialRecord]) -> TrialTable:
-        return _build(_EMPTY_PARTS, list(records))
+    def from_rows(rows: Iterable[TrialRow | TrialRecord]) -> TrialTable:
+        """A table of ``RecordStore.trial_rows`` (records are accepted too, and converted)."""
+        return _build(_EMPTY_PARTS, _as_rows(rows))
 
-    def extend(self, records: Iterable[TrialRecord]) -> TrialTable:
-        """This table with ``records`` appended (the caller avoids duplicates, see ``has``)."""
-        records = list(records)
-        if not records:
+    @staticmethod
+    def from_records(records: Iterable[TrialRecord | TrialRow]) -> TrialTable:
+        """A table of decoded records (rows are accepted too)."""
+        return TrialTable.from_rows(records)
+
+    def extend(self, rows: Iterable[TrialRow | TrialRecord]) -> TrialTable:
+        """This table with ``rows`` (or records) appended; the caller avoids duplicates (see
+        ``has``) and appends each run's trials in order."""
+        new = _as_rows(rows)
+        if not new:
             return self
-        return _build(self, records)
+        return _build(self, new)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -87,8 +108,18 @@ class TrialTable:
         return np.isfinite(self.latency_secs)
 
     @property
+    def num_trials(self) -> int:
+        """Rows that are not re-measurements."""
+        return int(len(self) - self.num_remeasured)
+
+    @property
+    def num_remeasured(self) -> int:
+        return int(np.count_nonzero(self.is_remeasure))
+
+    @property
     def num_failed(self) -> int:
-        return int(len(self) - np.count_nonzero(self.is_ok))
+        """Failed trials, re-measurements not counted."""
+        return int(np.count_nonzero(~self.is_ok & ~self.is_remeasure))
 
     def has(self, trial_ids: Sequence[int]) -> np.ndarray:
         """Which of ``trial_ids`` are already rows of this table."""
@@ -100,9 +131,9 @@ class TrialTable:
         return int(self.ids[hits[0]]) if len(hits) else None
 
 
-def as_table(records: Iterable[TrialRecord] | TrialTable) -> TrialTable:
-    """Accept either form wherever an analysis reads trials."""
-    return records if isinstance(records, TrialTable) else TrialTable.from_records(records)
+def as_table(records: Iterable[TrialRecord | TrialRow] | TrialTable) -> TrialTable:
+    """Accept any form wherever an analysis reads trials."""
+    return records if isinstance(records, TrialTable) else TrialTable.from_rows(records)
 
 
 def freeze(value: Any) -> Hashable:
@@ -138,32 +169,40 @@ def _freeze_all(values: Iterable[Any]) -> tuple[Hashable, ...]:
 class _Parts:
     """The empty table's columns (a module constant; ``_build`` only reads them)."""
 
-    ids = run_ids = seqs = decision_ids = np.zeros(0, dtype=np.int64)
+    ids = run_ids = seqs = decision_ids = trace_hashes = np.zeros(0, dtype=np.int64)
     status_codes = np.zeros(0, dtype=np.int8)
-    latency_secs = np.zeros(0, dtype=np.float64)
+    latency_secs = created_at = np.zeros(0, dtype=np.float64)
+    is_remeasure = np.zeros(0, dtype=bool)
     predicted: Mapping[str, np.ndarray] = {}
     decisions: tuple[Decision, ...] = ()
     _decision_index: dict[Decision, int] = {}
+    _traces_seen: dict[int, set[int]] = {}
 
 
 _EMPTY_PARTS = _Parts()
 
 
-def _build(base: Any, records: list[TrialRecord]) -> TrialTable:
-    n = len(records)
-    ids = np.fromiter((r.id for r in records), dtype=np.int64, count=n)
-    run_ids = np.fromiter((r.run_id for r in records), dtype=np.int64, count=n)
-    seqs = np.fromiter((r.seq for r in records), dtype=np.int64, count=n)
-    codes = np.fromiter((_STATUS_CODE[r.result.status] for r in records), dtype=np.int8, count=n)
-    latency = np.fromiter((_latency(r) for r in records), dtype=np.float64, count=n)
+def _as_rows(items: Iterable[TrialRow | TrialRecord]) -> list[TrialRow]:
+    return [r if isinstance(r, TrialRow) else TrialRow.from_record(r) for r in items]
+
+
+def _build(base: Any, rows: list[TrialRow]) -> TrialTable:
+    n = len(rows)
+    ids = np.fromiter((r.id for r in rows), dtype=np.int64, count=n)
+    run_ids = np.fromiter((r.run_id for r in rows), dtype=np.int64, count=n)
+    seqs = np.fromiter((r.seq for r in rows), dtype=np.int64, count=n)
+    codes = np.fromiter((_STATUS_CODE[r.status] for r in rows), dtype=np.int8, count=n)
+    latency = np.fromiter((_latency(r) for r in rows), dtype=np.float64, count=n)
+    created = np.fromiter((r.created_at for r in rows), dtype=np.float64, count=n)
+    hashes = np.fromiter((r.trace_hash for r in rows), dtype=np.int64, count=n)
 
     # Step 1. Predictions: a model seen for the first time gets NaN for every earlier row.
     old_n = len(base.ids)
-    names = sorted({*base.predicted, *(k for r in records for k in r.predicted)})
+    names = sorted({*base.predicted, *(k for r in rows for k in r.predicted)})
     predicted = {}
     for name in names:
         new = np.fromiter(
-            (float(r.predicted.get(name, np.nan)) for r in records), dtype=np.float64, count=n
+            (float(r.predicted.get(name, np.nan)) for r in rows), dtype=np.float64, count=n
         )
         old = base.predicted.get(name)
         predicted[name] = _frozen(
@@ -174,8 +213,8 @@ def _build(base: Any, records: list[TrialRecord]) -> TrialTable:
     index = dict(base._decision_index)
     decisions = list(base.decisions)
     dec_ids = np.empty(n, dtype=np.int64)
-    for i, r in enumerate(records):
-        d = decision_of(r.candidate.decisions)
+    for i, r in enumerate(rows):
+        d = decision_of(r.decisions)
         if d is None:
             dec_ids[i] = -1
             continue
@@ -185,22 +224,41 @@ def _build(base: Any, records: list[TrialRecord]) -> TrialTable:
             decisions.append(d)
         dec_ids[i] = j
 
+    # Step 3. Re-measurements: the runs' trace sets are copied only where this batch adds to
+    # them (the base table keeps its own).
+    seen = dict(base._traces_seen)
+    copied: set[int] = set()
+    again = np.zeros(n, dtype=bool)
+    for i, r in enumerate(rows):
+        if r.run_id not in copied:
+            seen[r.run_id] = set(seen.get(r.run_id, ()))
+            copied.add(r.run_id)
+        traces = seen[r.run_id]
+        if r.trace_hash in traces:
+            again[i] = True
+        else:
+            traces.add(r.trace_hash)
+
     return TrialTable(
         ids=_frozen(np.concatenate([base.ids, ids])),
         run_ids=_frozen(np.concatenate([base.run_ids, run_ids])),
         seqs=_frozen(np.concatenate([base.seqs, seqs])),
         status_codes=_frozen(np.concatenate([base.status_codes, codes])),
         latency_secs=_frozen(np.concatenate([base.latency_secs, latency])),
+        created_at=_frozen(np.concatenate([base.created_at, created])),
+        trace_hashes=_frozen(np.concatenate([base.trace_hashes, hashes])),
+        is_remeasure=_frozen(np.concatenate([base.is_remeasure, again])),
         predicted=predicted,
         decision_ids=_frozen(np.concatenate([base.decision_ids, dec_ids])),
         decisions=tuple(decisions),
         _decision_index=index,
+        _traces_seen=seen,
     )
 
 
-def _latency(record: TrialRecord) -> float:
-    secs = record.result.median_secs
-    return float(secs) if record.result.is_ok and secs and secs > 0 else np.nan
+def _latency(row: TrialRow) -> float:
+    secs = row.median_secs
+    return float(secs) if row.is_ok and secs and secs > 0 else np.nan
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:

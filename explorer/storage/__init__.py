@@ -10,7 +10,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from explorer.storage._base import BestSoFar, NewTrial, RecordStore, RunInfo, TrialRecord
+from explorer.storage._base import (
+    BestSoFar,
+    NewTrial,
+    RecordStore,
+    RunInfo,
+    TrialRecord,
+    TrialRow,
+    trace_hash,
+)
 from explorer.storage._environment import environment
 from explorer.storage._export import export_csv, export_jsonl
 from explorer.storage._metaschedule import ImportSummary, export_metaschedule, import_metaschedule
@@ -70,6 +78,7 @@ __all__ = [
     "RunInfo",
     "SQLiteStore",
     "TrialRecord",
+    "TrialRow",
     "default_store_path",
     "environment",
     "export_csv",
@@ -77,4 +86,5 @@ __all__ = [
     "export_metaschedule",
     "get_store",
     "import_metaschedule",
+    "trace_hash",
 ]

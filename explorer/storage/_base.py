@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import abc
+import hashlib
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +58,79 @@ class TrialRecord:
     @property
     def median_secs(self) -> float | None:
         return self.result.median_secs
+
+
+@dataclass(frozen=True, slots=True)
+class TrialRow:
+    """A stored trial without its trace: what tables and plots read (``RecordStore.trial_rows``).
+
+    A decoded trace is about 27 KB of Python objects, so 100k ``TrialRecord``\\ s take seconds
+    and gigabytes; a row keeps the scalar columns and only a digest of the trace.
+
+    Attributes:
+        id, run_id, seq, created_at: as in ``TrialRecord``.
+        status: the measurement's status.
+        median_secs: the median of ``run_secs`` (``None`` without timings).
+        run_secs: the timed repeats.
+        predicted: cost model name -> predicted score (higher = faster).
+        decisions: the candidate's knob decisions (JSON), ``None`` when it recorded none.
+        trace_hash: ``trace_hash(candidate.trace)``: equal traces have equal hashes, so a trial
+            that re-measures an earlier schedule is recognised without decoding either trace.
+    """
+
+    id: int
+    run_id: int
+    seq: int
+    status: MeasureStatus
+    median_secs: float | None
+    run_secs: tuple[float, ...]
+    predicted: Mapping[str, float]
+    decisions: JSON | None
+    trace_hash: int
+    created_at: float
+
+    @property
+    def is_ok(self) -> bool:
+        return self.status is MeasureStatus.OK
+
+    @classmethod
+    def from_record(cls, record: TrialRecord) -> TrialRow:
+        """The row of a decoded record (what ``trial_rows`` returns for it)."""
+        result = record.result
+        return cls(
+            id=record.id,
+            run_id=record.run_id,
+            seq=record.seq,
+            status=result.status,
+            median_secs=result.median_secs,
+            run_secs=tuple(result.run_secs),
+            predicted=dict(record.predicted),
+            decisions=record.candidate.decisions,
+            trace_hash=trace_hash(record.candidate.trace),
+            created_at=record.created_at,
+        )
+
+
+# The canonical text of a JSON value: sorted keys, no spaces (what ``trace_key`` returns for a
+# decoded trace, and what the SQLite store writes), so a store can hash its stored text as is.
+_CANONICAL = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
+
+
+def trace_hash(trace: JSON) -> int:
+    """A 63-bit digest of a trace's canonical JSON text: equal traces, equal hashes.
+
+    Example:
+        >>> trace_hash([["a", 1]]) == trace_hash([["a", 1]]) != trace_hash([["a", 2]])
+        True
+    """
+    return text_hash(_CANONICAL.encode(trace).encode())
+
+
+def text_hash(canonical: bytes) -> int:
+    """``trace_hash`` of a trace given as its canonical JSON text (UTF-8 bytes)."""
+    # BLAKE2b: fast on long texts, and stable across processes (unlike hash()); 63 bits fit a
+    # signed 64-bit column.
+    return int.from_bytes(hashlib.blake2b(canonical, digest_size=8).digest(), "big") >> 1
 
 
 @dataclass(frozen=True)
@@ -136,6 +211,23 @@ class RecordStore(abc.ABC):
         limit: int | None = None,
     ) -> list[TrialRecord]:
         """Trials matching every given filter, in insertion order (predictions included)."""
+
+    def trial_rows(
+        self,
+        *,
+        run_id: int | None = None,
+        workload: Workload | None = None,
+        target: Target | None = None,
+        status: MeasureStatus | None = None,
+    ) -> list[TrialRow]:
+        """``trials(...)`` without decoding traces: one ``TrialRow`` per matching trial, in
+        insertion order.
+
+        The default decodes full records; a store that can read the columns alone (the SQLite
+        store does) should override it: a dashboard's first load reads every row.
+        """
+        records = self.trials(run_id=run_id, workload=workload, target=target, status=status)
+        return [TrialRow.from_record(r) for r in records]
 
     @abc.abstractmethod
     def count_trials(self, *, run_id: int | None = None) -> int:

@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from explorer.errors import StoreError
-from explorer.storage._base import BestSoFar, NewTrial, RecordStore, RunInfo, TrialRecord
+from explorer.storage._base import (
+    BestSoFar,
+    NewTrial,
+    RecordStore,
+    RunInfo,
+    TrialRecord,
+    TrialRow,
+    text_hash,
+)
 from explorer.storage._codec import (
     GC_PAUSE_ROWS,
     decode_trial,
@@ -36,6 +44,13 @@ _TRIAL_COLUMNS = (
     "id, run_id, seq, trace_json, decisions_json, status, run_secs_json, build_secs, error_msg, "
     "flops, num_threads, predicted_json, created_at"
 )
+# The trace is read as bytes and only hashed: it is stored in canonical form (``_codec.dumps``),
+# so hashing the stored text gives ``trace_hash(candidate.trace)`` without decoding it.
+_ROW_COLUMNS = (
+    "id, run_id, seq, status, median_secs, run_secs_json, predicted_json, decisions_json, "
+    "CAST(trace_json AS BLOB), created_at"
+)
+_ROWS_PER_READ = 2000  # rows read per lock hold: a writer never waits for a whole table
 _RUN_COLUMNS = (
     "id, workload_json, target_json, strategy, settings_json, environment_json, started_at, "
     "ended_at, status"
@@ -407,6 +422,37 @@ class SQLiteStore(RecordStore):
             rows = conn.execute(sql, args).fetchall()
         return self._decode_trials(rows)
 
+    def trial_rows(
+        self,
+        *,
+        run_id: int | None = None,
+        workload: Workload | None = None,
+        target: Target | None = None,
+        status: MeasureStatus | None = None,
+    ) -> list[TrialRow]:
+        """``trials(...)`` as ``TrialRow``\\ s: no trace is decoded, each is only hashed.
+
+        Read in chunks of ``_ROWS_PER_READ``, each under the lock, so a search storing trials
+        meanwhile is not held up by a long read. Trials committed while the chunks are read may
+        be included (ids and seqs only grow, so none is seen twice).
+        """
+        where, args = filters(run_id=run_id, workload=workload, target=target, status=status)
+        # Keyset pagination along an index, so no chunk sorts: within a run by seq (the
+        # (run_id, seq) index), else by id. Both are insertion order.
+        key, index = ("seq", 2) if run_id is not None else ("id", 0)
+        where = f"{where} AND {key} > ?" if where else f" WHERE {key} > ?"
+        sql = f"SELECT {_ROW_COLUMNS} FROM trials{where} ORDER BY {key} LIMIT {_ROWS_PER_READ}"
+        out: list[TrialRow] = []
+        last = -1
+        while True:
+            with self._reading() as conn:
+                chunk = conn.execute(sql, [*args, last]).fetchall()
+            with gc_paused():  # the rows are acyclic: see _codec.gc_paused
+                out += [_decode_row(row) for row in chunk]
+            if len(chunk) < _ROWS_PER_READ:
+                return out
+            last = chunk[-1][index]
+
     def count_trials(self, *, run_id: int | None = None) -> int:
         where, args = filters(run_id=run_id)
         with self._reading() as conn:
@@ -517,6 +563,27 @@ class SQLiteStore(RecordStore):
             return [decode_trial(row, objects) for row in rows]
         with gc_paused():
             return [decode_trial(row, objects) for row in rows]
+
+
+_STATUSES = {s.value: s for s in MeasureStatus}
+_ROW_DECODER = json.JSONDecoder()
+
+
+def _decode_row(row: Sequence[Any]) -> TrialRow:
+    (trial_id, run_id, seq, status, median, run_secs, predicted, decisions, trace,
+     created_at) = row  # fmt: skip
+    return TrialRow(
+        id=trial_id,
+        run_id=run_id,
+        seq=seq,
+        status=_STATUSES[status],
+        median_secs=median,
+        run_secs=tuple(_ROW_DECODER.decode(run_secs)) if run_secs != "[]" else (),
+        predicted=_ROW_DECODER.decode(predicted) if predicted != "{}" else {},
+        decisions=None if decisions is None else _ROW_DECODER.decode(decisions),
+        trace_hash=text_hash(trace),
+        created_at=created_at,
+    )
 
 
 def _error_name(exc: sqlite3.Error) -> str:

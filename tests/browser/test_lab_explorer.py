@@ -147,6 +147,68 @@ def wait_kernel_settled(page: Any, timeout: float = 30_000) -> None:
     page.wait_for_function(KERNEL_IDLE_JS, timeout=timeout, polling=100)
 
 
+# Layout checks of the editor and cost panel at the current viewport (each returns the problems
+# it found as readable lines; [] = clean). Scrollbars are hidden in headless screenshots, so a
+# screenshot cannot tell a clipped table from a scrollable one: these read the DOM instead.
+LAYOUT_PROBLEMS_JS = """() => {
+  const out = [];
+  const rect = (el) => el.getBoundingClientRect();
+  const one = (sel) => document.querySelector(sel);
+  const editor = one('.se-editor'), cost = one('.se-cost');
+  if (!editor || !cost) return ['editor or cost panel missing'];
+  // Nothing of the editor spills over its own box (into the cost panel); widgets' own 2 px
+  // margins are tolerated.
+  const edge = Math.min(rect(editor).right, rect(cost).left) + 4;
+  for (const sel of ['.se-primitive', '.se-apply', '.se-undo', '.se-redo', '.se-reset',
+                     '.se-checkout', '.se-history', '.se-loops', '.se-script',
+                     '.se-primitive-help', '.se-trace', '.se-params']) {
+    const el = one(sel);
+    if (!el) { out.push(`${sel}: missing`); continue; }
+    if (rect(el).right > edge) out.push(`${sel}: right edge ${rect(el).right} past ${edge}`);
+  }
+  for (const el of editor.querySelectorAll('[class*="se-param-"]')) {
+    if (rect(el).right > edge) out.push(`${el.className}: right edge past ${edge}`);
+  }
+  // Buttons show their whole text, labels are not clipped.
+  for (const el of document.querySelectorAll('.se-ui .jupyter-button')) {
+    if (el.offsetParent && el.scrollWidth > el.clientWidth + 1)
+      out.push(`button "${el.textContent.trim()}" cut: ${el.scrollWidth} > ${el.clientWidth}`);
+  }
+  for (const el of editor.querySelectorAll('.widget-label, .jupyter-widget-label')) {
+    if (el.offsetParent && el.scrollWidth > el.clientWidth + 1)
+      out.push(`label "${el.textContent.trim()}" clipped`);
+  }
+  // Code scrolls sideways instead of wrapping mid-token.
+  for (const sel of ['.se-script pre', '.se-primitive-help pre']) {
+    const el = one(sel);
+    if (el && getComputedStyle(el).whiteSpace !== 'pre') out.push(`${sel}: wraps`);
+  }
+  // The loop table scrolls inside its box when it is wider.
+  const loops = one('.se-loops'), table = one('.se-loops-table');
+  if (loops && table && table.scrollWidth > loops.clientWidth + 1
+      && !['auto', 'scroll'].includes(getComputedStyle(loops).overflowX))
+    out.push('loop table wider than its box and not scrollable');
+  // Paragraph-like HTML has a text line height, not an input's 28 px.
+  for (const el of cost.querySelectorAll('.jupyter-widget-html-content')) {
+    const lh = parseFloat(getComputedStyle(el).lineHeight);
+    if (lh >= 24) { out.push(`cost panel HTML line-height ${lh}px`); break; }
+  }
+  // The operator picker shows its whole option.
+  const op = one('.se-expr-family select');
+  if (op) {
+    const ctx = document.createElement('canvas').getContext('2d');
+    ctx.font = getComputedStyle(op).font;
+    const text = op.options[op.selectedIndex].text;
+    if (ctx.measureText(text).width + 24 > op.clientWidth) out.push(`operator "${text}" cut`);
+  }
+  return out;
+}"""
+
+
+def layout_problems(page: Any) -> list[str]:
+    return list(page.evaluate(LAYOUT_PROBLEMS_JS))
+
+
 # ------------------------------------------------------------------------------------- tests
 
 
@@ -167,6 +229,7 @@ def test_editor_split_changes_the_script(ui):
     assert "i_0" in loop_options and "i_1" in loop_options, loop_options
     shot(page, "03_editor_after_split", page.locator(".se-editor").first)
     shot(page, "03_explorer_after_split")
+    assert layout_problems(page) == []
 
     # Undo restores the exact script, Redo brings the split back
     page.locator(".se-undo").first.click()
@@ -229,6 +292,7 @@ def test_measure_shows_a_latency(ui):
     assert LATENCY.search(text), text
     shot(page, "05_cost_after_measure", page.locator(".se-cost").first)
     shot(page, "05_explorer_after_measure")
+    assert layout_problems(page) == []
     assert_page_clean(page, page.log, "after Measure")
 
 
@@ -272,6 +336,13 @@ def test_short_search_fills_the_convergence_plot(ui):
     assert plot_svg_points(page, "se-convergence") > 0, "plotly holds data but draws nothing"
     shot(page, "06_convergence_after_search", convergence)
     shot(page, "06_dashboards_after_search")
+    # The Tuner re-measured its best at the end: those are counted apart and stay off the
+    # trials axis, which ends at the search's 8 trials.
+    summary = visible_text(page.locator(".se-dashboards-status").first)
+    assert re.search(r"\d+ trials \+ [1-3] re-measurements?", summary), summary
+    assert _last_trial_on_axis(page, "random") == 8
+    pvm_title = _plot_title(page, "se-pred-vs-meas")
+    assert re.search(r"\d+ of \d+ trials? ha(s|ve) predictions", pvm_title), pvm_title
     for box in ("se-pred-vs-meas", "se-comparison", "se-knobs"):
         if page.locator(f".{box}").count():
             shot(page, f"06_{box}_after_search", page.locator(f".{box}").first)
@@ -283,6 +354,63 @@ def test_short_search_fills_the_convergence_plot(ui):
     assert re.search(r"\b8\s*(?:/\s*8\s*)?trials", status), f"Max trials 8 not used: {status}"
     shot(page, "06_search_finished", panel)
     assert_page_clean(page, page.log, "after a search")
+
+
+def test_long_fused_loop_names_stay_inside_the_editor(ui):
+    page = ui
+    script = page.locator(".se-script").first
+    reveal(page, script)
+    before = script_text(page)
+    loops = options_of(select_of(page, "se-param-loop"))
+    if "i_0" not in loops or "j_0" not in loops:  # e.g. a search result was opened meanwhile
+        page.locator(".se-reset").first.click()
+        before = wait_script_changed(page, before)
+        apply_step(page, "split", "i", "None, 16")
+        before = wait_script_changed(page, before)
+        apply_step(page, "split", "j", "None, 8")
+        before = wait_script_changed(page, before)
+    for primitive, names in (("reorder", "i_0, j_0, i_1, j_1"), ("fuse", "i_0, j_0, i_1, j_1")):
+        choose_primitive(page, primitive, ["loops"])
+        wait_kernel_settled(page)  # reorder and fuse have the same form: wait for the new one
+        set_text(page, "se-param-loops", names)
+        page.locator(".se-apply").first.click()
+        before = wait_script_changed(page, before)
+    expect(page.locator(".se-error").first).to_be_hidden()
+    table = page.locator(".se-loops").first
+    assert "i_0_j_0_i_1_j_1_fused" in table.inner_text()
+    shot(page, "07_editor_fused_names", page.locator(".se-editor").first)
+    shot(page, "07_explorer_fused_names")
+    assert layout_problems(page) == []
+    assert_page_clean(page, page.log, "after a reorder and a fuse")
+
+
+def _last_trial_on_axis(page: Any, strategy: str) -> float:
+    return float(
+        page.evaluate(
+            """(s) => {
+              const gd = document.querySelector('.se-convergence .js-plotly-plot');
+              let m = -1;
+              for (const t of gd.data)
+                if (t.meta === `runs|${s}|trials`)
+                  for (const x of t.x) if (x !== null) m = Math.max(m, x);
+              return m;
+            }""",
+            strategy,
+        )
+    )
+
+
+def _plot_title(page: Any, container_cls: str) -> str:
+    return str(
+        page.evaluate(
+            """(cls) => {
+              const gd = document.querySelector('.' + cls + ' .js-plotly-plot');
+              const t = gd && gd.layout && gd.layout.title;
+              return (t && (t.text || t)) || '';
+            }""",
+            container_cls,
+        )
+    )
 
 
 def _wait_points(page: Any, done: Any, timeout_ms: float) -> int:

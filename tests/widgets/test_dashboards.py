@@ -130,7 +130,7 @@ def test_live_refresh_is_throttled_and_coalesced(dash, dctx, candidates):
     real_draw = dash._draw_trials
     dash._draw_trials = lambda *a: (draws.append(time.monotonic()), real_draw(*a))[1]
     run, _ = add(dctx, candidates[MATMUL.key()], "random", [5.0], finish=False)
-    for i in range(10):  # ten batches in quick succession
+    for i in range(1, 11):  # ten batches of new schedules in quick succession
         dctx.store.add_trials(
             run.id,
             [NewTrial(candidates[MATMUL.key()][i], MeasureResult(MeasureStatus.OK, (1e-3,)))],
@@ -211,6 +211,26 @@ def test_manual_runs_are_drawn_but_not_compared(dash, dctx, candidates):
     assert [g.strategy for g in dash.infos["convergence"].groups] == ["random", "manual"]
     cmp = dash.infos["comparison"]
     assert [g.strategy for g in cmp.groups] == ["random"] and cmp.budget == 4
+
+
+def test_remeasurements_are_counted_apart_and_kept_off_the_trials_axis(dash, dctx, candidates):
+    cands = candidates[MATMUL.key()]
+    run, _ = add(dctx, cands, "random", [3.0, 2.0, 4.0, 1.0], finish=False)
+    # What the Tuner does at the end of a run: the best schedules timed again, in the same run.
+    again = [NewTrial(cands[i], MeasureResult(MeasureStatus.OK, (1.1e-3,))) for i in (3, 1)]
+    dctx.store.add_trials(run.id, again)
+    dctx.store.finish_run(run.id)
+    add(dctx, cands, "autotvm", [2.5, 1.5, 1.2, 0.9, 0.8])
+    dash.refresh()
+    assert "9 trials + 2 re-measurements (0 failed) in 2 runs" in dash.status.value
+    conv = dash.infos["convergence"]
+    assert conv.num_trials == 9 and conv.num_remeasured == 2
+    assert conv.groups[0].runs[0].num_trials == 4
+    assert max(trace(dash.convergence_fig, "runs|random|trials").x[:-1]) == 4
+    assert dash.infos["comparison"].budget == 4  # not 6: re-measurements are not trials
+    assert "re-measurement" in dash.convergence_fig.layout.title.subtitle.text
+    assert dash.infos["pred_vs_meas"].num_trials == 9
+    assert dash.infos["knobs"].num_used == 9
 
 
 def test_a_click_that_cannot_open_shows_why(dash, dctx):

@@ -193,7 +193,7 @@ def test_reorder_with_the_loop_list_and_its_picker(ctx: Context, session: Schedu
     adder = next(w for w in e.form.children[0].children if "se-param-loops-add" in w._dom_classes)
     adder.value = "k"
     adder.value = "j"
-    assert e.params["loops"].value == "k, j" and adder.value is None
+    assert e.params["loops"].value == "k, j" and adder.value == ""  # back to "add loop..."
     e.apply_button.click()
     assert e.banner.layout.display == "none"
     assert session.loops() == ["i", "k", "j"]

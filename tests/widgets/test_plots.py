@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import plotly.graph_objects as go
 import pytest
@@ -129,14 +131,72 @@ def test_predicted_vs_measured_figure(filled):
         assert list(trace.customdata) == list(model.trial_ids)
     assert fig.layout.xaxis.title.text.startswith("predicted rank")
     assert fig.layout.yaxis.title.text == "measured latency (ms)"
-    assert "60 trials, 3 failed" in fig.layout.title.text
+    title = fig.layout.title.text
+    assert "60 of 60 trials have predictions from static, xgb-rank (3 failed)" in title
+    # Padded axes: no point on an edge; a few round log ticks, never every digit of a decade.
+    lo, hi = fig.layout.xaxis.range
+    assert lo < 0 and hi > 1
+    lat = [v for m in info.models for v in m.latency_ms]
+    ylo, yhi = fig.layout.yaxis.range
+    assert 10**ylo < min(lat) and 10**yhi > max(lat)
+    ticks = fig.layout.yaxis.tickvals
+    assert 2 <= len(ticks) <= 7 and all(10**ylo <= t <= 10**yhi for t in ticks)
+    assert list(fig.layout.yaxis.ticktext) == [f"{t:.4g}" for t in ticks]
 
     capped = predicted_vs_measured_info(TrialTable.from_records(filled), max_points=7)
     update_predicted_vs_measured_figure(fig, capped)
     assert [len(t.x) for t in fig.data] == [7, 7]
     assert "showing 14 points" in fig.layout.title.text
     update_predicted_vs_measured_figure(fig, predicted_vs_measured_info([]))
-    assert len(fig.data) == 0 and "No cost-model" in fig.layout.annotations[-1].text
+    assert len(fig.data) == 0 and "No predictions yet" in fig.layout.annotations[-1].text
+
+
+@pytest.mark.parametrize(
+    "lo_ms, hi_ms", [(1.7, 1.7), (2.0, 2.4), (0.08, 0.5), (0.05, 0.7), (0.2, 20), (1e-3, 1e3)]
+)
+def test_log_ticks_are_few_and_spread(lo_ms, hi_ms):
+    axis = plots._log_axis("yaxis", [lo_ms, hi_ms])
+    lo, hi = axis["yaxis.range"]
+    assert lo < math.log10(lo_ms) and hi > math.log10(hi_ms)
+    ticks = axis["yaxis.tickvals"]
+    assert 3 <= len(ticks) <= 7, ticks
+    logs = [math.log10(t) for t in ticks]
+    assert all(lo <= v <= hi for v in logs) and logs == sorted(logs)
+    # Never crowded: neighbours at least a 25th of the axis apart (~12 px on a 300 px axis).
+    assert min(b - a for a, b in zip(logs, logs[1:], strict=False)) >= (hi - lo) / 25
+
+
+def test_predicted_vs_measured_says_how_many_trials_have_predictions(store, candidates):
+    # A search without a cost model (random) stores no predictions; one manual measurement did.
+    records = fill(store, candidates, "random", [3.0, 2.0, 4.0, 2.5], predicted=False)
+    records += fill(store, candidates[5:], "manual", [2.2])
+    info = predicted_vs_measured_info(records)
+    fig = make_predicted_vs_measured_figure(info)
+    assert "1 of 5 trials have predictions from static, xgb-rank" in fig.layout.title.text
+    assert [len(t.x) for t in fig.data] == [1, 1]
+    assert not [a for a in fig.layout.annotations if a.name == "empty"]
+    lo, hi = fig.layout.xaxis.range
+    assert lo < 0 < 1 < hi and list(fig.data[0].x) == [1.0]  # the single point is inside
+    ylo, yhi = fig.layout.yaxis.range
+    assert ylo < math.log10(2.2) < yhi
+
+    none = make_predicted_vs_measured_figure(predicted_vs_measured_info(records[:4]))
+    assert len(none.data) == 0
+    assert "0 of 4 trials have predictions" in none.layout.title.text
+    (note,) = [a for a in none.layout.annotations if a.name == "empty"]
+    assert note.text.startswith("No predictions yet") and "autotvm" in note.text
+
+
+def test_knob_axes_label_a_few_spread_values():
+    codes = [0, 1, 2, 3, 5, 8, 9, 30, 31, 39]
+    labels = [f"{i}x{40 - i}" for i in range(40)]
+    ticks = plots._ticks(codes, labels)
+    vals = ticks["tickvals"]
+    assert len(vals) <= plots.MAX_TICKS and vals[0] == 0
+    assert min(b - a for a, b in zip(vals, vals[1:], strict=False)) >= 39 / (plots.MAX_TICKS - 1)
+    assert ticks["ticktext"] == [labels[v] for v in vals]
+    assert set(vals) <= set(codes)  # only values that were tried are labelled
+    assert plots._ticks([0, 1, 2], ["a", "b", "c"])["tickvals"] == [0, 1, 2]
 
 
 def test_strategy_comparison_figure(store, filled):

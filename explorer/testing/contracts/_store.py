@@ -15,6 +15,7 @@ import pytest
 from explorer import _tvm
 from explorer.measure import Candidate, MeasureResult
 from explorer.storage import NewTrial, RecordStore
+from explorer.storage._base import TrialRow, trace_hash
 from explorer.target import Target
 from explorer.types import MeasureStatus
 from explorer.workloads import Workload, get_workload
@@ -223,6 +224,43 @@ class RecordStoreContract:
         assert store.trials(limit=0) == []
         with pytest.raises(ValueError):
             store.trials(limit=-1)
+
+    def test_trial_rows_are_the_trials_without_their_traces(
+        self, store, workload, other_workload, target, make_trial
+    ):
+        r1 = store.create_run(workload, target, "random")
+        r2 = store.create_run(other_workload, target, "grid")
+        store.add_trials(r1.id, [
+            make_trial(workload, target, (3e-3, 1e-3, 2e-3), trace=1, predicted={"xgb": 0.7},
+                       decisions={"sketch": 0, "values": [[8, 8], 2]}),
+            make_trial(workload, target, None, status=BUILD_ERROR),
+        ])  # fmt: skip
+        store.add_trials(r2.id, [make_trial(other_workload, target, trace=2)])
+        store.add_trials(r1.id, [make_trial(workload, target, 4e-3, trace=1)])  # timed again
+        for query in (
+            {},
+            {"run_id": r1.id},
+            {"workload": other_workload},
+            {"target": target, "status": OK},
+            {"run_id": r1.id, "status": BUILD_ERROR},
+        ):
+            rows = store.trial_rows(**query)
+            assert rows == [TrialRow.from_record(t) for t in store.trials(**query)], query
+        first, failed, again = store.trial_rows(run_id=r1.id)
+        assert (first.seq, failed.seq, again.seq) == (0, 1, 2)
+        assert first.status is OK and first.is_ok and not failed.is_ok
+        assert first.median_secs == 2e-3 and first.run_secs == (3e-3, 1e-3, 2e-3)
+        assert first.predicted == {"xgb": 0.7} and failed.median_secs is None
+        assert first.decisions == {"sketch": 0, "values": [[8, 8], 2]}
+        assert failed.decisions is None and failed.predicted == {}
+        assert first.created_at == store.get_trial(first.id).created_at
+        # The same schedule has the same hash, and it is the trace's, decoded or not.
+        assert again.trace_hash == first.trace_hash != failed.trace_hash
+        assert first.trace_hash == trace_hash(store.get_trial(first.id).candidate.trace)
+        assert 0 <= first.trace_hash < 2**63
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            first.seq = 5  # type: ignore[misc]
+        assert store.trial_rows(run_id=999) == []
 
     def test_best_ranks_successes_only(self, store, workload, other_workload, target, other_target,
                                        make_trial):  # fmt: skip

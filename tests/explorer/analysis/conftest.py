@@ -61,8 +61,13 @@ def result(latency_ms: float | None, workload: Workload) -> MeasureResult:
 def add_run(
     store: RecordStore, candidates: list[Candidate]
 ) -> Callable[..., tuple[RunInfo, list[TrialRecord]]]:
-    """``add_run(strategy, latencies_ms, predicted=None, workload=, target=, decisions=)``:
-    one finished run whose trials have these latencies (``None`` = a build error)."""
+    """``add_run(strategy, latencies_ms, predicted=None, workload=, target=, decisions=,
+    traces=)``: one finished run whose trials have these latencies (``None`` = a build error).
+
+    Trial ``i`` measures candidate ``traces[i]`` (default: ``i``). A run measures each schedule
+    once, so past the last candidate the traces are tagged to stay distinct (the analyses never
+    replay them); repeat an index in ``traces`` to store a re-measurement.
+    """
 
     def add(
         strategy: str,
@@ -73,18 +78,25 @@ def add_run(
         target: Target | None = None,
         decisions: Callable[[Candidate], object] | None = None,
         batch: int = 4,
+        traces: Sequence[int] | None = None,
     ) -> tuple[RunInfo, list[TrialRecord]]:
-        cands = [candidates[i % len(candidates)] for i in range(len(latencies_ms))]
+        picks = list(range(len(latencies_ms))) if traces is None else list(traces)
+        cands = [candidates[i % len(candidates)] for i in picks]
         w = workload or cands[0].workload
         t = target or cands[0].target
         run = store.create_run(w, t, strategy)
         trials = [
             NewTrial(
-                Candidate(w, t, c.trace, c.decisions if decisions is None else decisions(c)),
+                Candidate(
+                    w,
+                    t,
+                    c.trace if p < len(candidates) else [*c.trace, ["distinct", p]],
+                    c.decisions if decisions is None else decisions(c),
+                ),
                 result(lat, w),
                 predicted[i] if predicted is not None else {},
             )
-            for i, (c, lat) in enumerate(zip(cands, latencies_ms, strict=True))
+            for i, (p, c, lat) in enumerate(zip(picks, cands, latencies_ms, strict=True))
         ]
         records: list[TrialRecord] = []
         for start in range(0, len(trials), batch):

@@ -8,12 +8,15 @@ import pytest
 
 from explorer.analysis import (
     ConvergenceInfo,
+    TrialTable,
     convergence_info,
     run_curve,
     run_curves,
     strategy_comparison_info,
 )
 from explorer.target import Target
+from explorer.testing.recordings import TINY, open_recording, replay_measurer
+from explorer.tuner import Tuner
 from explorer.workloads import get_workload
 
 FAIL = None  # a trial that failed to build
@@ -132,3 +135,45 @@ def test_labels_name_the_target_when_runs_span_several(store, add_run, target):
     add_run("random", [2.0], target=other)
     labels = [g.label for g in convergence_info(store).groups]
     assert labels == [f"random @ {target.name or target.key()}", "random @ generic"]
+
+
+def test_remeasurements_are_off_the_trials_axis_and_out_of_budgets(store, add_run, workload):
+    # 4 trials, then the best two re-timed: a faster re-timing (0.5 ms) does not move the curve.
+    run, records = add_run("random", [4.0, 3.0, 5.0, 2.0, 0.5, 2.5], traces=[0, 1, 2, 3, 3, 1])
+    curve = run_curve(store, run)
+    assert curve.num_trials == 4 and curve.num_remeasured == 2
+    assert curve.trials == (1, 2, 4) and curve.seqs == (0, 1, 3)
+    assert curve.best_secs == pytest.approx((4e-3, 3e-3, 2e-3))
+    assert curve.best_within(4) == pytest.approx(2e-3) == curve.best_within(100)
+    assert curve.last_elapsed_secs <= records[-1].created_at - run.started_at
+
+    other, _ = add_run("droplet", [1.0, 1.0, 1.0, 1.0, 1.0], traces=[0, 1, 2, 3, 4])
+    info = convergence_info(store)
+    assert info.num_trials == 9 and info.num_remeasured == 2
+    series = info.groups[0].runs[0]
+    assert series.num_trials == 4 and series.num_remeasured == 2
+    assert info.groups[0].by_trials.x[-1] == 4  # the axis ends at the last trial
+    # Both runs have 4+ trials: the budget is 4, not the 6 records of the first run.
+    assert strategy_comparison_info(store).budget == 4
+
+
+def test_a_curve_from_a_table_equals_the_curve_from_the_store(store, add_run):
+    a, ra = add_run("random", [FAIL, 4.0, 3.0, 3.5], traces=[0, 1, 2, 1])
+    b, rb = add_run("random", [2.0, 1.0])
+    table = TrialTable.from_records(ra + rb)
+    assert run_curve(table, a) == run_curve(store, a)
+    assert run_curve(table, b) == run_curve(store, b)
+
+
+def test_a_tuner_run_counts_its_budget_not_its_confirmations(tmp_path):
+    store = open_recording(tmp_path)
+    target = store.runs(workload=TINY)[0].target
+    tuner = Tuner(measurer=replay_measurer(store, TINY), store=store, confirm_top=3)
+    result = tuner.run(TINY, target, "random", max_trials=8, seed=0)
+    assert result.num_trials == 8
+    assert store.count_trials(run_id=result.run.id) == 11  # 8 trials + 3 re-measurements
+    curve = run_curve(store, result.run)
+    assert curve.num_trials == 8 and curve.num_remeasured == 3
+    info = convergence_info([curve])
+    assert info.groups[0].by_trials.x[-1] == 8
+    store.close()

@@ -82,3 +82,10 @@ def test_omega_squared():
     assert omega_squared(groups, noise) < 0.2
     assert math.isnan(omega_squared(np.zeros(5, dtype=int), noise[:5]))  # one group
     assert math.isnan(omega_squared(np.arange(5), noise[:5]))  # a group per trial
+
+
+def test_a_remeasured_schedule_weighs_once(store, add_run, candidates, space):
+    _, records = add_run("autotvm", [1.0, 2.0, 3.0, 1.1, 1.2], traces=[0, 1, 2, 0, 0])
+    info = knob_effects_info(records, space)
+    assert info.num_trials == 3 and info.num_remeasured == 2
+    assert info.num_used == 3 and set(info.trial_ids) == {r.id for r in records[:3]}

@@ -82,3 +82,15 @@ def test_records_and_table_agree_and_nothing_is_nan_safe(store, add_run):
     assert math.isnan(a.models[0].spearman)  # constant predictions: undefined, not an error
     empty = predicted_vs_measured_info([])
     assert empty.models == () and empty.num_trials == 0
+
+
+def test_remeasurements_are_counted_apart(store, add_run):
+    # 3 predicted trials, 1 unpredicted, then the best two timed again (no prediction stored).
+    predicted = [{"m": 1.0}, {"m": 2.0}, {"m": 3.0}, {}, {}, {}]
+    _, records = add_run(
+        "autotvm", [3.0, 2.0, 1.0, 4.0, 1.1, 2.1], predicted=predicted, traces=[0, 1, 2, 3, 2, 1]
+    )
+    info = predicted_vs_measured_info(records)
+    assert info.num_trials == 4 and info.num_remeasured == 2
+    assert info.num_unpredicted == 1 and info.num_predicted == 3
+    assert info.models[0].num_points == 3

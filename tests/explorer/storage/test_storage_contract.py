@@ -12,6 +12,7 @@ import pytest
 from explorer.errors import StoreError
 from explorer.storage import (
     SQLiteStore,
+    _sqlite,
     default_store_path,
     environment,
     get_store,
@@ -46,6 +47,21 @@ def test_the_database_refuses_to_rewrite_history(tmp_path, workload, target, mak
             conn.execute(sql)
     conn.execute("UPDATE runs SET status = 'failed'")  # the one allowed update
     conn.close()
+
+
+def test_trial_rows_are_read_in_chunks(monkeypatch, workload, target, make_trial):
+    # Chunks of 3: the ones that end exactly at, and inside, the last chunk are both read.
+    monkeypatch.setattr(_sqlite, "_ROWS_PER_READ", 3)
+    with SQLiteStore(":memory:") as store:
+        a = store.create_run(workload, target, "random")
+        b = store.create_run(workload, target, "grid")
+        store.add_trials(a.id, [make_trial(workload, target)] * 5)
+        store.add_trials(b.id, [make_trial(workload, target)] * 2)
+        store.add_trials(a.id, [make_trial(workload, target)] * 2)
+        assert [r.seq for r in store.trial_rows(run_id=a.id)] == list(range(7))
+        rows = store.trial_rows(workload=workload)
+        assert [r.id for r in rows] == [t.id for t in store.trials()] and len(rows) == 9
+        assert len(store.trial_rows(run_id=b.id)) == 2
 
 
 def test_closed_store_raises_store_error(workload, target):

@@ -1,0 +1,53 @@
+"""The explorer's few CSS rules, injected once per panel as a hidden ``<style>``.
+
+ipywidgets gives every HTML widget the line height of a one-line input (28 px) so that a label
+lines up with the field beside it; our HTML widgets hold paragraphs and tables, where that height
+turns a two-line note into five. The rules are scoped to ``.se-ui`` (every panel's root), so
+nothing outside the explorer changes. A ``<style>`` element applies while its widget is hidden,
+and a repeated one (several panels in one notebook) is harmless.
+"""
+
+from __future__ import annotations
+
+import ipywidgets as w
+
+UI_CLASS = "se-ui"
+
+CSS = f"""
+.{UI_CLASS} .jupyter-widget-html > .jupyter-widget-html-content,
+.{UI_CLASS} .widget-html > .widget-html-content {{
+  line-height: 1.45;
+  min-width: 0;  /* may shrink below its widest line: text wraps, a <pre> scrolls */
+}}
+.{UI_CLASS} .se-section {{
+  margin-top: 10px;
+}}
+.{UI_CLASS} pre {{
+  white-space: pre;
+  overflow-wrap: normal;
+  word-break: normal;
+  overflow-x: auto;
+  max-width: 100%;
+}}
+.{UI_CLASS} .se-buttons {{
+  gap: 4px;
+}}
+.{UI_CLASS} .se-buttons > .jupyter-button {{
+  flex: 0 0 auto;
+  overflow: visible;
+}}
+"""
+
+
+def style_widget() -> w.HTML:
+    """A hidden HTML widget carrying ``CSS`` (put it anywhere inside a ``.se-ui`` root)."""
+    widget = w.HTML(f"<style>{CSS}</style>", layout=w.Layout(display="none"))
+    widget.add_class("se-style")
+    return widget
+
+
+def themed(root: w.Box) -> w.Box:
+    """Mark ``root`` as an explorer panel and append the style to it; returns ``root``."""
+    root.add_class(UI_CLASS)
+    root.children = (*root.children, style_widget())
+    return root
