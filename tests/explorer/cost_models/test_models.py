@@ -14,9 +14,7 @@ from explorer.cost_models import (
     CostModel,
     XGBCostModel,
     make_cost_model,
-    spearman,
 )
-from explorer.cost_models._metrics import record_latency
 from explorer.errors import UnknownPluginError
 from explorer.testing.contracts import CostModelContract
 
@@ -61,23 +59,6 @@ def synthetic(candidates):
     """Training trials on a known landscape, plus two failures."""
     lat = [tile_latency(c) for c in candidates[:22]] + [math.inf, math.inf]
     return make_records(candidates[:24], lat)
-
-
-@pytest.mark.parametrize(
-    "model",
-    [
-        XGBCostModel(loss="rank", seed=0),
-        XGBCostModel(loss="reg", seed=0),
-        XGBCostModel(loss="rank", features="knob", seed=0),
-    ],
-    ids=["rank-perstore", "reg-perstore", "rank-knob"],
-)
-def test_xgb_learns_real_measurements(model, measured):
-    ok = [r for r in measured if r.result.is_ok]
-    assert len(ok) >= 20, [r.result.error_msg for r in measured if not r.result.is_ok]
-    model.update(measured)
-    scores = model.predict([r.candidate for r in measured])
-    assert spearman(scores, [record_latency(r) for r in measured]) > 0.5
 
 
 def test_transfer_base_fades_with_data(candidates, synthetic):
