@@ -30,14 +30,13 @@ from __future__ import annotations
 
 import argparse
 import gc
-import statistics
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import plotly.graph_objects as go
+from _timing import median_ms
 
 from explorer.analysis import (
     TrialTable,
@@ -63,17 +62,6 @@ STRATEGIES = ("random", "autotvm", "droplet", "evolutionary")
 MODELS = ("xgb-rank", "metaschedule-xgb")
 TARGET_WARM_MS = 500.0
 TARGET_LOAD_SPEEDUP = 3.0
-
-
-def _time(fn: Callable[[], object], repeat: int = 5) -> float:
-    """Median wall time of ``fn`` in milliseconds (one warm-up call first)."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
 
 
 def _candidates(space: KnobSpace, n: int) -> list[Candidate]:
@@ -222,13 +210,13 @@ def main() -> None:
             dash._on_batch(batch)  # what the subscription does (it is closed here)
             dash.refresh()
 
-        warm_ms = _time(add_batch_and_refresh, repeat=3)
+        warm_ms = median_ms(add_batch_and_refresh, repeat=3)
         table = dash._table
         assert table is not None
 
         # Baseline 2: the naive figures.
         naive_figs: list[go.Figure] = []
-        naive_ms = _time(lambda: naive_figs.append(_naive_figures(table, store)), repeat=1)
+        naive_ms = median_ms(lambda: naive_figs.append(_naive_figures(table, store)), repeat=1)
         naive_kb = _json_kb(naive_figs[-1])
         naive_points = int(np.count_nonzero(table.is_ok)) * len(table.predicted) + len(table)
 
@@ -277,7 +265,7 @@ def main() -> None:
         )
         print("\nwarm refresh breakdown:")
         for name, fn in steps:
-            print(f"  {name:36} {_time(fn, repeat=3):8.1f} ms")
+            print(f"  {name:36} {median_ms(fn, repeat=3):8.1f} ms")
         print(
             f"\npoints shipped: {shipped:,} (naive: {naive_points:,}; "
             f"{naive_points / max(shipped, 1):.0f}x fewer), figure JSON "

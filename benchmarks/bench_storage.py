@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import argparse
 import sqlite3
-import statistics
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from _timing import median_ms
 
 from explorer import _tvm
 from explorer.measure._base import Candidate, MeasureResult
@@ -35,17 +36,6 @@ from explorer.types import MeasureStatus
 from explorer.workloads import get_workload
 
 TARGET_MS = 100.0
-
-
-def _time(fn: Callable[[], object], repeat: int = 7) -> float:
-    """Median wall time of ``fn`` in milliseconds (one warm-up call first)."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
 
 
 def _trace(workload, factor: int):
@@ -109,7 +99,7 @@ def main() -> None:
         def sql(text: str, *params: object) -> Callable[[], object]:
             return lambda: raw.execute(text, params).fetchall()
 
-        full_scan = _time(sql("SELECT * FROM trials"), repeat=3)
+        full_scan = median_ms(sql("SELECT * FROM trials"), repeat=3)
         best_sql = (
             "SELECT * FROM trials{} WHERE workload_key = ? AND target_key = ? AND status = 'ok' "
             "AND median_secs IS NOT NULL ORDER BY median_secs, id LIMIT 10"
@@ -132,9 +122,9 @@ def main() -> None:
         header = f"{'query':30} {'store API':>10} {'raw SQL':>9} {'no index':>9} "
         print(header + f"{'raw/no index':>13} {'API/full scan':>14}  target")
         for name, api, text, params in rows:
-            api_ms = _time(api)
-            raw_ms = _time(sql(text.format(""), *params))
-            unindexed_ms = _time(sql(text.format(" NOT INDEXED"), *params), repeat=3)
+            api_ms = median_ms(api, repeat=7)
+            raw_ms = median_ms(sql(text.format(""), *params), repeat=7)
+            unindexed_ms = median_ms(sql(text.format(" NOT INDEXED"), *params), repeat=3)
             verdict = "met" if api_ms < TARGET_MS else "NOT met"
             print(
                 f"{name:30} {api_ms:8.2f}ms {raw_ms:7.2f}ms {unindexed_ms:7.1f}ms "
