@@ -71,6 +71,16 @@ def get_workload(name: str, **params: Any) -> Workload:
     table = presets()
     if name in table:
         family, fixed = table[name]
+        # A preset names a shape: changing part of it would silently make another workload under
+        # the preset's name. Parameters the preset leaves open (dtype) may still be chosen.
+        changed = sorted(k for k in params if k in fixed and str(params[k]) != str(fixed[k]))
+        if changed:
+            given = ", ".join(f"{k}={params[k]}" for k in changed)
+            fixed_text = ", ".join(f"{k}={fixed[k]}" for k in changed)
+            raise WorkloadError(
+                f"preset {name!r} fixes {fixed_text}; it cannot be changed to {given} "
+                f"(use the family {family!r} with every parameter you want instead)"
+            )
         params = {**fixed, **params}
         name = family
     if name not in FAMILIES:

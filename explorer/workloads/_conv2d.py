@@ -1,14 +1,17 @@
-"""2-D convolution in NCHW layout with stride, padding and dilation.
+"""2-D convolution in NCHW layout with stride, padding, dilation and groups.
 
 Written in TE rather than ``topi.nn.conv2d_nchw`` so the blocks have readable names: ``pad`` (the
-zero-padded input; present even when ``padding=0``, as a plain copy, so every conv2d workload has
-the same blocks) and ``conv``. Presets ``resnet18_c1`` ... ``resnet18_c12`` are the distinct
-convolution layers of ResNet-18 at batch 1.
+zero-padded input, only when ``padding > 0``: a pure copy would be one more block for a schedule
+to inline and a search to waste knobs on) and ``conv``. With ``groups=G`` the channels are split
+into G groups convolved independently (the weight is ``(CO, CI/G, KH, KW)``); ``groups=CI=CO`` is a
+depthwise convolution. Presets ``resnet18_c1`` ... ``resnet18_c12`` are the distinct convolution
+layers of ResNet-18 at batch 1.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -44,10 +47,10 @@ def check_window(family: str, p: Params, dilation: int = 1) -> None:
 
 
 def pad_nchw(X: te.Tensor, padding: int, dtype: str) -> te.Tensor:
-    """The ``pad`` stage: X with ``padding`` zeros around both spatial axes."""
+    """The ``pad`` stage: X with ``padding`` zeros around both spatial axes; X itself when 0."""
     N, C, H, W = (int(s) for s in X.shape)
     if padding == 0:
-        return te.compute((N, C, H, W), lambda n, c, h, w: X[n, c, h, w], name="pad")
+        return X
     zero = tirx.const(0, dtype)
     return te.compute(
         (N, C, H + 2 * padding, W + 2 * padding),
@@ -72,18 +75,24 @@ def windows(
 
 def _build(p: Params) -> list:
     N, CI, H, W, CO, KH, KW = (p[k] for k in ("N", "CI", "H", "W", "CO", "KH", "KW"))
-    s, pad, d, dtype = p["stride"], p["padding"], p["dilation"], p["dtype"]
+    s, pad, d, dtype, G = p["stride"], p["padding"], p["dilation"], p["dtype"], p["groups"]
+    CIg, COg = CI // G, CO // G
     X = te.placeholder((N, CI, H, W), dtype, name="X")
-    Wt = te.placeholder((CO, CI, KH, KW), dtype, name="W")
+    Wt = te.placeholder((CO, CIg, KH, KW), dtype, name="W")
     Xp = pad_nchw(X, pad, dtype)
     OH, OW = out_size(H, KH, s, pad, d), out_size(W, KW, s, pad, d)
-    rc = te.reduce_axis((0, CI), name="rc")
+    rc = te.reduce_axis((0, CIg), name="rc")
     rh = te.reduce_axis((0, KH), name="rh")
     rw = te.reduce_axis((0, KW), name="rw")
+
+    def channel(f: Any) -> Any:  # input channel rc of output channel f's group
+        return rc if G == 1 else f // COg * CIg + rc  # G == 1: the same TIR as before groups
+
     Y = te.compute(
         (N, CO, OH, OW),
         lambda n, f, y, x: te.sum(
-            Xp[n, rc, y * s + rh * d, x * s + rw * d] * Wt[f, rc, rh, rw], axis=[rc, rh, rw]
+            Xp[n, channel(f), y * s + rh * d, x * s + rw * d] * Wt[f, rc, rh, rw],
+            axis=[rc, rh, rw],
         ),
         name="conv",
     )
@@ -96,11 +105,18 @@ def _out_hw(p: Params) -> tuple[int, int]:
 
 
 def _validate(p: Params) -> None:
+    G = p["groups"]
+    for name in ("CI", "CO"):
+        if p[name] % G:
+            raise WorkloadError(
+                f"conv2d: {name}={p[name]} is not divisible by groups={G} "
+                "(each group takes CI/groups input and makes CO/groups output channels)"
+            )
     check_window("conv2d", p, p["dilation"])
     OH, OW = _out_hw(p)
     pad2 = 2 * p["padding"]
     check_elements("conv2d", "X[N, CI, H, W]", (p["N"], p["CI"], p["H"], p["W"]))
-    check_elements("conv2d", "W[CO, CI, KH, KW]", (p["CO"], p["CI"], p["KH"], p["KW"]))
+    check_elements("conv2d", "W[CO, CI/groups, KH, KW]", (p["CO"], p["CI"] // G, p["KH"], p["KW"]))
     check_elements(
         "conv2d",
         "pad[N, CI, H + 2*padding, W + 2*padding]",
@@ -111,14 +127,24 @@ def _validate(p: Params) -> None:
 
 def _flops(p: Params) -> int:
     OH, OW = _out_hw(p)
-    return 2 * p["N"] * p["CO"] * OH * OW * p["CI"] * p["KH"] * p["KW"]
+    return 2 * p["N"] * p["CO"] * OH * OW * (p["CI"] // p["groups"]) * p["KH"] * p["KW"]
 
 
 def _reference(inputs: Sequence[np.ndarray], p: Params) -> np.ndarray:
     x, w = inputs
     win = windows(x, p["KH"], p["KW"], p["stride"], p["padding"], p["dilation"])
-    # (N, C, OH, OW, KH, KW) . (CO, C, KH, KW) -> (N, OH, OW, CO): one BLAS call.
-    return np.tensordot(win, w, axes=([1, 4, 5], [1, 2, 3])).transpose(0, 3, 1, 2)
+    G = p["groups"]
+    CIg, COg = p["CI"] // G, p["CO"] // G
+    # Per group, (N, Cg, OH, OW, KH, KW) . (COg, Cg, KH, KW) -> (N, OH, OW, COg): one BLAS call.
+    out = [
+        np.tensordot(
+            win[:, g * CIg : (g + 1) * CIg],
+            w[g * COg : (g + 1) * COg],
+            axes=([1, 4, 5], [1, 2, 3]),
+        )
+        for g in range(G)
+    ]
+    return np.concatenate(out, axis=3).transpose(0, 3, 1, 2)
 
 
 # ResNet-18's distinct conv layers at batch 1: (input size, CI, CO, kernel, stride); padding k//2.
@@ -140,7 +166,7 @@ _RESNET18 = (
 CONV2D = OperatorFamily(
     name="conv2d",
     description="Y[n, f, y, x] = sum_{c, r, s} pad(X)[n, c, y*stride + r*dil, x*stride + s*dil] "
-    "* W[f, c, r, s]",
+    "* W[f, c, r, s] (c over f's group of CI/groups channels)",
     params=(
         ShapeParam("N", 1, max=1 << 10, help="batch"),
         ShapeParam("CI", 64, help="input channels"),
@@ -152,6 +178,12 @@ CONV2D = OperatorFamily(
         ShapeParam("stride", 1, max=1 << 10, help="step between windows (both axes)"),
         ShapeParam("padding", 1, min=0, max=1 << 10, help="zeros added on each side"),
         ShapeParam("dilation", 1, max=1 << 10, help="spacing between kernel taps"),
+        ShapeParam(
+            "groups",
+            1,
+            help="channel groups convolved independently (divides CI and CO)",
+            keyed_at_default=False,
+        ),
         dtype_param(),
     ),
     build=_build,

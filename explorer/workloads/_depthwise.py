@@ -1,6 +1,6 @@
 """Depthwise 2-D convolution in NCHW layout (channel multiplier 1), with stride and padding.
 
-Blocks: ``pad`` (always present, a copy when ``padding=0``) and ``depthwise``. The weight is
+Blocks: ``pad`` (only when ``padding > 0``) and ``depthwise``. The weight is
 (C, 1, KH, KW), the layout ``topi.nn.depthwise_conv2d_nchw`` uses.
 """
 

@@ -150,6 +150,7 @@ class _Checker:
                 f"shapes gives {', '.join(map(repr, unused))}, which the expression does not use",
                 None,
             )
+        self._check_divisions()
         # Step 2. Reduction variables.
         reduce_vars = tuple(v for v in right_vars if v not in out_vars)
         if self.stmt.op == "=" and reduce_vars:
@@ -293,6 +294,15 @@ class _Checker:
                     idx.pos,
                 )
 
+    def _check_divisions(self) -> None:
+        # TVM folds constants while building the TE (including 0 * x and x - x) and aborts on a
+        # zero divisor with a raw "Divide by zero" check failure; refuse it here, in words.
+        for node in walk(self.stmt.rhs):
+            if isinstance(node, BinOp) and node.op == "/" and _is_zero(node.rhs):
+                raise self.error(
+                    "division by zero: the right-hand side of this '/' is always 0", node.pos
+                )
+
     def _first_use(self, var: str) -> int | None:
         for acc in (self.stmt.output, *self.accesses):
             for idx in acc.indices:
@@ -303,6 +313,71 @@ class _Checker:
 
 # Python's operators on TVM PrimExprs build the TIR nodes; on NumPy arrays they compute.
 _BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}
+
+
+def _constant(node: Expr) -> float | None:
+    """The value of a subexpression that reads no tensor, else ``None``."""
+    if isinstance(node, Num):
+        return node.value
+    if isinstance(node, Access):
+        return None
+    children = [node.operand] if isinstance(node, Neg) else walk_children(node)
+    values = [_constant(c) for c in children]
+    if any(v is None for v in values):
+        return None
+    with np.errstate(all="ignore"):  # 0/0, log(0): NaN or inf, never an exception
+        if isinstance(node, Neg):
+            return -float(values[0])
+        if isinstance(node, BinOp):
+            return float(_BINARY[node.op](np.float64(values[0]), np.float64(values[1])))
+        return float(_NP_FUNCS[node.fn](*map(np.float64, values)))
+
+
+def _is_zero(node: Expr) -> bool:
+    """Whether ``node`` is 0 for every input: a zero constant, or what TVM simplifies to one."""
+    if _constant(node) == 0:
+        return True
+    if isinstance(node, Neg):
+        return _is_zero(node.operand)
+    if isinstance(node, BinOp):
+        if node.op == "*":
+            return _is_zero(node.lhs) or _is_zero(node.rhs)
+        if node.op == "/":
+            return _is_zero(node.lhs)
+        if node.op == "-" and _same(node.lhs, node.rhs):
+            return True
+        return _is_zero(node.lhs) and _is_zero(node.rhs)
+    return False
+
+
+def _same(a: Expr, b: Expr) -> bool:
+    """Structural equality, ignoring where in the text each node was written."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, Num):
+        return a.value == b.value
+    if isinstance(a, Access):
+        return a.name == b.name and [(i.terms, i.const) for i in a.indices] == [
+            (i.terms, i.const) for i in b.indices
+        ]
+    if isinstance(a, Neg):
+        return _same(a.operand, b.operand)
+    if isinstance(a, BinOp) and a.op != b.op:
+        return False
+    if isinstance(a, Call) and a.fn != b.fn:
+        return False
+    ca, cb = walk_children(a), walk_children(b)
+    return len(ca) == len(cb) and all(_same(x, y) for x, y in zip(ca, cb, strict=True))
+
+
+def walk_children(node: Expr) -> list[Expr]:
+    if isinstance(node, BinOp):
+        return [node.lhs, node.rhs]
+    if isinstance(node, Neg):
+        return [node.operand]
+    if isinstance(node, Call):
+        return list(node.args)
+    return []
 
 
 # -- lowering to TE ----------------------------------------------------------------------------
@@ -468,7 +543,11 @@ def _validate(p: Params) -> None:
 
 
 def _build(p: Params) -> list[Any]:
-    return lower(_analysis(p), p["dtype"])
+    try:
+        return lower(_analysis(p), p["dtype"])
+    except Exception as exc:  # noqa: BLE001 - TVM's own checks: keep its text as the detail only
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
+        raise WorkloadError(f"expr: TVM cannot build this expression ({first.strip()})") from exc
 
 
 def _reference(inputs: Sequence[np.ndarray], p: Params) -> np.ndarray:

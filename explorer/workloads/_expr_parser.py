@@ -154,6 +154,7 @@ class _Parser:
         self.i = 0
         self.depth = 0
         self.num_operators = 0
+        self.output_text = "M[i]"
 
     # Step helpers ----------------------------------------------------------------------------
     @property
@@ -203,6 +204,7 @@ class _Parser:
             )
         out = self.access()
         op_pos = self.tok.pos
+        self.output_text = self.text[out.pos : op_pos].strip()  # quoted back in hints
         if self.is_op("=", "+="):
             op = self.advance().text
         elif (
@@ -364,18 +366,32 @@ class _Parser:
 
     def call(self) -> Call:
         name = self.advance()
-        if name.text not in FUNCTIONS:
+        if name.text not in FUNCTIONS and name.text != "sum":
             raise self.error(
                 f"unknown function {name.text!r}; known: {', '.join(sorted(FUNCTIONS))}", name.pos
             )
-        self.advance()  # "("
+        opening = self.advance()  # "("
         self.enter()
         args = [self.expr()]
         while self.is_op(","):
             self.advance()
             args.append(self.expr())
         self.depth -= 1
-        self.expect(")", f"to close the call to {name.text}")
+        closing = self.expect(")", f"to close the call to {name.text}")
+        if name.text == "sum" or (name.text in ("max", "min") and len(args) == 1):
+            # A one-argument max(A[i, k]) reads as a reduction, which is spelled in the assignment.
+            op = "+=" if name.text == "sum" else f"{name.text}="
+            body = self.text[opening.pos + 1 : closing.pos].strip()
+            what = (
+                "there is no sum() function"
+                if name.text == "sum"
+                else f"{name.text}() takes 2 arguments (got 1)"
+            )
+            raise self.error(
+                f"{what}; reductions are written with the assignment, e.g. "
+                f"`{self.output_text} {op} {body}`",
+                name.pos,
+            )
         arity = FUNCTIONS[name.text]
         if len(args) != arity:
             raise self.error(

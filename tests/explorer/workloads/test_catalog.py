@@ -42,6 +42,9 @@ EXTRA: list[tuple[str, dict]] = [
     ("conv2d", dict(N=1, CI=4, H=7, W=7, CO=3, KH=1, KW=1, stride=2, padding=0)),
     ("conv2d", dict(N=1, CI=2, H=6, W=5, CO=3, KH=3, KW=3, stride=1, padding=0)),
     ("conv2d", dict(N=1, CI=2, H=5, W=5, CO=2, KH=5, KW=5, stride=3, padding=2)),
+    ("conv2d", dict(N=2, CI=6, H=7, W=6, CO=4, KH=3, KW=2, stride=2, padding=1, groups=2)),
+    ("conv2d", dict(N=1, CI=4, H=5, W=5, CO=8, KH=1, KW=1, padding=0, groups=4)),
+    ("conv2d", dict(N=1, CI=3, H=6, W=6, CO=3, KH=3, KW=3, groups=3, dilation=2)),
     ("depthwise_conv2d", dict(N=2, C=4, H=6, W=6, KH=3, KW=3, stride=1, padding=0)),
     ("reduce_sum", dict(ndim=2, D0=6, D1=9, axis=0)),
     ("reduce_sum", dict(ndim=3, D0=3, D1=4, D2=5, axis=2)),
@@ -138,8 +141,12 @@ def test_block_names(family: str, blocks: list[str]) -> None:
     assert block_names(get_workload(family, **SMALL[family])) == blocks
 
 
-def test_conv_without_padding_still_has_a_pad_block() -> None:
-    assert block_names(get_workload("resnet18_c3")) == ["pad", "conv"]
+def test_convolutions_without_padding_have_no_copy_block() -> None:
+    # A pure-copy pad block would be one more block to inline and more knobs to search.
+    assert block_names(get_workload("resnet18_c3")) == ["conv"]
+    assert block_names(get_workload("conv2d", **{**SMALL["conv2d"], "padding": 0})) == ["conv"]
+    params = {**SMALL["depthwise_conv2d"], "padding": 0}
+    assert block_names(get_workload("depthwise_conv2d", **params)) == ["depthwise"]
 
 
 def test_batch_matmul_is_not_transposed(cpu_target) -> None:
@@ -187,6 +194,8 @@ def test_depthwise_reference_against_direct_loops() -> None:
         ("resnet18_c5", {}, 12_845_056),  # 128 * 28^2 * 64 MACs (1x1, stride 2)
         ("resnet18_c12", {}, 231_211_008),  # 512 * 7^2 * 512 * 9 MACs
         ("conv2d", dict(N=1, CI=1, H=5, W=5, CO=1, KH=3, KW=3, padding=0), 2 * 9 * 9),
+        # 4 groups of 2 input channels: a quarter of the dense conv's MACs
+        ("conv2d", dict(N=1, CI=8, H=5, W=5, CO=4, KH=3, KW=3, padding=1, groups=4), 3600),
         ("depthwise_112", {}, 7_225_344),  # 2 * 32 * 112^2 * 9
         ("softmax_128x1024", {}, 655_360),  # 5 per element
         ("layer_norm", dict(M=2, N=8), 12 * 16 + 2 * 2),
@@ -330,6 +339,9 @@ BAD: list[tuple[str, dict, list[str]]] = [
     ("transpose", dict(perm="0,2,1", D0=1 << 10, D1=1 << 10, D2=1 << 10), ["X[D0, D1, D2]"]),
     ("matmul", dict(Q=3), ["unknown parameter", "Q", "valid: M, N, K, dtype"]),
     ("conv2d", dict(kernel=3), ["unknown parameter", "kernel"]),
+    ("conv2d", dict(CI=6, CO=4, groups=4), ["CI=6", "not divisible by groups=4"]),
+    ("conv2d", dict(CI=8, CO=6, groups=4), ["CO=6", "not divisible by groups=4"]),
+    ("conv2d", dict(groups=0), ["'groups'", "at least 1"]),
 ]
 
 
