@@ -44,9 +44,12 @@ __all__ = [
     "derived_object",
     "ensure_cpu_intrinsics",
     "fast_build",
+    "is_instruction_kind",
+    "load_json",
     "make_target",
     "metaschedule_logging_guard",
     "ms",
+    "save_json",
     "te",
     "tirx",
     "to_plain",
@@ -90,6 +93,25 @@ def trace_to_json(trace: Trace, *, remove_postproc: bool = False) -> Any:
 def apply_trace_json(trace_json: Any, sch: Schedule) -> None:
     """Replay a JSON trace onto ``sch``; raises ``ScheduleError``/``ValueError`` if it cannot."""
     Trace.apply_json_to_schedule(trace_json, sch)
+
+
+def is_instruction_kind(name: str) -> bool:
+    """Whether TVM knows a schedule instruction called ``name`` (``Split``, ``Parallel``...)."""
+    try:
+        tvm.s_tir.schedule.InstructionKind.get(name)
+    except Exception:  # noqa: BLE001  (TVM raises AttributeError for an unknown name)
+        return False
+    return True
+
+
+def save_json(node: Any) -> str:
+    """TVM's JSON text of an IR node (an ``IRModule``), for another process's ``load_json``."""
+    return str(tvm.ir.save_json(node))
+
+
+def load_json(text: str) -> Any:
+    """The IR node that ``save_json`` wrote."""
+    return tvm.ir.load_json(text)
 
 
 def compile_mod(mod: tvm.IRModule, target: tvm.target.Target) -> Any:

@@ -53,6 +53,30 @@ class PrimitiveError(ExplorerError, ValueError):
         super().__init__(f"{where}: {reason}")
 
 
+class TraceError(ExplorerError, ValueError):
+    """A trace (a file, a record, a notebook value) is malformed or would not replay as written.
+
+    ``instruction`` is the index of the instruction at fault, when one is; ``detail`` keeps
+    TVM's own message, when TVM gave one.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        instruction: int | None = None,
+        kind: str | None = None,
+        detail: str | None = None,
+    ):
+        self.reason = reason
+        self.instruction = instruction
+        self.detail = detail
+        where = "" if instruction is None else f"instruction {instruction}"
+        if where and kind:
+            where += f" ({kind})"
+        super().__init__(f"{where}: {reason}" if where else reason)
+
+
 class TargetError(ExplorerError, ValueError):
     """A target description is invalid or names hardware that is not present."""
 
@@ -63,6 +87,11 @@ class StoreError(ExplorerError):
 
 class SearchError(ExplorerError):
     """A search cannot start or continue (empty design space, bad budget)."""
+
+
+class RunInUseError(SearchError):
+    """A run is owned by another live process (one owner per run): it cannot be resumed or
+    continued from here until that process ends."""
 
 
 class UnknownPluginError(ExplorerError, KeyError):

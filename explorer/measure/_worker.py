@@ -16,6 +16,9 @@ never charged to a candidate's timeout. Requests (``op``):
 * ``run``: load the shared library (cached), run once on ``Workload.random_inputs(seed)`` and
   compare with the NumPy reference (cached) -- ``stage="wrong"`` on a mismatch -- then time it
   with ``time_evaluator``. Reply ``run_secs`` (one per repeat) and ``num_threads``.
+* ``replay``: replay an untrusted JSON trace on a module (``save_json`` text) and reply the
+  decisions TVM used (``explorer.session._trace_check``): if the trace kills TVM, it kills
+  this process only.
 * ``call``: run ``"module:function"`` with ``args``/``kwargs`` and reply its ``value``.
   Diagnostics and tests only (``explorer.testing.hooks``).
 * ``exit``: leave. End of input means the same.
@@ -41,6 +44,7 @@ import numpy as np
 
 from explorer import _tvm
 from explorer.measure._protocol import read_message, write_message
+from explorer.session._trace_check import replay_decisions
 from explorer.target import Target
 from explorer.workloads import FAMILIES, OperatorFamily, Workload
 
@@ -67,6 +71,8 @@ class _Worker:
             return self.run(req)
         if op == "call":
             return self.call(req)
+        if op == "replay":
+            return replay_decisions(self.tvm.load_json(req["mod"]), req["trace"])
         return {"ok": False, "stage": "protocol", "error": f"unknown request {op!r}"}
 
     # -- helpers ------------------------------------------------------------------------------

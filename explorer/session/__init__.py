@@ -19,6 +19,7 @@ from explorer.session._primitives import (
 )
 from explorer.session._session import Branch, ScheduleSession
 from explorer.session._snapshot import Snapshot, Step
+from explorer.session._trace_check import check_trace, check_trace_json, read_trace_file
 
 __all__ = [
     "ANNOTATION_KEYS",
@@ -37,5 +38,8 @@ __all__ = [
     "Snapshot",
     "Step",
     "StepContext",
+    "check_trace",
+    "check_trace_json",
+    "read_trace_file",
     "translate_tvm_error",
 ]

@@ -11,13 +11,14 @@ from types import MappingProxyType
 from typing import Any
 
 from explorer import _tvm
-from explorer.errors import ExplorerError, PrimitiveError
+from explorer.errors import ExplorerError, PrimitiveError, TraceError
 from explorer.measure._base import Candidate
 from explorer.session._errors_map import error_sentence, translate
 from explorer.session._names import NestIndex, index_schedule
 from explorer.session._params import REQUIRED
 from explorer.session._primitives import PRIMITIVES, Primitive, StepContext
 from explorer.session._snapshot import Snapshot, Step, script_diff, trace_python
+from explorer.session._trace_check import check_trace, compare_decisions
 from explorer.target import Target
 from explorer.types import JSON
 from explorer.workloads import Workload
@@ -201,41 +202,33 @@ class ScheduleSession:
 
         The loaded schedule replaces the current one (the trace is complete, not a suffix) but
         the step is undoable; its loops and blocks are addressable by name like any others.
+        The trace is checked first (``explorer.session.check_trace``): it is replayed in an
+        isolated process, so no file can take this one down, and it is refused unless TVM
+        replays it with exactly the decisions it records.
 
         Raises:
-            PrimitiveError: the trace is malformed or does not apply to this workload.
+            PrimitiveError: the trace is malformed, does not apply to this workload, or would
+                not replay as written; the session is unchanged.
         """
         try:
-            trace_json = json.loads(json.dumps(trace_json))  # a private, plain copy
-        except (TypeError, ValueError):
+            plain = check_trace(self.workload, trace_json)
+        except TraceError as exc:
             raise PrimitiveError(
-                LOAD, "trace", "must be plain JSON (as trace_to_json gives)", value="<not JSON>"
+                LOAD, "trace", str(exc), value=_trace_summary(trace_json), detail=exc.detail
             ) from None
-        shape_ok = (
-            isinstance(trace_json, list)
-            and len(trace_json) == 2
-            and all(isinstance(part, list) for part in trace_json)
-        )
-        count = len(trace_json[0]) if shape_ok else 0
-        if not shape_ok:
-            raise PrimitiveError(
-                LOAD,
-                "trace",
-                "must be [instructions, decisions] as trace_to_json gives",
-                value=f"<{type(trace_json).__name__}>",
-            )
         sch = _tvm.Schedule(self.workload.mod())
         try:
-            _tvm.apply_trace_json(trace_json, sch)
-        except _TVM_ERRORS as exc:
+            _tvm.apply_trace_json(plain, sch)
+            compare_decisions(plain, _tvm.trace_to_json(sch.trace)[1])
+        except (*_TVM_ERRORS, TraceError) as exc:  # the isolated replay said it would work
             raise PrimitiveError(
                 LOAD,
                 "trace",
                 f"the trace does not apply to {self.workload.key()}: {error_sentence(exc)}",
-                value=f"<{count} instructions>",
+                value=_trace_summary(trace_json),
                 detail=str(exc),
             ) from None
-        return self._push(LOAD, {"trace": trace_json}, sch)
+        return self._push(LOAD, {"trace": plain}, sch)
 
     # -- history ------------------------------------------------------------------------------
     def undo(self) -> Snapshot:
@@ -288,30 +281,60 @@ class ScheduleSession:
     def from_json(cls, data: Mapping[str, Any]) -> ScheduleSession:
         """Rebuild a session saved by ``to_json`` by replaying its steps (each undoable).
 
+        A hand-edited file is welcome as long as it still describes a session; whatever is
+        wrong with it is named in one sentence (which field, which step).
+
         Raises:
-            ExplorerError: not a saved session, or the steps no longer give the saved schedule.
-            PrimitiveError: a saved step no longer applies.
+            ExplorerError: not a saved session, a malformed field, or the steps no longer give
+                the saved schedule.
+            PrimitiveError: a saved step no longer applies (``step N:`` says which).
         """
         if not isinstance(data, Mapping) or data.get("format") != FORMAT:
             raise ExplorerError(f"not a saved schedule session (format {FORMAT!r} expected)")
         if data.get("version") != FORMAT_VERSION:
             raise ExplorerError(f"unsupported session format version {data.get('version')!r}")
-        target = Target.from_json(data["target"]) if data.get("target") else None
-        session = cls(Workload.from_json(data["workload"]), target)
-        for step in data.get("steps", []):
-            if step["primitive"] == LOAD:
-                session.load_trace(step["args"]["trace"])
-            else:
-                session.apply(step["primitive"], **step["args"])
+        try:
+            workload = Workload.from_json(data.get("workload"))
+            target = Target.from_json(data["target"]) if data.get("target") else None
+        except (ExplorerError, TypeError, ValueError, KeyError) as exc:
+            raise ExplorerError(f"the session's workload or target is not valid: {exc}") from None
+        steps = data.get("steps", [])
+        if not isinstance(steps, list):
+            raise ExplorerError("the session's 'steps' must be a list of steps")
+        session = cls(workload, target)
+        for number, step in enumerate(steps, start=1):
+            primitive, args = _saved_step(number, step)
+            try:
+                if primitive == LOAD:
+                    session.load_trace(args.get("trace"))
+                else:
+                    session.apply(primitive, **args)
+            except PrimitiveError as exc:
+                raise PrimitiveError(
+                    exc.primitive,
+                    exc.arg,
+                    f"step {number}: {exc.reason}",
+                    value=exc.value,
+                    detail=exc.detail,
+                ) from None
         saved = data.get("trace")
         if saved is not None:
+            try:
+                plain = check_trace(session.workload, saved)
+            except TraceError as exc:
+                raise ExplorerError(f"the session's saved trace is not valid: {exc}") from None
             expected = _tvm.Schedule(session.workload.mod())
-            _tvm.apply_trace_json(saved, expected)
+            _tvm.apply_trace_json(plain, expected)
             if not _tvm.tvm_ffi.structural_equal(expected.mod, session.mod):
+                saved_version = data.get("tvm_version")
+                why = (
+                    f"it was saved with TVM {saved_version}, this is {_tvm.TVM_VERSION}"
+                    if saved_version != _tvm.TVM_VERSION
+                    else "its steps or its trace were edited"
+                )
                 raise ExplorerError(
-                    "the saved steps no longer give the saved schedule (was it saved with "
-                    f"another TVM version? saved: {data.get('tvm_version')}, "
-                    f"now: {_tvm.TVM_VERSION})"
+                    "the session's steps no longer give its saved schedule (trace); "
+                    f"{why}. Remove the 'trace' field to keep what the steps give"
                 )
         return session
 
@@ -427,3 +450,22 @@ class ScheduleSession:
             can_undo=parent is not None,
             can_redo=node.last_child is not None,
         )
+
+
+def _trace_summary(trace_json: Any) -> str:
+    """What a PrimitiveError shows as the value: the size of a trace, never the whole of it."""
+    if isinstance(trace_json, list) and trace_json and isinstance(trace_json[0], list):
+        return f"<{len(trace_json[0])} instructions>"
+    return f"<{type(trace_json).__name__}>"
+
+
+def _saved_step(number: int, step: Any) -> tuple[str, dict[str, Any]]:
+    """A saved step's primitive and arguments, or an error naming what is wrong with it."""
+    if not isinstance(step, Mapping):
+        raise ExplorerError(f"step {number} of the session must be an object, not {step!r:.60}")
+    primitive, args = step.get("primitive"), step.get("args", {})
+    if not isinstance(primitive, str):
+        raise ExplorerError(f"step {number} of the session has no 'primitive' name")
+    if not isinstance(args, Mapping) or not all(isinstance(k, str) for k in args):
+        raise ExplorerError(f"step {number} ({primitive}) must have 'args' as an object")
+    return primitive, dict(args)

@@ -67,7 +67,7 @@ def test_from_json_refuses_foreign_or_inconsistent_data(matmul) -> None:
     other = ScheduleSession(matmul)
     other.apply("split", loop="i", factors=[None, 16])
     data["trace"] = other.snapshot.trace_json
-    with pytest.raises(ExplorerError, match="no longer give the saved schedule"):
+    with pytest.raises(ExplorerError, match="no longer give its saved schedule"):
         ScheduleSession.from_json(data)
     data = session.to_json()
     data["steps"][0]["args"]["factors"] = [3, 3]
@@ -105,7 +105,7 @@ def test_load_trace_is_one_undoable_step(mm_relu) -> None:
     [
         ({"insts": []}, "[instructions, decisions]"),
         ([[["GetSBlock", [], ["nope", "main"], ["b0"]]], []], "does not apply"),
-        ([[["NoSuchInst", [], [], []]], []], "does not apply"),
+        ([[["NoSuchInst", [], [], []]], []], "is not a TVM schedule instruction"),
     ],
 )
 def test_load_trace_refuses_bad_traces(matmul, trace, words) -> None:

@@ -1,0 +1,487 @@
+"""Check a trace that comes from outside (a file, a database, a notebook cell) before using it.
+
+TVM's own replay (``Trace.apply_json_to_schedule``) cannot be trusted with such a trace:
+
+* it kills the process on some inputs: a tile decision containing 0 (SIGFPE), a decision for an
+  instruction index that does not exist (SIGSEGV);
+* it silently "repairs" decisions that do not fit: ``[2, 2, 2, 2]`` on a loop of extent 127
+  becomes ``[1, 1, 1, 127]``, a missing decision is drawn at random, and a trace recorded for
+  another shape quietly turns into a different schedule.
+
+So a trace goes through three gates. (1) A static check in plain Python names the first thing
+that is wrong with the JSON itself (shape, instruction names, variables, decisions). (2) The
+trace is replayed in an isolated worker process, so that whatever TVM does to a process happens
+to that one. (3) The decisions TVM used there are compared with the file's; any difference is an
+error naming the instruction, the file's decision and TVM's. Only then may the caller replay the
+trace in its own process, where it now replays exactly as written.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import math
+import os
+import re
+import shutil
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from explorer import _tvm
+from explorer.errors import TraceError
+from explorer.types import JSON
+from explorer.workloads import Workload
+
+# Instructions whose decision a trace records. TVM draws a fresh one when it is missing.
+SAMPLING_KINDS = (
+    "SamplePerfectTile",
+    "SamplePartitionedTile",
+    "SampleCategorical",
+    "SampleComputeLocation",
+)
+MAX_INSTRUCTIONS = 10_000  # a real trace has tens; this bounds the work spent on a hostile file
+_INT64 = 2**63
+_INT32 = 2**31  # TVM's loop extents and tile factors are int32
+_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_REPLAY_TIMEOUT_SECS = 120.0
+
+
+# -- gate 1: the JSON itself ---------------------------------------------------------------------
+def check_trace_json(trace_json: Any) -> JSON:
+    """Check a trace's JSON without running TVM; return a plain private copy of it.
+
+    Raises:
+        TraceError: the first problem found, in one sentence naming the instruction at fault.
+    """
+    try:
+        plain = json.loads(json.dumps(trace_json, allow_nan=False))
+    except (TypeError, ValueError, RecursionError):
+        raise TraceError(
+            "a trace must be plain JSON (lists, strings and finite numbers), "
+            f"not {_describe(trace_json)}"
+        ) from None
+    is_pair = isinstance(plain, list) and len(plain) == 2
+    if not (is_pair and all(isinstance(part, list) for part in plain)):
+        raise TraceError(
+            "a trace must be a list [instructions, decisions] as trace_to_json gives, "
+            f"not {_describe(plain)}"
+        )
+    insts, decisions = plain
+    if len(insts) > MAX_INSTRUCTIONS:
+        raise TraceError(f"a trace has at most {MAX_INSTRUCTIONS} instructions (got {len(insts)})")
+    defined: set[str] = set()
+    for index, inst in enumerate(insts):
+        _check_instruction(index, inst, defined)
+    _check_decisions(insts, decisions)
+    return plain
+
+
+def _check_instruction(index: int, inst: Any, defined: set[str]) -> None:
+    if not (
+        isinstance(inst, list)
+        and len(inst) == 4
+        and isinstance(inst[0], str)
+        and all(isinstance(part, list) for part in inst[1:])
+    ):
+        raise TraceError(
+            f"must be [name, inputs, attributes, outputs], not {_describe(inst)}",
+            instruction=index,
+        )
+    kind, inputs, attrs, outputs = inst
+    if not _tvm.is_instruction_kind(kind):
+        raise TraceError(f"{kind!r} is not a TVM schedule instruction", instruction=index)
+    for value in _flatten(inputs):
+        _check_input(index, kind, value, defined)
+    for value in _flatten(attrs):
+        if value is None or isinstance(value, dict):
+            raise TraceError(
+                f"{kind} has an attribute {_short(value)}; attributes are numbers, "
+                "strings, booleans and lists of them",
+                instruction=index,
+            )
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= _INT64:
+            raise TraceError(f"{kind} has an attribute out of range: {value}", instruction=index)
+    if kind == "Split":
+        _check_split_factors(index, inputs)
+    if kind in ("SamplePerfectTile", "SamplePartitionedTile"):
+        _check_tile_attrs(index, kind, attrs)
+    for name in outputs:
+        if not isinstance(name, str) or not _VARIABLE.match(name) or name == "None":
+            raise TraceError(
+                f"{kind} defines an output named {_short(name)}; outputs are names like l3",
+                instruction=index,
+            )
+        if name in defined:
+            raise TraceError(
+                f"{kind} defines {name}, which an earlier instruction already defines",
+                instruction=index,
+            )
+        defined.add(name)
+
+
+def _check_input(index: int, kind: str, value: Any, defined: set[str]) -> None:
+    if isinstance(value, bool) or value is None or isinstance(value, dict):
+        raise TraceError(
+            f'{kind} has an input {_short(value)}; inputs are variables, "None", '
+            "quoted strings and numbers",
+            instruction=index,
+        )
+    if isinstance(value, int) and abs(value) >= _INT64:
+        raise TraceError(f"{kind} has an input out of range: {value}", instruction=index)
+    if isinstance(value, str):
+        is_literal = value == "None" or (len(value) >= 2 and value[0] == value[-1] == '"')
+        if not is_literal and value not in defined:
+            raise TraceError(
+                f"{kind} uses {_short(value)}, which no earlier instruction defines",
+                instruction=index,
+            )
+
+
+def _check_split_factors(index: int, inputs: list[Any]) -> None:
+    # A literal factor of 0 divides by zero inside TVM; -1 means "inferred" like None.
+    for factor in inputs[1:]:
+        if isinstance(factor, int) and (factor == 0 or factor < -1 or factor >= _INT32):
+            raise TraceError(
+                f"Split has a factor {factor}; factors are positive integers below 2**31 or None",
+                instruction=index,
+            )
+        if isinstance(factor, float):
+            raise TraceError(
+                f"Split has a factor {factor}; factors are integers", instruction=index
+            )
+
+
+def _check_tile_attrs(index: int, kind: str, attrs: list[Any]) -> None:
+    if not (
+        len(attrs) >= 2
+        and all(isinstance(a, int) and not isinstance(a, bool) for a in attrs[:2])
+        and 1 <= attrs[0] <= 16
+        and 0 <= attrs[1] < _INT32
+    ):
+        raise TraceError(
+            f"{kind} needs attributes [n, max_innermost_factor] with 1 <= n <= 16 "
+            f"(got {_short(attrs)})",
+            instruction=index,
+        )
+
+
+def _check_decisions(insts: list[Any], decisions: list[Any]) -> None:
+    seen: dict[int, Any] = {}
+    for entry in decisions:
+        if not (
+            isinstance(entry, list)
+            and len(entry) == 2
+            and isinstance(entry[0], int)
+            and not isinstance(entry[0], bool)
+        ):
+            raise TraceError(
+                f"each decision must be [instruction index, value], not {_describe(entry)}"
+            )
+        index, value = entry
+        if not 0 <= index < len(insts):
+            raise TraceError(
+                f"a decision names instruction {index}, but the trace has "
+                f"{len(insts)} instructions (0..{len(insts) - 1})"
+            )
+        kind = insts[index][0]
+        if kind not in SAMPLING_KINDS:
+            raise TraceError(
+                f"has a decision, but {kind} takes none (only {', '.join(SAMPLING_KINDS)} do)",
+                instruction=index,
+            )
+        if index in seen:
+            raise TraceError(f"{kind} has two decisions", instruction=index)
+        _check_decision_value(index, insts[index], value)
+        seen[index] = value
+    for index, inst in enumerate(insts):
+        if inst[0] in SAMPLING_KINDS and index not in seen:
+            raise TraceError(
+                f"{inst[0]} has no decision; TVM would draw one at random, so the trace would "
+                "not say which schedule it is",
+                instruction=index,
+            )
+
+
+def _check_decision_value(index: int, inst: list[Any], value: Any) -> None:
+    kind, _inputs, attrs, _outputs = inst
+    if kind in ("SamplePerfectTile", "SamplePartitionedTile"):
+        n = attrs[0]
+        if not (
+            isinstance(value, list)
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+        ):
+            raise TraceError(
+                f"{kind}'s decision must be a list of {n} integers, not {_describe(value)}",
+                instruction=index,
+            )
+        if len(value) != n:
+            raise TraceError(
+                f"{kind}'s decision {_short(value)} has {len(value)} factors; this tile has {n}",
+                instruction=index,
+            )
+        if any(v < 1 or v >= _INT32 for v in value):
+            raise TraceError(
+                f"{kind}'s decision {_short(value)} has a factor out of range; tile factors are "
+                "positive integers below 2**31",
+                instruction=index,
+            )
+        return
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TraceError(
+            f"{kind}'s decision must be an integer, not {_describe(value)}", instruction=index
+        )
+    if kind == "SampleCategorical":
+        candidates = attrs[0] if attrs and isinstance(attrs[0], list) else []
+        if not 0 <= value < len(candidates):
+            raise TraceError(
+                f"{kind}'s decision {value} is not an index into its {len(candidates)} "
+                f"candidates (0..{len(candidates) - 1})",
+                instruction=index,
+            )
+    elif kind == "SampleComputeLocation" and not -2 <= value < _INT32:
+        raise TraceError(
+            f"{kind}'s decision {value} is out of range (-2 inline, -1 root, 0.. a loop)",
+            instruction=index,
+        )
+
+
+def _flatten(values: Sequence[Any]) -> list[Any]:
+    out: list[Any] = []
+    for value in values:
+        if isinstance(value, list):
+            out.extend(_flatten(value))
+        else:
+            out.append(value)
+    return out
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, (list, dict)):
+        return _short(value, 60)
+    if isinstance(value, str):
+        return f"the string {_short(value)}"
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return f"a {type(value).__name__}"
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    """A JSON value as a message shows it: cut to ``limit`` characters."""
+    try:
+        text = json.dumps(value, ensure_ascii=True)
+    except (TypeError, ValueError, RecursionError):
+        text = f"a {type(value).__name__}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# -- files ----------------------------------------------------------------------------------------
+def read_trace_file(path: str | os.PathLike[str], workload: Workload) -> JSON:
+    """The checked trace in a file: a bare trace, a saved session, or a record's JSON.
+
+    A file that says which workload it was made for (a session, a record) must name
+    ``workload``: a trace recorded for another shape would be "repaired" into another schedule.
+
+    Raises:
+        TraceError: unreadable, not JSON, not a trace, made for another workload, or a trace
+            that would not replay as written (``check_trace``).
+    """
+    name = os.fspath(path)
+    try:
+        data = json.loads(Path(path).read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise TraceError(f"{name}: cannot read it ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise TraceError(f"{name}: not a JSON file (a trace or a saved session)") from None
+    if isinstance(data, dict):  # a saved session or a record: take its trace
+        if "trace" not in data:
+            raise TraceError(f"{name}: a JSON object without a 'trace' field is not a trace")
+        saved_for = data.get("workload")
+        if saved_for is not None and saved_for != workload.to_json():
+            raise TraceError(
+                f"{name} was saved for {_workload_key(saved_for)}, not {workload.key()}; "
+                "a schedule does not carry over to another workload or shape"
+            )
+        data = data["trace"]
+    try:
+        return check_trace(workload, data)
+    except TraceError as exc:
+        raise TraceError(f"{name}: {exc}", detail=exc.detail) from None
+
+
+def _workload_key(data: Any) -> str:
+    try:
+        return Workload.from_json(data).key()
+    except Exception:  # noqa: BLE001  (only for the message)
+        return "another workload"
+
+
+# -- gates 2 and 3: replay in an isolated worker, compare decisions ------------------------------
+def check_trace(workload: Workload, trace_json: Any) -> JSON:
+    """Every gate: the static check, a replay in an isolated process, the decisions compared.
+
+    Returns:
+        A plain copy of the trace, which replays in this process exactly as written.
+
+    Raises:
+        TraceError: the trace is malformed, does not apply to ``workload``, crashes TVM, or
+            TVM would replay it with other decisions than the ones it records.
+    """
+    plain = check_trace_json(trace_json)
+    reply = _CHECKER.replay(workload, plain)
+    if not reply.get("ok"):
+        index = reply.get("index")
+        raise TraceError(
+            f"the trace does not apply to {workload.key()}: {reply['error']}",
+            instruction=index,
+            kind=None if index is None else plain[0][index][0],
+            detail=reply.get("detail"),
+        )
+    compare_decisions(plain, reply["decisions"])
+    return plain
+
+
+def compare_decisions(trace_json: JSON, replayed_decisions: JSON) -> None:
+    """Raise unless TVM's replay used exactly the decisions that ``trace_json`` records."""
+    insts, decisions = trace_json
+    used = {int(index): value for index, value in replayed_decisions}
+    for index, value in decisions:
+        got = used.get(index)
+        if got == value:
+            continue
+        kind = insts[index][0]
+        hint = ""
+        if kind in ("SamplePerfectTile", "SamplePartitionedTile") and isinstance(got, list):
+            extent, product = math.prod(got), math.prod(value)
+            if extent != product:
+                hint = (
+                    f": its factors multiply to {product}, but the loop here has extent "
+                    f"{extent} (was the trace recorded for another shape?)"
+                )
+        raise TraceError(
+            f"the file's decision {_short(value)} does not fit; TVM would have used "
+            f"{_short(got)} instead{hint}",
+            instruction=index,
+            kind=kind,
+        )
+
+
+def replay_decisions(mod: Any, trace_json: JSON) -> dict[str, Any]:
+    """Replay ``trace_json`` on the IRModule ``mod`` here and report the decisions TVM used.
+
+    Only for traces that passed ``check_trace_json``, and only in a process that may die
+    (the isolated worker runs this): TVM can still kill the process for inputs no static
+    check foresees.
+    """
+    from explorer.session._errors_map import error_sentence
+
+    sch = _tvm.Schedule(mod)
+    try:
+        _tvm.apply_trace_json(trace_json, sch)
+    except Exception as exc:  # noqa: BLE001  (any refusal is the trace's)
+        sentence = _plain_sentence(error_sentence(exc))
+        index = _first_failing(mod, trace_json)
+        return {"ok": False, "error": sentence, "index": index, "detail": str(exc)}
+    return {"ok": True, "decisions": _tvm.trace_to_json(sch.trace)[1]}
+
+
+def _first_failing(mod: Any, trace_json: JSON) -> int | None:
+    """The first instruction whose prefix of the trace no longer replays (TVM does not say)."""
+    insts, decisions = trace_json
+    for end in range(1, len(insts) + 1):
+        prefix = [insts[:end], [d for d in decisions if d[0] < end]]
+        try:
+            _tvm.apply_trace_json(prefix, _tvm.Schedule(mod))
+        except Exception:  # noqa: BLE001
+            return end - 1
+    return None
+
+
+_TYPE_WORDS = {
+    "s_tir.LoopRV": "a loop",
+    "s_tir.SBlockRV": "a block",
+    "ir.Expr": "a number",
+    "ir.IntImm": "an integer",
+    "ir.FloatImm": "a number",
+    "ffi.Array": "a list",
+    "ffi.String": "a string",
+    "ffi.SmallStr": "a string",
+    "None": "None",
+}
+
+
+def _type_words(name: str) -> str:
+    if name in _TYPE_WORDS:
+        return _TYPE_WORDS[name]
+    inner = re.sub(r"\b(?:ffi|ir|s_tir|tirx)\.", "", name)  # Optional<Array<int>> and the like
+    return f"a value of type {inner}" if "<" in inner else f"a {inner}"
+
+
+def _plain_sentence(sentence: str) -> str:
+    match = re.search(r"Expected `([^`]+)` but got `([^`]+)`", sentence)
+    if match:
+        expected, got = (_type_words(g) for g in match.groups())
+        return f"it expects {expected} but is given {got}"
+    # TVM's internal checks read "Check failed: (cond) is false: reason"; keep the reason.
+    match = re.match(r"^(?:\w+Error: )?Check failed: .*?(?:is false)?:\s*(.+)$", sentence)
+    if match and match.group(1).strip():
+        sentence = match.group(1).strip()
+    elif "Check failed" in sentence:
+        return "TVM's replay refused it (an internal check failed; see the detail)"
+    # Whatever else TVM says: its type names in words, no object addresses.
+    sentence = re.sub(
+        r"`?\b((?:ffi|ir|s_tir|tirx)\.\w+)`?", lambda m: _type_words(m.group(1)), sentence
+    )
+    return re.sub(r"\s*\b0x[0-9a-fA-F]+\b", "", sentence)
+
+
+class _Checker:
+    """One lazily started worker process that replays untrusted traces for this process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._worker: Any = None
+        self._log_dir: str | None = None
+
+    def replay(self, workload: Workload, trace_json: JSON) -> Mapping[str, Any]:
+        from explorer.measure._pool import Worker, WorkerLost
+
+        # The module itself, not the workload's description: any workload replays, custom
+        # families included, without the worker knowing them.
+        request = {"op": "replay", "mod": _tvm.save_json(workload.mod()), "trace": trace_json}
+        with self._lock:
+            if self._worker is None or not self._worker.is_alive:
+                if self._log_dir is None:
+                    self._log_dir = tempfile.mkdtemp(prefix="explorer-trace-check-")
+                self._worker = Worker(
+                    "build", num_threads=1, memory_limit_bytes=2 << 30, log_dir=self._log_dir
+                )
+            try:
+                reply: dict[str, Any] = self._worker.request(request, _REPLAY_TIMEOUT_SECS)
+            except WorkerLost as lost:
+                self._worker = None
+                return {
+                    "ok": False,
+                    "error": f"replaying it kills TVM ({lost.message})",
+                    "detail": lost.detail,
+                }
+        if not reply.get("ok") and reply.get("stage") == "internal":
+            return {"ok": False, "error": "the replay failed", "detail": reply.get("error")}
+        return reply
+
+    def close(self) -> None:
+        with self._lock:
+            if self._worker is not None:
+                self._worker.close()
+                self._worker = None
+            if self._log_dir is not None:
+                shutil.rmtree(self._log_dir, ignore_errors=True)
+                self._log_dir = None
+
+
+_CHECKER = _Checker()
+atexit.register(_CHECKER.close)
