@@ -190,6 +190,34 @@ _RULES: list[tuple[str, str, Reason]] = [
         ),
     ),
     (
+        r'The "?(\w+)"? cannot be fulfilled|does not have compact dataflow',
+        "loop",
+        lambda m, a: (
+            f"loop {a.get('loop')} cannot be "
+            f"{_VERBS.get(a.get('__primitive__', ''), 'changed this way')}: a block under it is "
+            "neither a complete block nor a whole reduction (for example the init and update "
+            "halves of a decomposed reduction), so TVM cannot prove its iterations independent"
+        ),
+    ),
+    (
+        r"is not a complete block - it violates condition #(\d)",
+        "block",
+        lambda m, a: (
+            f"block {a.get('block')} is not a complete block (it must be the only writer of "
+            "its output region, iterate data-parallel axes only, and not read what it writes), "
+            "so it cannot be moved under another loop"
+        ),
+    ),
+    (
+        r"TensorRegion pattern match failed",
+        "block",
+        lambda m, a: (
+            f"TVM cannot relate block {a.get('block')}'s buffer accesses to loop "
+            f"{a.get('loop')} (their index expressions are not simple affine ones); "
+            "move the block to a loop of the nest its accesses are written in"
+        ),
+    ),
+    (
         r"Cannot find a block with the name: (\S+)",
         "block",
         lambda m, a: f"no block named {m.group(1)}",
@@ -244,8 +272,10 @@ def translate(primitive: str, exc: BaseException, args: Mapping[str, Any]) -> Pr
             detail=str(exc),
         )
     arg = _fallback_arg(args)
-    cleaned = _OBJECT_REF.sub(
-        lambda m: "(block)" if m.group(1).endswith("SBlock") else "(loop)", sentence
+    cleaned = plain_sentence(
+        _OBJECT_REF.sub(
+            lambda m: "(block)" if m.group(1).endswith("SBlock") else "(loop)", sentence
+        )
     )
     return PrimitiveError(
         primitive,
@@ -261,3 +291,42 @@ def _fallback_arg(args: Mapping[str, Any]) -> str | None:
         if args.get(key) is not None:
             return key
     return next(iter(args), None)
+
+
+_TYPE_WORDS = {
+    "s_tir.LoopRV": "a loop",
+    "s_tir.SBlockRV": "a block",
+    "ir.Expr": "a number",
+    "ir.IntImm": "an integer",
+    "ir.FloatImm": "a number",
+    "ffi.Array": "a list",
+    "ffi.String": "a string",
+    "ffi.SmallStr": "a string",
+    "None": "None",
+}
+
+
+def _type_words(name: str) -> str:
+    if name in _TYPE_WORDS:
+        return _TYPE_WORDS[name]
+    inner = re.sub(r"\b(?:ffi|ir|s_tir|tirx)\.", "", name)  # Optional<Array<int>> and the like
+    return f"a value of type {inner}" if "<" in inner else f"a {inner}"
+
+
+def plain_sentence(sentence: str) -> str:
+    """TVM's sentence without its internals: no ``Check failed`` condition, no FFI type names,
+    no object addresses (the whole text stays available as an error's ``detail``)."""
+    match = re.search(r"Expected `([^`]+)` but got `([^`]+)`", sentence)
+    if match:
+        expected, got = (_type_words(g) for g in match.groups())
+        return f"it expects {expected} but is given {got}"
+    # TVM's internal checks read "Check failed: (cond) is false: reason"; keep the reason.
+    match = re.match(r"^(?:\w+Error: )?Check failed: .*?(?:is false)?:\s*(.+)$", sentence)
+    if match and match.group(1).strip():
+        sentence = match.group(1).strip()
+    elif "Check failed" in sentence:
+        return "an internal check of TVM failed (see the detail)"
+    sentence = re.sub(
+        r"`?\b((?:ffi|ir|s_tir|tirx)\.\w+)`?", lambda m: _type_words(m.group(1)), sentence
+    )
+    return re.sub(r"\s*\b0x[0-9a-fA-F]+\b", "", sentence)

@@ -8,7 +8,9 @@ Naming rules:
     * a block is named by its block name (``"C"``, ``"C_global"``);
     * a loop is named by its loop-variable name (``"i_0"``) when no other loop in the function
       has that name, else as ``"block.var"`` where ``block`` is the first block nested under the
-      loop. ``"block.var"`` is always accepted, for any block under the loop.
+      loop. ``"block.var"`` is always accepted, for any block under the loop;
+    * two loops that would still share a name (a block with the user's own ``i_0`` and the
+      ``i_0`` a split made) are numbered outer first: ``"C.i_0#1"``, ``"C.i_0#2"``.
 """
 
 from __future__ import annotations
@@ -155,6 +157,9 @@ class NestIndex:
 
         Returns a plain-language reason (a ``str``) when the name does not denote one loop.
         """
+        exact = [lp for lp in self.loops if lp.name == name]
+        if len(exact) == 1:
+            return exact[0], exact[0].block, exact[0].depth
         matches = [lp for lp in self.loops if lp.var == name]
         if len(matches) == 1:
             lp = matches[0]
@@ -191,10 +196,20 @@ def index_schedule(sch: Any) -> NestIndex:
     _walk(func.body, [], "", block_recs, all_loops)
 
     counts = Counter(rec.var for rec in all_loops)
-    infos: dict[int, LoopInfo] = {}
+    names = []
     for rec in all_loops:
         owner = rec.blocks[0] if rec.blocks else ""
-        name = rec.var if counts[rec.var] == 1 or not owner else f"{owner}.{rec.var}"
+        names.append(rec.var if counts[rec.var] == 1 or not owner else f"{owner}.{rec.var}")
+    # A block can still hold two loops of one name (the user's own i_0 and the i_0 that
+    # splitting i makes): number them, outer first, so every loop stays addressable.
+    repeated, seen = Counter(names), Counter[str]()
+    for k, name in enumerate(names):
+        if repeated[name] > 1:
+            seen[name] += 1
+            names[k] = f"{name}#{seen[name]}"
+    infos: dict[int, LoopInfo] = {}
+    for rec, name in zip(all_loops, names, strict=True):
+        owner = rec.blocks[0] if rec.blocks else ""
         infos[id(rec)] = LoopInfo(
             name=name,
             var=rec.var,

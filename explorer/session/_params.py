@@ -15,6 +15,9 @@ from typing import Any, Literal
 
 from explorer.errors import PrimitiveError
 
+INT32_MAX = 2**31 - 1
+"""Loop extents, factors and indices are int32 in TVM's IR."""
+
 ParamKind = Literal["block", "loop", "loops", "factors", "int", "choice", "bool", "str"]
 PARAM_KINDS: tuple[str, ...] = (
     "block",
@@ -118,6 +121,8 @@ class ParamSpec:
                 raise fail(f"must be at least {self.min}")
             if self.max is not None and number > self.max:
                 raise fail(f"must be at most {self.max}")
+            if abs(number) > INT32_MAX:
+                raise fail(f"must be between -{INT32_MAX} and {INT32_MAX} (TVM's int32)")
             return number
         if self.kind == "bool":
             if isinstance(value, bool) or type(value).__name__ == "bool_":
@@ -155,6 +160,8 @@ class ParamSpec:
             number = _as_int(item)
             if number is None or number < 1:
                 raise fail("every factor must be a positive integer or None")
+            if number > INT32_MAX:
+                raise fail(f"every factor must be at most {INT32_MAX} (TVM's loops are int32)")
             factors.append(number)
         fewest = self.min if self.min is not None else 2
         if len(factors) < fewest:

@@ -377,13 +377,13 @@ def replay_decisions(mod: Any, trace_json: JSON) -> dict[str, Any]:
     (the isolated worker runs this): TVM can still kill the process for inputs no static
     check foresees.
     """
-    from explorer.session._errors_map import error_sentence
+    from explorer.session._errors_map import error_sentence, plain_sentence
 
     sch = _tvm.Schedule(mod)
     try:
         _tvm.apply_trace_json(trace_json, sch)
     except Exception as exc:  # noqa: BLE001  (any refusal is the trace's)
-        sentence = _plain_sentence(error_sentence(exc))
+        sentence = plain_sentence(error_sentence(exc))
         index = _first_failing(mod, trace_json)
         return {"ok": False, "error": sentence, "index": index, "detail": str(exc)}
     return {"ok": True, "decisions": _tvm.trace_to_json(sch.trace)[1]}
@@ -399,44 +399,6 @@ def _first_failing(mod: Any, trace_json: JSON) -> int | None:
         except Exception:  # noqa: BLE001
             return end - 1
     return None
-
-
-_TYPE_WORDS = {
-    "s_tir.LoopRV": "a loop",
-    "s_tir.SBlockRV": "a block",
-    "ir.Expr": "a number",
-    "ir.IntImm": "an integer",
-    "ir.FloatImm": "a number",
-    "ffi.Array": "a list",
-    "ffi.String": "a string",
-    "ffi.SmallStr": "a string",
-    "None": "None",
-}
-
-
-def _type_words(name: str) -> str:
-    if name in _TYPE_WORDS:
-        return _TYPE_WORDS[name]
-    inner = re.sub(r"\b(?:ffi|ir|s_tir|tirx)\.", "", name)  # Optional<Array<int>> and the like
-    return f"a value of type {inner}" if "<" in inner else f"a {inner}"
-
-
-def _plain_sentence(sentence: str) -> str:
-    match = re.search(r"Expected `([^`]+)` but got `([^`]+)`", sentence)
-    if match:
-        expected, got = (_type_words(g) for g in match.groups())
-        return f"it expects {expected} but is given {got}"
-    # TVM's internal checks read "Check failed: (cond) is false: reason"; keep the reason.
-    match = re.match(r"^(?:\w+Error: )?Check failed: .*?(?:is false)?:\s*(.+)$", sentence)
-    if match and match.group(1).strip():
-        sentence = match.group(1).strip()
-    elif "Check failed" in sentence:
-        return "TVM's replay refused it (an internal check failed; see the detail)"
-    # Whatever else TVM says: its type names in words, no object addresses.
-    sentence = re.sub(
-        r"`?\b((?:ffi|ir|s_tir|tirx)\.\w+)`?", lambda m: _type_words(m.group(1)), sentence
-    )
-    return re.sub(r"\s*\b0x[0-9a-fA-F]+\b", "", sentence)
 
 
 class _Checker:

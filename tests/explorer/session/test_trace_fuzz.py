@@ -172,7 +172,10 @@ _SMALL_INTS = st.integers(-3, 130)
 def _mutations(draw: st.DrawFn) -> object:
     trace = copy.deepcopy(json.loads(draw(st.sampled_from(_real_traces()))))
     for _ in range(draw(st.integers(1, 3))):
-        insts, decisions = trace if isinstance(trace, list) and len(trace) == 2 else ([], [])
+        is_pair = isinstance(trace, list) and len(trace) == 2
+        insts, decisions = (
+            trace if is_pair and all(isinstance(p, list) for p in trace) else ([], [])
+        )
         op = draw(st.integers(0, 12))
         if op == 0 and decisions:  # a decision's value: a tile, an index, anything
             i = draw(st.integers(0, len(decisions) - 1))
