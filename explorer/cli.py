@@ -222,7 +222,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 def cmd_runs(args: argparse.Namespace) -> int:
     from explorer.storage import get_store
 
-    store = get_store(args.db)
+    store = get_store(args.db, read_only=True)
     runs = store.runs()
     if not runs:
         print(f"no runs in {getattr(store, 'path', args.db)}")
@@ -242,7 +242,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from explorer import storage
 
-    store = storage.get_store(args.db)
+    store = storage.get_store(args.db, read_only=True)
     out = Path(args.out)
     if args.format == "csv":
         n = storage.export_csv(store, out, run_id=args.run)
@@ -261,9 +261,61 @@ def cmd_import(args: argparse.Namespace) -> int:
     summary = storage.import_metaschedule(store, Path(args.work_dir))
     print(
         f"imported {summary.imported} records into run(s) {list(summary.run_ids)}; "
+        f"{summary.duplicates} already in the database, "
         f"{summary.unmatched} with an unknown workload, {summary.failed} unreadable"
     )
-    return EXIT_OK if summary.imported or not (summary.unmatched or summary.failed) else 1
+    if summary.imported:
+        print("imported timings are unchecked until `explorer check` re-measures them")
+    stored = summary.imported + summary.duplicates
+    return EXIT_OK if stored or not (summary.unmatched or summary.failed) else 1
+
+
+def cmd_backup(args: argparse.Namespace) -> int:
+    from explorer.storage import SQLiteStore
+
+    # Read-only: a backup of a missing database is an error, and the source is never written.
+    with SQLiteStore(_db_path(args), read_only=True) as store:
+        dest = store.backup(args.dest, overwrite=args.force)
+    with SQLiteStore(dest, read_only=True) as copy:  # the copy reads back, and says what it holds
+        runs, trials = len(copy.runs()), copy.count_trials()
+    print(f"backed up {_count(runs, 'run')}, {_count(trials, 'trial')} to {dest}")
+    return EXIT_OK
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from explorer.measure import LocalMeasurer
+    from explorer.storage import check_unchecked, get_store
+
+    store = get_store(args.db)
+    if args.run is not None:
+        try:
+            store.get_run(args.run)
+        except KeyError:
+            raise ExplorerError(f"no run {args.run} in {_db_path(args)}") from None
+    with LocalMeasurer() as measurer:
+        summary = check_unchecked(store, measurer, run_id=args.run)
+    if not summary.checked:
+        where = f" in run {args.run}" if args.run is not None else ""
+        print(
+            f"nothing to check: no unchecked schedule{where} "
+            f"({summary.already_checked} unchecked trials were checked before)"
+        )
+        return EXIT_OK
+    print(
+        f"checked {_count(summary.checked, 'schedule')} against NumPy into run(s) "
+        f"{list(summary.run_ids)}: {summary.ok} ok, {summary.failed} not ok"
+    )
+    return EXIT_OK if not summary.failed else EXIT_FAILED
+
+
+def _db_path(args: argparse.Namespace) -> Path:
+    from explorer.storage import default_store_path
+
+    return Path(args.db) if args.db else default_store_path()
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
 
 
 def _read_trace(path: Path) -> Any:
@@ -337,6 +389,19 @@ def _parser() -> argparse.ArgumentParser:
     _add_common(p, target=False)
     p.add_argument("work_dir")
     p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("backup", help="copy the database safely, even while a search writes to it")
+    _add_common(p, target=False)
+    p.add_argument("dest", help="the backup file to write (its folder must exist)")
+    p.add_argument("--force", action="store_true", help="replace DEST if it exists")
+    p.set_defaults(func=cmd_backup)
+
+    p = sub.add_parser(
+        "check", help="re-measure unchecked (MetaSchedule) timings, checking results vs NumPy"
+    )
+    _add_common(p, target=False)
+    p.add_argument("--run", type=int, default=None, metavar="RUN", help="only this run")
+    p.set_defaults(func=cmd_check)
     return parser
 
 

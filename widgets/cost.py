@@ -51,6 +51,10 @@ STATUS_WORDS = {
     MeasureStatus.RUN_ERROR: "crashed while running (or ran out of memory)",
     MeasureStatus.TIMEOUT: "took too long and was stopped",
     MeasureStatus.INVALID: "is not a valid schedule",
+    MeasureStatus.UNCHECKED: (
+        "was timed by MetaSchedule, but its output was never checked against NumPy "
+        "(`explorer check` checks it)"
+    ),
 }
 
 

@@ -318,9 +318,13 @@ def _summary(
 ) -> str:
     again = table.num_remeasured
     extra = f" + {again} re-measurement{'s' * (again != 1)}" if again else ""
+    # Unchecked timings (MetaSchedule's) are not plotted as successes; say why they are missing.
+    unchecked = table.num_unchecked
+    unchecked_note = f", {unchecked} unchecked: `explorer check`" if unchecked else ""
     text = (
         f"{workload.key()} on {target.name or target.key()}: {table.num_trials} trials{extra} "
-        f"({table.num_failed} failed) in {conv.num_runs} run{'s' * (conv.num_runs != 1)}"
+        f"({table.num_failed} failed{unchecked_note}) in {conv.num_runs} "
+        f"run{'s' * (conv.num_runs != 1)}"
     )
     return text if isinstance(space, KnobSpace) else f"{text}; {space}"
 

@@ -118,8 +118,19 @@ class TrialTable:
 
     @property
     def num_failed(self) -> int:
-        """Failed trials, re-measurements not counted."""
-        return int(np.count_nonzero(~self.is_ok & ~self.is_remeasure))
+        """Failed trials, re-measurements and unchecked timings not counted."""
+        return int(np.count_nonzero(~self.is_ok & ~self.is_remeasure & ~self.is_unchecked))
+
+    @property
+    def is_unchecked(self) -> np.ndarray:
+        """Rows timed elsewhere (MetaSchedule) and never checked against NumPy: neither a
+        success (their timing is not used) nor a failure."""
+        return self.status_codes == _STATUS_CODE[MeasureStatus.UNCHECKED]
+
+    @property
+    def num_unchecked(self) -> int:
+        """Unchecked trials, re-measurements not counted."""
+        return int(np.count_nonzero(self.is_unchecked & ~self.is_remeasure))
 
     def has(self, trial_ids: Sequence[int]) -> np.ndarray:
         """Which of ``trial_ids`` are already rows of this table."""

@@ -8,7 +8,9 @@ our store. Because MetaSchedule ignores SIGINT, the same callback is how a run i
 raises, ``tune_tir`` aborts after the current batch, and what was stored stays.
 
 Measurements here come from MetaSchedule's ``LocalRunner``, not from our measurer: this is the
-reference to compare our ``evolutionary`` strategy (same algorithm, our measurer) against.
+reference to compare our ``evolutionary`` strategy (same algorithm, our measurer) against. That
+runner never compares a kernel's output with a reference, so its timings are stored as
+``UNCHECKED`` trials, which are never ranked as best until ``check_unchecked`` re-measures them.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from explorer.measure._base import Candidate, MeasureResult
 from explorer.search._evolutionary import FAILED_RUN_SECS, TraceMatcher
 from explorer.space import DesignSpace, KnobSpace
 from explorer.storage._base import NewTrial, RecordStore, RunInfo, TrialRecord
+from explorer.storage._metaschedule import UNCHECKED_MSG
 from explorer.target import Target
 from explorer.types import MeasureStatus
 from explorer.workloads import Workload
@@ -114,7 +117,8 @@ def run_metaschedule(
 
     The run is stored with strategy ``"metaschedule"``; its trials appear in commit order,
     failures included (MetaSchedule's ``1e10`` latencies become BUILD_ERROR/RUN_ERROR/TIMEOUT
-    results without timings). ``should_stop`` and ``max_secs`` are checked after every
+    results without timings). Timed trials are ``UNCHECKED``: ``check_unchecked`` re-measures
+    them against NumPy. ``should_stop`` and ``max_secs`` are checked after every
     MetaSchedule batch of ``num_trials_per_iter`` candidates.
 
     Args:
@@ -222,4 +226,10 @@ def _result(builder_result: Any, runner_result: Any, flops: int, threads: int) -
     run_secs = tuple(float(x) for x in runner_result.run_secs or ())
     if not run_secs or min(run_secs) >= FAILED_RUN_SECS:
         return MeasureResult(MeasureStatus.RUN_ERROR, error_msg="no timing from the runner")
-    return MeasureResult(MeasureStatus.OK, run_secs=run_secs, flops=flops, num_threads=threads)
+    return MeasureResult(
+        MeasureStatus.UNCHECKED,
+        run_secs=run_secs,
+        error_msg=UNCHECKED_MSG,
+        flops=flops,
+        num_threads=threads,
+    )

@@ -2,7 +2,9 @@
 MetaSchedule, CSV and JSON Lines import/export formats.
 
 ``get_store`` turns ``None``, a path, ``":memory:"`` or a store into a ``RecordStore`` (Optuna's
-``get_storage``).
+``get_storage``); ``get_store(path, read_only=True)`` reads a database without writing or
+creating anything. ``check_unchecked`` re-measures the ``UNCHECKED`` trials (MetaSchedule's
+timings) against NumPy.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from explorer.storage._base import (
     TrialRow,
     trace_hash,
 )
+from explorer.storage._check import CheckSummary, check_unchecked
 from explorer.storage._environment import environment
 from explorer.storage._export import export_csv, export_jsonl
 from explorer.storage._metaschedule import ImportSummary, export_metaschedule, import_metaschedule
@@ -36,19 +39,25 @@ def default_store_path() -> Path:
     return Path.home() / ".explorer" / "records.db"
 
 
-def get_store(store: None | str | Path | RecordStore = None) -> RecordStore:
+def get_store(
+    store: None | str | Path | RecordStore = None, *, read_only: bool = False
+) -> RecordStore:
     """Coerce what a caller passed into a ``RecordStore``.
 
     Args:
         store: ``None`` for the default file (``default_store_path()``); a path for an SQLite file
             (created if missing); ``":memory:"`` for a private in-memory database that any
             thread may use; or a ``RecordStore``, returned unchanged.
+        read_only: For a file: open it only to read (``SQLiteStore(read_only=True)``): a missing
+            file is an error instead of a new database, nothing is written, and a database in a
+            read-only folder can be read.
 
     Returns:
         The store.
 
     Raises:
-        StoreError: The file is corrupt, not a record database, or of a newer schema.
+        StoreError: The file is missing (when ``read_only``), unreadable, corrupt, not a record
+            database, or of a newer schema.
         TypeError: ``store`` is none of the above.
 
     Example:
@@ -60,9 +69,9 @@ def get_store(store: None | str | Path | RecordStore = None) -> RecordStore:
     if isinstance(store, RecordStore):
         return store
     if store is None:
-        return SQLiteStore(default_store_path())
+        return SQLiteStore(default_store_path(), read_only=read_only)
     if isinstance(store, (str, Path)):
-        return SQLiteStore(store)
+        return SQLiteStore(store, read_only=read_only and str(store) != ":memory:")
     raise TypeError(
         f"store must be None, a path, ':memory:' or a RecordStore (got {type(store).__name__})"
     )
@@ -72,6 +81,7 @@ __all__ = [
     "ENV_VAR",
     "SCHEMA_VERSION",
     "BestSoFar",
+    "CheckSummary",
     "ImportSummary",
     "NewTrial",
     "RecordStore",
@@ -79,6 +89,7 @@ __all__ = [
     "SQLiteStore",
     "TrialRecord",
     "TrialRow",
+    "check_unchecked",
     "default_store_path",
     "environment",
     "export_csv",

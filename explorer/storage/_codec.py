@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from explorer.measure._base import Candidate, MeasureResult
-from explorer.storage._base import NewTrial, RunInfo, TrialRecord
+from explorer.storage._base import NewTrial, RunInfo, TrialRecord, TrialRow, text_hash
 from explorer.target import Target
 from explorer.types import MeasureStatus
 from explorer.workloads import Workload
@@ -181,3 +181,25 @@ def filters(
             clauses.append(f"{column} = ?")
             args.append(value)
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), args
+
+
+_STATUSES = {s.value: s for s in MeasureStatus}
+_ROW_DECODER = json.JSONDecoder()
+
+
+def decode_row(row: Sequence[Any]) -> TrialRow:
+    """A ``TrialRow`` from the columns ``SQLiteStore`` reads for ``trial_rows``."""
+    (trial_id, run_id, seq, status, median, run_secs, predicted, decisions, trace,
+     created_at) = row  # fmt: skip
+    return TrialRow(
+        id=trial_id,
+        run_id=run_id,
+        seq=seq,
+        status=_STATUSES[status],
+        median_secs=median,
+        run_secs=tuple(_ROW_DECODER.decode(run_secs)) if run_secs != "[]" else (),
+        predicted=_ROW_DECODER.decode(predicted) if predicted != "{}" else {},
+        decisions=None if decisions is None else _ROW_DECODER.decode(decisions),
+        trace_hash=text_hash(trace),
+        created_at=created_at,
+    )

@@ -4,12 +4,22 @@ A MetaSchedule work_dir holds ``database_workload.json`` (one IRModule per line)
 ``database_tuning_record.json`` (one ``[workload_index, record]`` per line, in commit order). Our
 trials become ``TuningRecord``s and back: the trace is the unit exchanged, the IR is never stored
 in our database.
+
+An IRModule does not say which of our workloads it is (its family, parameters and NumPy
+reference), so an export also writes ``explorer_workloads.json`` beside the two files: the
+workloads and targets it exported, as our JSON. MetaSchedule ignores the file; an import reads
+it, so that an export imports back into an empty database.
+
+MetaSchedule never compares a kernel's output with a reference, so its timings are imported as
+``UNCHECKED`` trials: never ranked as best until ``check_unchecked`` (``explorer check``)
+re-measures them with our measurer.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +28,7 @@ from typing import Any
 from explorer import _tvm
 from explorer.errors import StoreError, TargetError
 from explorer.measure._base import Candidate, MeasureResult
-from explorer.storage._base import NewTrial, RecordStore
+from explorer.storage._base import NewTrial, RecordStore, trace_hash
 from explorer.target import Target
 from explorer.types import MeasureStatus
 from explorer.workloads import Workload
@@ -31,6 +41,13 @@ MS_FAILURE_SECS = 1e10
 STRATEGY = "metaschedule-import"
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
+SIDECAR_FILE = "explorer_workloads.json"
+"""Our descriptions of the exported workloads and targets, beside MetaSchedule's files."""
+_SIDECAR_FORMAT = "schedule-explorer metaschedule sidecar"
+UNCHECKED_MSG = (
+    "timed by MetaSchedule, whose runner never compares the output with a reference: not "
+    "checked against NumPy (`explorer check` re-measures it)"
+)
 _BATCH = 256  # trials per add_trials transaction on import
 
 
@@ -53,6 +70,8 @@ class ImportSummary:
     imported: int
     unmatched: int
     failed: int
+    duplicates: int = 0
+    """Records already in the store (same workload, target, trace and timings): not stored."""
 
 
 def export_metaschedule(
@@ -66,14 +85,18 @@ def export_metaschedule(
 ) -> int:
     """Write trials to a MetaSchedule JSON database, so TVM tooling can use them.
 
-    Only successful trials are exported by default: MetaSchedule treats every record as a valid
-    schedule and keeps no error message, so a failure could only be written as the ``1e10``
-    sentinel it uses itself. ``include_failed=True`` does exactly that (useful to stop
-    MetaSchedule re-measuring known-bad schedules); failed trials whose trace does not even replay
-    are skipped then. ``WRONG_RESULT`` trials are failures here: their timings are not usable.
+    Only timed trials are exported by default: ``OK`` ones, and ``UNCHECKED`` ones (MetaSchedule's
+    own timings, imported or streamed) unless our measurer found that schedule wrong.
+    MetaSchedule treats every record as a valid schedule and keeps no error message, so a failure
+    could only be written as the ``1e10`` sentinel it uses itself. ``include_failed=True`` does
+    exactly that (useful to stop MetaSchedule re-measuring known-bad schedules); failed trials
+    whose trace does not even replay are skipped then. ``WRONG_RESULT`` trials are failures here:
+    their timings are not usable.
 
-    Records are appended in our insertion order; an existing database in ``work_dir`` is appended
-    to, as ``JSONDatabase`` itself does.
+    Records are appended in our insertion order to an existing database in ``work_dir``, as
+    ``JSONDatabase`` itself does, except records it already holds (same workload, trace and
+    timings), so exporting twice writes nothing new. ``explorer_workloads.json`` is written (or
+    extended) beside, describing the workloads and targets as our JSON (see the module doc).
 
     Args:
         store: The source.
@@ -94,13 +117,20 @@ def export_metaschedule(
     path = Path(work_dir)
     path.mkdir(parents=True, exist_ok=True)
     database = ms.database.JSONDatabase(work_dir=str(path))
-    entries: dict[str, tuple[Any, Any]] = {}  # workload key -> (MS Workload, args_info)
+    present = {
+        _record_key(r.workload.mod, r.trace, r.run_secs) for r in database.get_all_tuning_records()
+    }
+    entries: dict[str, tuple[Any, Any, int]] = {}  # workload key -> (MS Workload, args, hash)
     tvm_targets: dict[str, Any] = {}
+    refuted: dict[tuple[str, str], set[int]] = {}  # (workload, target) -> wrong traces' hashes
+    described: dict[str, Workload | Target] = {}  # for the sidecar, by key
     written = 0
     for trial in trials:
         result, cand = trial.result, trial.candidate
-        is_ok = result.is_ok and bool(result.run_secs)
-        if not is_ok and not include_failed:
+        is_timed = result.status in _TIMED and bool(result.run_secs)
+        if is_timed and result.status is MeasureStatus.UNCHECKED:
+            is_timed = trace_hash(cand.trace) not in _refuted(store, cand, refuted)
+        if not is_timed and not include_failed:
             continue
         key = cand.workload.key()
         if key not in entries:
@@ -108,13 +138,14 @@ def export_metaschedule(
             entries[key] = (
                 database.commit_workload(mod),
                 ms.arg_info.ArgInfo.from_prim_func(mod["main"]),
+                _tvm.tvm_ffi.structural_hash(mod),
             )
-        entry, args_info = entries[key]
+        entry, args_info, mod_hash = entries[key]
         sch = _tvm.Schedule(cand.workload.mod())
         try:
             _tvm.apply_trace_json(cand.trace, sch)
         except Exception as exc:
-            if is_ok:
+            if is_timed:
                 raise StoreError(
                     f"trial {trial.id}: its trace no longer replays on {key}: {exc}"
                 ) from exc
@@ -123,18 +154,100 @@ def export_metaschedule(
         target_key = cand.target.key()
         if target_key not in tvm_targets:
             tvm_targets[target_key] = cand.target.to_tvm()
+        described.setdefault(key, cand.workload)
+        described.setdefault(target_key, cand.target)
+        # TuningRecord keeps each value as a FloatImm holding a double: no precision lost.
+        run_secs = [float(x) for x in result.run_secs] if is_timed else [MS_FAILURE_SECS]
+        record_key = (mod_hash, trace_hash(_tvm.trace_to_json(sch.trace)), tuple(run_secs))
+        if record_key in present:
+            continue
+        present.add(record_key)
         database.commit_tuning_record(
             ms.database.TuningRecord(
                 sch.trace,
                 entry,
-                # TuningRecord keeps each value as a FloatImm holding a double: no precision lost.
-                run_secs=[float(x) for x in result.run_secs] if is_ok else [MS_FAILURE_SECS],
+                run_secs=run_secs,
                 target=tvm_targets[target_key],
                 args_info=args_info,
             )
         )
         written += 1
+    if described:
+        _write_sidecar(path, described.values())
     return written
+
+
+_TIMED = (MeasureStatus.OK, MeasureStatus.UNCHECKED)
+
+
+def _record_key(mod: Any, trace: Any, run_secs: Any) -> tuple[int, int, tuple[float, ...]]:
+    """What makes two tuning records the same: workload, schedule and timings."""
+    secs = tuple(float(x) for x in run_secs or ())
+    return _tvm.tvm_ffi.structural_hash(mod), trace_hash(_tvm.trace_to_json(trace)), secs
+
+
+def _refuted(
+    store: RecordStore, cand: Candidate, cache: dict[tuple[str, str], set[int]]
+) -> set[int]:
+    """Hashes of the traces our measurer found wrong for this candidate's workload and target."""
+    key = (cand.workload.key(), cand.target.key())
+    if key not in cache:
+        rows = store.trial_rows(
+            workload=cand.workload, target=cand.target, status=MeasureStatus.WRONG_RESULT
+        )
+        cache[key] = {row.trace_hash for row in rows}
+    return cache[key]
+
+
+def _write_sidecar(path: Path, objects: Iterable[Workload | Target]) -> None:
+    """Add these workloads and targets to ``explorer_workloads.json`` (written atomically)."""
+    workloads, targets = _read_sidecar(path)
+    by_key: dict[str, Any] = {w.key(): w.to_json() for w in workloads}
+    target_by_key: dict[str, Any] = {t.key(): t.to_json() for t in targets}
+    for obj in objects:
+        if isinstance(obj, Workload):
+            by_key.setdefault(obj.key(), obj.to_json())
+        else:
+            target_by_key.setdefault(obj.key(), obj.to_json())
+    data = {
+        "format": _SIDECAR_FORMAT,
+        "version": 1,
+        "workloads": list(by_key.values()),
+        "targets": list(target_by_key.values()),
+    }
+    tmp = path / f".{SIDECAR_FILE}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    os.replace(tmp, path / SIDECAR_FILE)
+
+
+def _read_sidecar(path: Path) -> tuple[list[Workload], list[Target]]:
+    """The workloads and targets described in ``explorer_workloads.json`` (none if absent).
+
+    What cannot be read is logged and skipped: the records it describes are then reported as
+    unmatched, like those of any plain MetaSchedule work_dir.
+    """
+    file = path / SIDECAR_FILE
+    if not file.is_file():
+        return [], []
+    try:
+        data = json.loads(file.read_text())
+        if not isinstance(data, dict) or data.get("format") != _SIDECAR_FORMAT:
+            raise ValueError("not written by Schedule Explorer")
+        items = [(Workload.from_json, w) for w in data.get("workloads", ())]
+        items += [(Target.from_json, t) for t in data.get("targets", ())]
+    except (OSError, ValueError) as exc:
+        logger.warning("%s: unreadable, ignored: %s", file, exc)
+        return [], []
+    workloads: list[Workload] = []
+    targets: list[Target] = []
+    for decode, item in items:
+        try:  # one unknown family (e.g. a plug-in not installed here) must not hide the rest
+            obj = decode(item)
+        except Exception as exc:
+            logger.warning("%s: cannot describe %r: %s", file, item, exc)
+            continue
+        (workloads if isinstance(obj, Workload) else targets).append(obj)
+    return workloads, targets
 
 
 def _read(path: Path) -> tuple[list[Any], list[tuple[int, str]]]:
@@ -167,11 +280,16 @@ def import_metaschedule(
     """Read a MetaSchedule JSON database into new runs (strategy ``"metaschedule-import"``).
 
     Each MetaSchedule workload is matched, by structural equality of its IRModule, against the
-    given ``workloads`` and those of the runs already in ``store``. Records of unmatched workloads
-    and unreadable records are counted in the summary and logged, never silently dropped.
-    Records are stored in commit order, so a run's ``seq`` is MetaSchedule's measurement order;
-    MetaSchedule's failures (``run_secs`` of ``1e10``) become ``RUN_ERROR`` trials. Importing the
-    same work_dir twice stores its records twice.
+    given ``workloads``, those described in the work_dir's ``explorer_workloads.json`` (written by
+    ``export_metaschedule``) and those of the runs already in ``store``. Records of unmatched
+    workloads and unreadable records are counted in the summary and logged, never silently
+    dropped. Records are stored in commit order, so a run's ``seq`` is MetaSchedule's measurement
+    order. Timed records become ``UNCHECKED`` trials (MetaSchedule never checks a kernel's output;
+    ``check_unchecked`` does), and its failures (``run_secs`` of ``1e10``) ``RUN_ERROR`` trials.
+
+    Importing is idempotent: a record whose workload, target, trace and timings are already in
+    the store is counted in ``duplicates`` and not stored again, so importing a work_dir twice
+    adds nothing the second time.
 
     Args:
         store: The destination.
@@ -195,15 +313,18 @@ def import_metaschedule(
         >>> export_metaschedule(store, work_dir)
         0
         >>> import_metaschedule(store, work_dir)
-        ImportSummary(run_ids=(), imported=0, unmatched=0, failed=0)
+        ImportSummary(run_ids=(), imported=0, unmatched=0, failed=0, duplicates=0)
     """
     ms = _tvm.ms
     path = Path(work_dir)
     ms_workloads, lines = _read(path)
     # Step 1. Candidates, explicit ones first; duplicates by key are tried once.
     runs = store.runs()
-    candidates = _unique([*workloads, *(run.workload for run in runs)], Workload.key)
-    known_targets = _unique([*(run.target for run in runs), Target.local_cpu()], Target.key)
+    described, described_targets = _read_sidecar(path)
+    candidates = _unique([*workloads, *described, *(run.workload for run in runs)], Workload.key)
+    known_targets = _unique(
+        [*described_targets, *(run.target for run in runs), Target.local_cpu()], Target.key
+    )
     matches: dict[int, Workload | None] = {}
     # Step 2. Parse, match and group records by (workload, target), keeping commit order.
     groups: dict[tuple[str, str], tuple[Workload, Target, list[NewTrial]]] = {}
@@ -241,10 +362,26 @@ def import_metaschedule(
         )
         key = (workload.key(), record_target.key())
         groups.setdefault(key, (workload, record_target, []))[2].append(trial)
-    # Step 3. One run per group, in batches so a huge database is not one giant transaction.
+    # Step 3. Leave out what the store already holds (and repeats within the file).
+    duplicates = 0
+    for workload, record_target, trials in groups.values():
+        rows = store.trial_rows(workload=workload, target=record_target)
+        seen = {(row.trace_hash, tuple(row.run_secs)) for row in rows}
+        fresh = []
+        for trial in trials:
+            key = (trace_hash(trial.candidate.trace), tuple(trial.result.run_secs))
+            if key in seen:
+                duplicates += 1
+                continue
+            seen.add(key)
+            fresh.append(trial)
+        trials[:] = fresh
+    # Step 4. One run per group, in batches so a huge database is not one giant transaction.
     run_ids = []
     settings = {"work_dir": str(path.resolve())}
     for workload, record_target, trials in groups.values():
+        if not trials:
+            continue
         run = store.create_run(
             workload,
             record_target,
@@ -257,7 +394,7 @@ def import_metaschedule(
         store.finish_run(run.id)
         run_ids.append(run.id)
     imported = sum(len(trials) for _, _, trials in groups.values())
-    return ImportSummary(tuple(run_ids), imported, unmatched, failed)
+    return ImportSummary(tuple(run_ids), imported, unmatched, failed, duplicates)
 
 
 def _lines(path: Path) -> Iterable[tuple[int, str]]:
@@ -314,4 +451,9 @@ def _result(record: Any, workload: Workload) -> MeasureResult:
             "its database keeps no error message",
             flops=workload.flops(),
         )
-    return MeasureResult(status=MeasureStatus.OK, run_secs=run_secs, flops=workload.flops())
+    return MeasureResult(
+        status=MeasureStatus.UNCHECKED,
+        run_secs=run_secs,
+        error_msg=UNCHECKED_MSG,
+        flops=workload.flops(),
+    )

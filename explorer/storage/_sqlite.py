@@ -20,10 +20,10 @@ from explorer.storage._base import (
     RunInfo,
     TrialRecord,
     TrialRow,
-    text_hash,
 )
 from explorer.storage._codec import (
     GC_PAUSE_ROWS,
+    decode_row,
     decode_trial,
     dumps,
     encode_trial,
@@ -32,7 +32,11 @@ from explorer.storage._codec import (
     snapshot,
 )
 from explorer.storage._environment import environment as _environment
-from explorer.storage._schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION, SQLITE_MAGIC
+from explorer.storage._files import backup as _backup
+from explorer.storage._files import check_file, checkpoint, connect, ensure_intact, explain
+from explorer.storage._files import is_busy as _is_busy
+from explorer.storage._files import is_corrupt as _is_corrupt
+from explorer.storage._schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 from explorer.target import Target
 from explorer.types import JSON, MeasureStatus
 from explorer.workloads import Workload
@@ -57,6 +61,14 @@ _RUN_COLUMNS = (
 )
 
 
+class _Outdated(Exception):
+    """A read-only store found an older schema, which only a writer can migrate."""
+
+    def __init__(self, version: int) -> None:
+        super().__init__(f"schema version {version}")
+        self.version = version
+
+
 class SQLiteStore(RecordStore):
     """A ``RecordStore`` in one SQLite file (the embedded default).
 
@@ -72,13 +84,21 @@ class SQLiteStore(RecordStore):
 
     A file that is not SQLite, or is SQLite but not a record database, or has a schema newer than
     this code, raises ``StoreError`` and is left untouched. Older schemas are migrated forward.
+    Before its first write, a store checks the file (SQLite's ``quick_check``) and refuses a
+    damaged one, untouched. A clean ``close`` merges the ``-wal`` file into the database file;
+    ``backup`` copies a live database safely.
+
+    ``read_only=True`` opens an existing file without ever writing it (not even its journal
+    mode), so a database in a read-only folder can be read; a missing file is an error then, and
+    writing raises ``StoreError``.
 
     Subscribers see only the batches written through this object, not other processes' writes.
 
     Args:
-        path: The database file (created with its parent directories if missing), or
-            ``":memory:"`` for a private in-memory database.
+        path: The database file (created with its parent directories if missing, unless
+            ``read_only``), or ``":memory:"`` for a private in-memory database.
         timeout_secs: How long a writer waits for another process's transaction to finish.
+        read_only: Only read: never create, migrate or write the file.
 
     Raises:
         StoreError: The file cannot be used (see above).
@@ -90,9 +110,15 @@ class SQLiteStore(RecordStore):
         0
     """
 
-    def __init__(self, path: str | Path, *, timeout_secs: float = 30.0) -> None:
+    def __init__(
+        self, path: str | Path, *, timeout_secs: float = 30.0, read_only: bool = False
+    ) -> None:
         self._path = str(path)
         self._is_memory = self._path == ":memory:"
+        if read_only and self._is_memory:
+            raise ValueError("a private in-memory database cannot be opened read-only")
+        self._read_only = bool(read_only)
+        self._is_intact = False  # set by the integrity check before the first write
         self._timeout_secs = float(timeout_secs)
         self._lock = threading.RLock()
         self._subscribers: dict[int, Callable[[list[TrialRecord]], None]] = {}
@@ -108,8 +134,12 @@ class SQLiteStore(RecordStore):
         """The database file (or ``":memory:"``)."""
         return self._path
 
+    @property
+    def is_read_only(self) -> bool:
+        return self._read_only
+
     def __repr__(self) -> str:
-        return f"SQLiteStore({self._path!r})"
+        return f"SQLiteStore({self._path!r}{', read_only=True' * self._read_only})"
 
     # -- opening ------------------------------------------------------------------------------
     def _corrupt(self) -> StoreError:
@@ -117,35 +147,25 @@ class SQLiteStore(RecordStore):
 
     def _open(self) -> sqlite3.Connection:
         if not self._is_memory:
-            self._check_file()
-        try:
-            conn = sqlite3.connect(
-                self._path,
-                timeout=self._timeout_secs,
-                isolation_level=None,  # explicit BEGIN/COMMIT only
-                check_same_thread=False,
-            )
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open {self._path}: {exc}") from exc
+            check_file(self._path, read_only=self._read_only)
+        conn = connect(self._path, read_only=self._read_only, timeout_secs=self._timeout_secs)
         try:
             self._prepare(conn)
+        except _Outdated as old:
+            conn.close()
+            # Reading needs the current schema: migrate once through a writer, then read.
+            try:
+                SQLiteStore(self._path, timeout_secs=self._timeout_secs).close()
+            except StoreError as exc:
+                raise StoreError(
+                    f"{self._path} has schema version {old.version}, older than this code's "
+                    f"{SCHEMA_VERSION}, and cannot be upgraded to be read: {exc}"
+                ) from exc
+            return self._open()
         except BaseException:
             conn.close()
             raise
         return conn
-
-    def _check_file(self) -> None:
-        file = Path(self._path)
-        if file.is_dir():
-            raise StoreError(f"{self._path} is a directory, not a record database")
-        if file.exists() and file.stat().st_size > 0:
-            # Decide from the header alone: sqlite3 would not refuse a random file until its
-            # first query, and setting WAL mode is a write.
-            with open(file, "rb") as fh:
-                if fh.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
-                    raise self._corrupt()
-        else:
-            file.parent.mkdir(parents=True, exist_ok=True)
 
     def _probe(self, conn: sqlite3.Connection) -> int:
         """The schema version of an empty (0) or our own database; raise for anything else.
@@ -194,7 +214,7 @@ class SQLiteStore(RecordStore):
                 if _is_corrupt(exc):
                     raise self._corrupt() from exc
                 if not _is_busy(exc) or time.monotonic() > deadline:
-                    raise StoreError(f"cannot open {self._path}: {exc}") from exc
+                    raise explain(self._path, exc, doing="open") from exc
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -208,7 +228,7 @@ class SQLiteStore(RecordStore):
         version = self._probe(conn)
         conn.execute("ROLLBACK")  # end the read snapshot
         # Step 2. Connection settings (WAL is persistent in the file; the others are not).
-        if not self._is_memory:
+        if not self._is_memory and not self._read_only:
             (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
             if mode.lower() != "wal":
                 logger.warning("%s: WAL mode unavailable (journal_mode=%s)", self._path, mode)
@@ -216,8 +236,16 @@ class SQLiteStore(RecordStore):
         conn.execute("PRAGMA foreign_keys = ON")
         if version == SCHEMA_VERSION:
             return
+        if self._read_only:
+            if version == 0:
+                raise StoreError(f"{self._path} is empty: no record database was written to it")
+            raise _Outdated(version)
         # Step 3. Migrate under the write lock, re-reading the version: another process may
-        # have created or migrated the file since the probe.
+        # have created or migrated the file since the probe. A migration is a write: check the
+        # file first.
+        if version:
+            ensure_intact(conn, self._path)
+        self._is_intact = True
         conn.execute("BEGIN IMMEDIATE")
         version = self._probe(conn)
         for migrate in MIGRATIONS[version:]:
@@ -244,7 +272,7 @@ class SQLiteStore(RecordStore):
             try:
                 yield self._connection()
             except sqlite3.Error as exc:
-                raise StoreError(f"{self._path}: {exc}") from exc
+                raise explain(self._path, exc, doing="read") from exc
 
     @contextmanager
     def _writing(self) -> Iterator[sqlite3.Connection]:
@@ -252,10 +280,15 @@ class SQLiteStore(RecordStore):
         ``max(seq) + 1`` read inside it cannot race another process."""
         with self._lock:
             conn = self._connection()
+            if self._read_only:
+                raise StoreError(f"{self!r} was opened read-only; it cannot store anything")
+            if not self._is_intact:
+                ensure_intact(conn, self._path)  # a damaged file is refused, never written
+                self._is_intact = True
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
-                raise StoreError(f"{self._path}: cannot start a transaction: {exc}") from exc
+                raise explain(self._path, exc, doing="write to") from exc
             try:
                 yield conn
                 conn.execute("COMMIT")
@@ -263,14 +296,37 @@ class SQLiteStore(RecordStore):
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
-                    raise StoreError(f"{self._path}: {exc}") from exc
+                    raise explain(self._path, exc, doing="write to") from exc
                 raise
 
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:
+                if not (self._is_memory or self._read_only):
+                    checkpoint(self._conn, self._path)
                 self._conn.close()
                 self._conn = None
+
+    def backup(self, dest: str | Path, *, overwrite: bool = False) -> Path:
+        """Copy the database into the file ``dest``, safely while others write to it.
+
+        Uses SQLite's online backup API: the copy is one consistent snapshot that includes what
+        is still in the ``-wal`` file (copying the database file alone can miss it), written
+        beside ``dest`` and renamed into place. The copy is a single file that opens as a store.
+
+        Args:
+            dest: The backup file; its folder must exist.
+            overwrite: Replace an existing ``dest`` (refused by default).
+
+        Returns:
+            ``dest`` as a ``Path``.
+
+        Raises:
+            StoreError: ``dest`` exists (without ``overwrite``), is this database, is a
+                directory, or cannot be written.
+        """
+        with self._lock:
+            return _backup(self._connection(), self._path, dest, overwrite=overwrite)
 
     # -- runs ---------------------------------------------------------------------------------
     def create_run(
@@ -448,7 +504,7 @@ class SQLiteStore(RecordStore):
             with self._reading() as conn:
                 chunk = conn.execute(sql, [*args, last]).fetchall()
             with gc_paused():  # the rows are acyclic: see _codec.gc_paused
-                out += [_decode_row(row) for row in chunk]
+                out += [decode_row(row) for row in chunk]
             if len(chunk) < _ROWS_PER_READ:
                 return out
             last = chunk[-1][index]
@@ -563,44 +619,3 @@ class SQLiteStore(RecordStore):
             return [decode_trial(row, objects) for row in rows]
         with gc_paused():
             return [decode_trial(row, objects) for row in rows]
-
-
-_STATUSES = {s.value: s for s in MeasureStatus}
-_ROW_DECODER = json.JSONDecoder()
-
-
-def _decode_row(row: Sequence[Any]) -> TrialRow:
-    (trial_id, run_id, seq, status, median, run_secs, predicted, decisions, trace,
-     created_at) = row  # fmt: skip
-    return TrialRow(
-        id=trial_id,
-        run_id=run_id,
-        seq=seq,
-        status=_STATUSES[status],
-        median_secs=median,
-        run_secs=tuple(_ROW_DECODER.decode(run_secs)) if run_secs != "[]" else (),
-        predicted=_ROW_DECODER.decode(predicted) if predicted != "{}" else {},
-        decisions=None if decisions is None else _ROW_DECODER.decode(decisions),
-        trace_hash=text_hash(trace),
-        created_at=created_at,
-    )
-
-
-def _error_name(exc: sqlite3.Error) -> str:
-    name = getattr(exc, "sqlite_errorname", None)  # Python 3.11+
-    if name:
-        return str(name)
-    text = str(exc).lower()  # Python 3.10: only the message
-    if "locked" in text or "busy" in text:
-        return "SQLITE_BUSY"
-    if "not a database" in text or "malformed" in text:
-        return "SQLITE_NOTADB"
-    return ""
-
-
-def _is_busy(exc: sqlite3.Error) -> bool:
-    return _error_name(exc).startswith(("SQLITE_BUSY", "SQLITE_LOCKED"))
-
-
-def _is_corrupt(exc: sqlite3.Error) -> bool:
-    return _error_name(exc).startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT"))

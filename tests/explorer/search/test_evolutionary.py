@@ -147,6 +147,8 @@ def test_tune_tir_streams_every_trial_and_stops_when_asked(tmp_path, cpu_target)
         assert run.status == "cancelled" and run.strategy == "metaschedule"
         trials = store.trials(run_id=run.id)
         assert len(trials) == 8 and [len(b) for b in batches] == [4, 4]
-        assert sum(t.status is MeasureStatus.OK for t in trials) >= 6
-        assert all(len(t.result.run_secs) == 3 for t in trials if t.result.is_ok)
+        # MetaSchedule's runner never checks outputs: its timings are stored unchecked.
+        assert sum(t.status is MeasureStatus.UNCHECKED for t in trials) >= 6
+        assert not any(t.result.is_ok for t in trials)
+        assert all(len(t.result.run_secs) == 3 for t in trials if t.result.run_secs)
         assert len({trace_key(t.candidate.trace) for t in trials}) == 8

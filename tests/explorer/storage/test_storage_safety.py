@@ -1,0 +1,324 @@
+"""The database file under faults: interior corruption, crashes with commits in the -wal,
+read-only and permission-denied locations. Real SQLite files; read-only and permission cases run
+as another user (root ignores permissions), through real processes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from explorer.errors import StoreError
+from explorer.storage import SQLiteStore, get_store
+
+ROOT = Path(__file__).resolve().parents[3]
+NOBODY = 65534
+
+
+def _fill(path, workload, target, make_trial, *, runs=3, per_run=60):
+    with SQLiteStore(path) as store:
+        for r in range(runs):
+            run = store.create_run(workload, target, "random", settings={"r": r})
+            secs = [1e-3 * (1 + i) for i in range(per_run)]
+            trials = [make_trial(workload, target, x, trace=i % 4) for i, x in enumerate(secs)]
+            store.add_trials(run.id, trials)
+            store.finish_run(run.id)
+
+
+def _damage_interior(path):
+    """Overwrite pages in the middle of the file; the header and the schema page stay intact."""
+    page_size = 4096
+    num_pages = path.stat().st_size // page_size
+    assert num_pages > 20, "the test database is too small to damage its interior"
+    with open(path, "r+b") as fh:
+        for page in range(num_pages // 3, 2 * num_pages // 3):
+            fh.seek(page * page_size)
+            fh.write(bytes([0xA5]) * page_size)
+
+
+def _siblings(path):
+    return sorted(p.name for p in path.parent.iterdir() if p != path)
+
+
+# -- interior corruption -----------------------------------------------------------------------
+def test_interior_corruption_is_refused_before_the_first_write(db_path, workload, target,
+                                                               make_trial):  # fmt: skip
+    _fill(db_path, workload, target, make_trial)
+    _damage_interior(db_path)
+    damaged = db_path.read_bytes()
+    store = SQLiteStore(db_path)  # opening reads only the header and the schema: it succeeds
+    found = r"is corrupt \(SQLite's integrity check found: .*\); it was left untouched"
+    with pytest.raises(StoreError, match=found):
+        store.create_run(workload, target, "random")
+    with pytest.raises(StoreError, match="is corrupt"):
+        store.add_trials(1, [make_trial(workload, target, 1e-3)])
+    store.close()
+    assert db_path.read_bytes() == damaged
+    assert not (db_path.parent / f"{db_path.name}-wal").exists()
+
+
+def test_the_cli_refuses_to_tune_into_a_damaged_file_and_leaves_it_untouched(
+    db_path, workload, target, make_trial
+):
+    _fill(db_path, workload, target, make_trial)
+    _damage_interior(db_path)
+    damaged = db_path.read_bytes()
+    out = _cli("tune", "matmul", "-p", "M=16", "-p", "N=16", "-p", "K=16", "--trials", "2",
+               "-q", "--db", str(db_path))  # fmt: skip
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.count("error:") == 1 and "Traceback" not in out.stderr
+    assert "is corrupt" in out.stderr and str(db_path) in out.stderr
+    assert db_path.read_bytes() == damaged
+
+
+def test_an_intact_file_is_checked_once_and_written(db_path, workload, target, make_trial):
+    _fill(db_path, workload, target, make_trial, runs=1, per_run=5)
+    with SQLiteStore(db_path) as store:
+        run = store.create_run(workload, target, "manual")
+        store.add_trials(run.id, [make_trial(workload, target, 1e-3)])
+        assert store.count_trials() == 6
+
+
+# -- consistent copies -------------------------------------------------------------------------
+_CRASH = textwrap.dedent(
+    """
+    import os, sys
+    from explorer.storage import SQLiteStore
+    from explorer.target import Target
+    from explorer.testing.contracts._store import make_trial
+    from explorer.workloads import get_workload
+    w, t = get_workload("matmul", M=64, N=64, K=64), Target.local_cpu()
+    store = SQLiteStore(sys.argv[1])
+    for r in range(2):
+        run = store.create_run(w, t, "random")
+        store.add_trials(run.id, [make_trial(w, t, 1e-3 * (i + 1), trace=i) for i in range(4)])
+    os._exit(0)  # a crash: no close, no checkpoint
+    """
+)
+
+
+def test_after_a_crash_the_backup_has_everything_a_file_copy_misses(db_path, tmp_path):
+    subprocess.run([sys.executable, "-c", _CRASH, str(db_path)], check=True, cwd=ROOT)
+    assert (db_path.parent / f"{db_path.name}-wal").stat().st_size > 0  # commits sit in the -wal
+    copied = tmp_path / "copied.db"
+    shutil.copyfile(db_path, copied)
+    with sqlite3.connect(copied) as conn:  # the file alone: no runs (what the issue saw)
+        assert conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+
+    backup = tmp_path / "backups" / "backup.db"
+    backup.parent.mkdir()
+    out = _cli("backup", str(backup), "--db", str(db_path))
+    assert out.returncode == 0, out.stderr
+    assert "2 runs" in out.stdout and "8 trials" in out.stdout
+    assert _siblings(backup) == []  # one file, no -wal/-shm beside it
+    with SQLiteStore(backup, read_only=True) as store:
+        assert len(store.runs()) == 2 and store.count_trials() == 8
+    with sqlite3.connect(backup) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+
+
+def test_a_clean_close_checkpoints_even_while_another_reader_is_open(db_path, workload, target,
+                                                                    make_trial):  # fmt: skip
+    with SQLiteStore(db_path):
+        pass
+    reader = sqlite3.connect(db_path)  # keeps the -wal alive past the store's close
+    reader.execute("SELECT count(*) FROM runs").fetchone()
+    try:
+        store = SQLiteStore(db_path)
+        run = store.create_run(workload, target, "random")
+        store.add_trials(run.id, [make_trial(workload, target, 1e-3)])
+        store.close()
+        copy = db_path.parent / "copy.db"
+        shutil.copyfile(db_path, copy)  # the database file alone, without its -wal
+        with sqlite3.connect(copy) as conn:
+            assert conn.execute("SELECT count(*) FROM trials").fetchone()[0] == 1
+    finally:
+        reader.close()
+
+
+def test_backup_python_api_and_its_refusals(db_path, tmp_path, workload, target, make_trial):
+    _fill(db_path, workload, target, make_trial, runs=2, per_run=3)
+    with SQLiteStore(db_path) as store:
+        dest = store.backup(tmp_path / "b.db")
+        assert dest == tmp_path / "b.db"
+        with pytest.raises(StoreError, match="already exists"):
+            store.backup(dest)
+        store.add_trials(1, [make_trial(workload, target, 5e-4)])
+        store.backup(dest, overwrite=True)
+        with pytest.raises(StoreError, match="onto itself"):
+            store.backup(db_path, overwrite=True)
+        with pytest.raises(StoreError, match="is a directory"):
+            store.backup(tmp_path)
+        with pytest.raises(StoreError, match="does not exist"):
+            store.backup(tmp_path / "missing" / "b.db")
+    with SQLiteStore(dest) as copy:  # a backup opens as a store, and can be written
+        assert copy.count_trials() == 7
+        copy.create_run(workload, target, "manual")
+    assert not list(tmp_path.glob(".*.tmp"))
+    with SQLiteStore(":memory:") as memory:  # an in-memory store can be saved too
+        memory.create_run(workload, target, "manual")
+        memory.backup(tmp_path / "m.db")
+    with SQLiteStore(tmp_path / "m.db", read_only=True) as saved:
+        assert len(saved.runs()) == 1
+
+
+# -- read-only ---------------------------------------------------------------------------------
+def test_a_missing_file_is_an_error_when_reading_and_nothing_is_created(tmp_path):
+    path = tmp_path / "typo_dir" / "sub" / "records.dbb"
+    missing = r"no record database at .*records\.dbb \(the file does not exist\)"
+    with pytest.raises(StoreError, match=missing):
+        get_store(path, read_only=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", [["runs"], ["export", "OUT/trials.csv"],
+                                     ["export", "--format", "metaschedule", "OUT/ms"],
+                                     ["backup", "OUT/b.db"]])  # fmt: skip
+def test_read_only_commands_refuse_a_missing_database_and_create_nothing(tmp_path, command):
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    args = [a.replace("OUT", str(out_dir)) for a in command]
+    db = tmp_path / "typo_dir" / "sub" / "records.dbb"
+    out = _cli(*args, "--db", str(db))
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.count("error:") == 1 and "Traceback" not in out.stderr
+    assert "no record database" in out.stderr and "records.dbb" in out.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert list(out_dir.iterdir()) == []
+
+
+def test_reading_writes_nothing_and_writing_is_refused(db_path, workload, target, make_trial):
+    _fill(db_path, workload, target, make_trial, runs=2, per_run=3)
+    before = db_path.read_bytes()
+    with SQLiteStore(db_path, read_only=True) as store:
+        assert len(store.runs()) == 2 and store.count_trials() == 6
+        assert store.best(workload, target)[0].median_secs == 1e-3
+        with pytest.raises(StoreError, match="read-only"):
+            store.create_run(workload, target, "manual")
+    assert db_path.read_bytes() == before
+    with pytest.raises(ValueError, match="in-memory"):
+        SQLiteStore(":memory:", read_only=True)
+
+
+def test_an_empty_file_is_not_a_database_to_read(db_path):
+    db_path.touch()
+    with pytest.raises(StoreError, match="is empty"):
+        SQLiteStore(db_path, read_only=True)
+    assert db_path.read_bytes() == b""
+
+
+# -- as another user: read-only folders and permission denied ----------------------------------
+@pytest.fixture
+def shared_dir():
+    """A folder another user can enter (pytest's tmp_path is private to root)."""
+    path = Path(tempfile.mkdtemp(prefix="explorer-perm-"))
+    path.chmod(0o755)
+    yield path
+    for p in [path, *path.rglob("*")]:
+        if p.is_dir():
+            p.chmod(0o755)
+    shutil.rmtree(path)
+
+
+def _other_user() -> list[str]:
+    """A command prefix that drops root's permission bypass (none when not root).
+
+    ``setpriv`` rather than ``subprocess.run(user=...)``: here the latter cannot execute the
+    interpreter, which lives under root's home.
+    """
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: permissions cannot be tested")
+    return [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+
+
+def _run(argv: list[str], *, as_other_user: bool = False) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": tempfile.gettempdir()}
+    prefix = _other_user() if as_other_user else []
+    return subprocess.run([*prefix, sys.executable, *argv], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT, env=env)  # fmt: skip
+
+
+def _cli(*args: str, as_other_user: bool = False) -> subprocess.CompletedProcess:
+    return _run(["-m", "explorer", *args], as_other_user=as_other_user)
+
+
+def _python_as_other_user(code: str) -> subprocess.CompletedProcess:
+    return _run(["-c", textwrap.dedent(code)], as_other_user=True)
+
+
+def test_a_database_in_a_read_only_folder_can_be_listed_and_exported(shared_dir, workload, target,
+                                                                     make_trial):  # fmt: skip
+    folder = shared_dir / "ro"
+    folder.mkdir()
+    db = folder / "records.db"
+    _fill(db, workload, target, make_trial, runs=2, per_run=3)
+    db.chmod(0o644)
+    folder.chmod(0o555)
+    before = db.read_bytes()
+    out = _cli("runs", "--db", str(db), as_other_user=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("random") == 2
+    csv = shared_dir / "trials.csv"
+    shared_dir.chmod(0o777)
+    out = _cli("export", str(csv), "--db", str(db), as_other_user=True)
+    assert out.returncode == 0, out.stderr
+    assert len(csv.read_text().splitlines()) == 7
+    assert sorted(p.name for p in folder.iterdir()) == ["records.db"]  # no -wal, no -shm
+    assert db.read_bytes() == before
+    # Writing there is refused in a plain sentence, not SQLite's "attempt to write a readonly
+    # database".
+    out = _cli("import", str(shared_dir / "nothing"), "--db", str(db), as_other_user=True)
+    assert out.returncode != 0
+    tune = _cli("tune", "matmul", "-p", "M=16", "-p", "N=16", "-p", "K=16", "--trials", "1", "-q",
+                "--db", str(db), as_other_user=True)  # fmt: skip
+    assert tune.returncode != 0 and tune.stderr.count("error:") == 1, tune.stderr
+    assert "read-only" in tune.stderr and str(db) in tune.stderr
+    assert "attempt to write" not in tune.stderr and "Traceback" not in tune.stderr
+    assert db.read_bytes() == before
+
+
+def test_permission_problems_are_store_errors_in_plain_words(shared_dir, workload, target,
+                                                              make_trial):  # fmt: skip
+    locked = shared_dir / "locked"
+    locked.mkdir()
+    _fill(locked / "records.db", workload, target, make_trial, runs=1, per_run=2)
+    (locked / "records.db").chmod(0o600)  # another user cannot read it
+    locked.chmod(0o555)
+    code = f"""
+        from explorer.errors import StoreError
+        from explorer.storage import SQLiteStore
+        cases = {{
+            "new file in a read-only folder": ({str(locked / "new.db")!r}, False),
+            "new folder in a read-only folder": ({str(locked / "sub" / "new.db")!r}, False),
+            "unreadable file": ({str(locked / "records.db")!r}, False),
+            "unreadable file, read-only": ({str(locked / "records.db")!r}, True),
+        }}
+        for name, (path, read_only) in cases.items():
+            try:
+                SQLiteStore(path, read_only=read_only)
+                print(name, "| OPENED")
+            except StoreError as exc:
+                print(name, "|", exc)
+        """
+    out = _python_as_other_user(code)
+    assert out.returncode == 0, out.stderr
+    lines = dict(line.split(" | ", 1) for line in out.stdout.splitlines())
+    assert "not writable, so the file cannot be created" in lines["new file in a read-only folder"]
+    assert "cannot create the folder" in lines["new folder in a read-only folder"]
+    assert "permission denied" in lines["new folder in a read-only folder"]
+    assert lines["unreadable file"].endswith("records.db: permission denied")
+    assert lines["unreadable file, read-only"].endswith("records.db: permission denied")
+    for message in lines.values():
+        assert "unable to open database file" not in message and "Errno" not in message
+    assert sorted(p.name for p in locked.iterdir()) == ["records.db"]
