@@ -285,6 +285,16 @@ class RecordStoreContract:
         assert [b.median_secs for b in store.best(workload, target)] == [3e-3]
         assert store.best(workload, other_target) == [] and store.best(workload, target, k=0) == []
 
+    def test_unchecked_timings_are_never_best(self, store, workload, target, make_trial):
+        # A timing nobody compared with NumPy (MetaSchedule's) is kept, but ranks nowhere.
+        run = store.create_run(workload, target, "metaschedule-import")
+        unchecked = make_trial(workload, target, 1e-7, status=MeasureStatus.UNCHECKED)
+        store.add_trials(run.id, [unchecked, make_trial(workload, target, 2e-3)])
+        assert [b.median_secs for b in store.best(workload, target, k=5)] == [2e-3]
+        assert store.best_so_far(run.id).best_secs == (math.inf, 2e-3)
+        (row,) = store.trial_rows(run_id=run.id, status=MeasureStatus.UNCHECKED)
+        assert row.run_secs == (1e-7,) and not row.is_ok
+
     def test_best_so_far_counts_failures_as_inf(self, store, workload, target, make_trial):
         run = store.create_run(workload, target, "random")
         secs = [None, 4e-3, None, 5e-3, 2e-3, 3e-3]

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from explorer.errors import StoreError
-from explorer.storage import SQLiteStore, get_store
+from explorer.storage import SCHEMA_VERSION, SQLiteStore, get_store
+from explorer.storage._schema import APPLICATION_ID, MIGRATIONS
 
 ROOT = Path(__file__).resolve().parents[3]
 NOBODY = 65534
@@ -208,6 +209,24 @@ def test_reading_writes_nothing_and_writing_is_refused(db_path, workload, target
         SQLiteStore(":memory:", read_only=True)
 
 
+def _version_1_file(path):
+    conn = sqlite3.connect(path)
+    MIGRATIONS[0](conn)
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    conn.commit()
+    conn.close()
+
+
+def test_an_older_schema_is_migrated_when_first_read(db_path):
+    _version_1_file(db_path)
+    with SQLiteStore(db_path, read_only=True) as store:
+        assert store.runs() == [] and store.count_trials() == 0
+    with sqlite3.connect(db_path) as conn:
+        version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        assert version == (str(SCHEMA_VERSION),)
+
+
 def test_an_empty_file_is_not_a_database_to_read(db_path):
     db_path.touch()
     with pytest.raises(StoreError, match="is empty"):
@@ -294,6 +313,8 @@ def test_permission_problems_are_store_errors_in_plain_words(shared_dir, workloa
     locked.mkdir()
     _fill(locked / "records.db", workload, target, make_trial, runs=1, per_run=2)
     (locked / "records.db").chmod(0o600)  # another user cannot read it
+    _version_1_file(locked / "old.db")
+    (locked / "old.db").chmod(0o644)
     locked.chmod(0o555)
     code = f"""
         from explorer.errors import StoreError
@@ -303,6 +324,7 @@ def test_permission_problems_are_store_errors_in_plain_words(shared_dir, workloa
             "new folder in a read-only folder": ({str(locked / "sub" / "new.db")!r}, False),
             "unreadable file": ({str(locked / "records.db")!r}, False),
             "unreadable file, read-only": ({str(locked / "records.db")!r}, True),
+            "old schema, read-only folder": ({str(locked / "old.db")!r}, True),
         }}
         for name, (path, read_only) in cases.items():
             try:
@@ -319,6 +341,8 @@ def test_permission_problems_are_store_errors_in_plain_words(shared_dir, workloa
     assert "permission denied" in lines["new folder in a read-only folder"]
     assert lines["unreadable file"].endswith("records.db: permission denied")
     assert lines["unreadable file, read-only"].endswith("records.db: permission denied")
+    assert "has schema version 1, older than this code's" in lines["old schema, read-only folder"]
+    assert "cannot be upgraded to be read" in lines["old schema, read-only folder"]
     for message in lines.values():
         assert "unable to open database file" not in message and "Errno" not in message
-    assert sorted(p.name for p in locked.iterdir()) == ["records.db"]
+    assert sorted(p.name for p in locked.iterdir()) == ["old.db", "records.db"]
