@@ -1,27 +1,51 @@
 """``explorer`` / ``python -m explorer``: the command line.
 
 Exit codes: 0 success; 1 the work ran but failed (a measurement that did not succeed, a run with
-no successful trial); 2 bad usage or bad input (unknown workload, bad shape, unreadable file);
-130 interrupted (stored trials are kept; ``explorer tune --resume RUN`` continues).
+no successful trial); 2 bad usage or bad input (unknown workload, bad shape, unreadable file,
+conflicting options: nothing is stored); 3 a problem of the environment, not of the command (the
+database is locked or read-only, the disk is full, permission denied): the same command may work
+once it is fixed; 130 interrupted (stored trials are kept; ``explorer tune --resume RUN``
+continues). Every error is one ``error: ...`` line on stderr, never a traceback (set
+``EXPLORER_DEBUG=1`` to see one). A closed output pipe (``explorer runs | head -1``) ends quietly.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import sqlite3
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from explorer._cli_args import (
+    STRATEGY_NAMES,
+    UsageError,
+    check_tune_options,
+    describe,
+    format_secs,
+    is_environment_problem,
+    non_negative_int,
+    parse_params,
+    parse_shapes,
+    plural,
+    positive_int,
+    positive_seconds,
+)
 from explorer.errors import ExplorerError
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_CODES = (EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_INTERRUPTED)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or argparse's one-line usage error (2): returned
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     if not hasattr(args, "func"):
         parser.print_help()
         return EXIT_USAGE
@@ -30,9 +54,48 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; every stored trial is kept", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except (ExplorerError, OSError, json.JSONDecodeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+    except BrokenPipeError:
+        if _stdout_closed():
+            return EXIT_OK  # `explorer runs | head -1`: the reader has all it wanted
+        return _fail(sys.exc_info()[1])
+    except (ExplorerError, OSError, json.JSONDecodeError, sqlite3.Error) as exc:
+        return _fail(exc)
+    except Exception as exc:  # noqa: BLE001 - a bug; the user still gets one line, not a traceback
+        if os.environ.get("EXPLORER_DEBUG"):
+            raise
+        print(
+            f"error: internal error ({type(exc).__name__}: {describe(exc)}); please report it "
+            "(EXPLORER_DEBUG=1 shows the traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+
+
+def _fail(exc: BaseException | None) -> int:
+    """One ``error:`` line; exit 3 when the environment is at fault, else 2 (bad input)."""
+    assert exc is not None
+    print(f"error: {describe(exc)}", file=sys.stderr)
+    return EXIT_ENVIRONMENT if is_environment_problem(exc) else EXIT_USAGE
+
+
+def _stdout_closed() -> bool:
+    """After a broken pipe: whether it was stdout's; if so, silence it for interpreter exit."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        # The write end of a pipe whose reader has gone polls as POLLERR (a socket: POLLHUP).
+        if not any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0)):
+            return False
+        # Python flushes stdout again at exit and would print "Exception ignored ... EPIPE".
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # not a real file (e.g. pytest's capture)
+        return False
+    return True
 
 
 # -- workload arguments ------------------------------------------------------------------------
@@ -60,35 +123,42 @@ def _add_workload_args(p: argparse.ArgumentParser) -> None:
 
 
 def _workload(args: argparse.Namespace) -> Any:
-    from explorer.errors import WorkloadError
     from explorer.workloads import get_workload, parse_expression
 
-    params: dict[str, Any] = {}
-    for item in args.param:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise WorkloadError(f"--param expects KEY=VALUE (got {item!r})")
-        params[key.strip()] = int(value) if value.strip().lstrip("-").isdigit() else value
+    params = parse_params(args.param)
     if args.expr is not None or args.workload == "expr":
+        if args.workload not in ("expr", None):
+            raise UsageError(
+                f"give either a workload name ({args.workload!r}) or --expr, not both "
+                "(a custom expression is the workload `expr`)"
+            )
         if args.expr is None:
-            raise WorkloadError("the expr workload needs --expr TEXT and --shape NAME=DxD")
-        shapes = {}
-        for item in args.shape:
-            name, sep, dims = item.partition("=")
-            try:
-                shapes[name.strip()] = tuple(int(d) for d in dims.lower().split("x"))
-            except ValueError:
-                sep = ""
-            if not sep:
-                raise WorkloadError(f"--shape expects NAME=DxD, e.g. A=64x32 (got {item!r})")
-        return parse_expression(args.expr, shapes=shapes, **params)
+            raise UsageError("the expr workload needs --expr TEXT and --shape NAME=DxD")
+        given = sorted(set(params) - {"dtype"})
+        if given:  # text and shapes come from --expr and --shape, nothing else is a parameter
+            raise UsageError(
+                f"-p {given[0]} does not apply to an expression: its text is --expr, its input "
+                "shapes are --shape NAME=DxD, and -p dtype=... is its only parameter"
+            )
+        return parse_expression(args.expr, shapes=parse_shapes(args.shape), **params)
+    if args.shape:
+        raise UsageError(f"--shape applies to --expr only; {args.workload} takes -p KEY=VALUE")
     return get_workload(args.workload, **params)
 
 
 def _target(args: argparse.Namespace) -> Any:
     from explorer.target import Target
 
-    return Target.local_cpu(num_cores=args.threads) if args.target == "cpu" else Target.cuda()
+    if args.target != "cpu":
+        return Target.cuda()
+    cpu = Target.local_cpu()
+    if args.threads is not None and args.threads > cpu.num_cores:
+        # More threads than cores would be timed on fewer cores yet recorded as this many.
+        raise UsageError(
+            f"--threads {args.threads}: this machine has {cpu.num_cores} cores available "
+            f"(use at most {cpu.num_cores})"
+        )
+    return Target.local_cpu(num_cores=args.threads)
 
 
 def _add_common(p: argparse.ArgumentParser, *, target: bool = True) -> None:
@@ -96,7 +166,10 @@ def _add_common(p: argparse.ArgumentParser, *, target: bool = True) -> None:
     if target:
         p.add_argument("--target", choices=("cpu", "cuda"), default="cpu")
         p.add_argument(
-            "--threads", type=int, default=None, help="threads per kernel (default: all cores)"
+            "--threads",
+            type=positive_int,
+            default=None,
+            help="threads per kernel, at most the cores available (default: all of them)",
         )
 
 
@@ -145,17 +218,19 @@ def cmd_measure(args: argparse.Namespace) -> int:
     target = _target(args)
     trace = _read_trace(Path(args.trace)) if args.trace else _empty_trace(workload)
     candidate = Candidate(workload, target, trace)
+    store = get_store(args.db)  # a database that cannot be used is found before measuring
     with LocalMeasurer(MeasureConfig(repeat=args.repeat)) as measurer:
         (result,) = measurer.measure([candidate])
-    store = get_store(args.db)
     run = store.create_run(workload, target, "manual", settings={"trace_file": args.trace})
     store.add_trials(run.id, [NewTrial(candidate, result)])
     store.finish_run(run.id)
     if result.is_ok:
         noisy = " (noisy: spread %.0f%%)" % (100 * (result.spread or 0)) if result.is_noisy else ""
+        gflops = f", {result.gflops:.2f} GFLOPS" if result.gflops is not None else ""
         print(
-            f"ok: median {result.median_secs * 1e3:.4f} ms over {len(result.run_secs)} repeats, "
-            f"{result.gflops:.2f} GFLOPS, {result.num_threads} threads{noisy}; matches NumPy"
+            f"ok: median {format_secs(result.median_secs)} over "
+            f"{plural(len(result.run_secs), 'repeat')}{gflops}, "
+            f"{plural(result.num_threads or 1, 'thread')}{noisy}; matches NumPy"
         )
         return EXIT_OK
     print(f"{result.status.value}: {result.error_msg}")
@@ -170,6 +245,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from explorer.storage import get_store
     from explorer.tuner import Tuner
 
+    check_tune_options(args)  # before anything is built, measured or stored
     workload = _workload(args)
     target = _target(args)
     options = {}
@@ -192,7 +268,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         def progress(p: Any) -> None:
             bar.n = p.num_trials
             if p.best_secs:
-                bar.set_postfix_str(f"best {p.best_secs * 1e3:.4f} ms")
+                bar.set_postfix_str(f"best {format_secs(p.best_secs)}")
             bar.refresh()
 
         result = tuner.run(
@@ -209,9 +285,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if result.best is None:
         print("no successful trial")
         return EXIT_FAILED
+    gflops = f", {result.best_gflops:.2f} GFLOPS" if result.best_gflops is not None else ""
     print(
-        f"best: trial {result.best.id}, median {result.best_secs * 1e3:.4f} ms "
-        f"(re-measured), {result.best_gflops:.2f} GFLOPS"
+        f"best: trial {result.best.id}, median {format_secs(result.best_secs)} "
+        f"(re-measured){gflops}"
     )
     if args.save_trace:
         Path(args.save_trace).write_text(json.dumps(result.best.candidate.trace))
@@ -244,6 +321,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     store = storage.get_store(args.db, read_only=True)
     out = Path(args.out)
+    # "Nothing found" is not success: refuse before an empty output file is written.
+    if args.run is not None and args.run not in {run.id for run in store.runs()}:
+        raise UsageError(f"no run {args.run} in {getattr(store, 'path', args.db)}")
+    if store.count_trials(run_id=args.run) == 0:
+        where = f"run {args.run}" if args.run is not None else getattr(store, "path", args.db)
+        raise UsageError(f"nothing to export: {where} has no trials")
     if args.format == "csv":
         n = storage.export_csv(store, out, run_id=args.run)
     elif args.format == "jsonl":
@@ -319,7 +402,10 @@ def _count(n: int, noun: str) -> str:
 
 
 def _read_trace(path: Path) -> Any:
-    data = json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        raise ExplorerError(f"{path}: not a JSON file (a trace or a saved session)") from None
     if isinstance(data, dict):  # a saved session or a record: take its trace
         if "trace" not in data:
             raise ExplorerError(f"{path}: a JSON object without a 'trace' field is not a trace")
@@ -353,18 +439,29 @@ def _parser() -> argparse.ArgumentParser:
     _add_workload_args(p)
     _add_common(p)
     p.add_argument("--trace", help="JSON trace or saved session (default: unscheduled)")
-    p.add_argument("--repeat", type=int, default=5, help="timed repeats (default 5)")
+    p.add_argument("--repeat", type=positive_int, default=5, help="timed repeats (default 5)")
     p.set_defaults(func=cmd_measure)
 
     p = sub.add_parser("tune", help="search for a fast schedule")
     _add_workload_args(p)
     _add_common(p)
-    p.add_argument("--strategy", default="random", help="search strategy (default: random)")
-    p.add_argument("--trials", type=int, default=64, help="trial budget (default 64)")
-    p.add_argument("--seconds", type=float, default=None, help="wall-clock budget")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--batch", type=int, default=8, help="candidates per batch (default 8)")
-    p.add_argument("--resume", type=int, default=None, metavar="RUN", help="continue a run")
+    p.add_argument(
+        "--strategy",
+        default="random",
+        metavar="NAME",
+        help=f"search strategy: {', '.join(STRATEGY_NAMES)} (default: random)",
+    )
+    p.add_argument("--trials", type=positive_int, default=64, help="trial budget (default 64)")
+    p.add_argument(
+        "--seconds", type=positive_seconds, default=None, help="wall-clock budget in seconds"
+    )
+    p.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
+    p.add_argument(
+        "--batch", type=positive_int, default=8, help="candidates per batch (default 8)"
+    )
+    p.add_argument(
+        "--resume", type=positive_int, default=None, metavar="RUN", help="continue a run"
+    )
     p.add_argument("--save-trace", help="write the best trace (JSON) to this file")
     p.add_argument(
         "--start",
@@ -381,7 +478,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("export", help="export trials as CSV, JSON Lines or a MetaSchedule DB")
     _add_common(p, target=False)
     p.add_argument("--format", choices=("csv", "jsonl", "metaschedule"), default="csv")
-    p.add_argument("--run", type=int, default=None, help="only this run")
+    p.add_argument("--run", type=positive_int, default=None, help="only this run")
     p.add_argument("out", help="output file (a directory for metaschedule)")
     p.set_defaults(func=cmd_export)
 

@@ -41,12 +41,15 @@ class ShapeParam:
     def check(self, family: str, value: ParamValue) -> ParamValue:
         """Coerce and validate one value; raises ``WorkloadError`` naming the parameter."""
         where = f"{family}: parameter {self.name!r}"
+        original = value
         if self.kind == "int":
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-                    value = int(value)
-                else:
-                    raise WorkloadError(f"{where} must be an integer (got {value!r})")
+                try:  # "512" from a command line or a form; "--5", "1.5" and "lots" are not
+                    value = int(value) if isinstance(value, str) else None
+                except ValueError:
+                    value = None
+                if value is None:
+                    raise WorkloadError(f"{where} must be an integer (got {original!r})")
             value = int(value)
             if self.min is not None and value < self.min:
                 raise WorkloadError(f"{where} must be at least {self.min} (got {value})")
