@@ -1,0 +1,90 @@
+"""The command line's side of a run's lifecycle: SIGTERM, ``--resume RUN`` and its conflicts.
+
+Kept out of ``cli.py`` so that the parser module stays about parsing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from explorer.errors import ExplorerError
+
+TUNE_DEFAULTS = {"strategy": "random", "trials": 64, "seconds": None, "seed": 0, "batch": 8}
+"""`explorer tune`'s defaults. The parser's own defaults are ``None`` so that an option given
+explicitly can be told from a default: with ``--resume`` only explicit options are compared with
+the run's own."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the main thread is, so a run ends like on Ctrl-C: interrupted,
+    its stored trials kept, its lease released, its worker processes stopped."""
+
+
+@contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """While inside, SIGTERM raises ``Terminated`` in the main thread (elsewhere: no change)."""
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    try:
+        previous = signal.signal(signal.SIGTERM, on_sigterm)
+    except ValueError:  # not the main thread: signals cannot be handled here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def resume_command(run_id: int, db: str | None) -> str:
+    """The exact command that resumes run ``run_id``."""
+    command = f"explorer tune --resume {run_id}"
+    return command + (f" --db {shlex.quote(db)}" if db else "")
+
+
+def apply_tune_defaults(args: argparse.Namespace) -> None:
+    """Fill in the defaults of the options not given (a new run)."""
+    for name, value in TUNE_DEFAULTS.items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, value)
+
+
+def check_resume_options(args: argparse.Namespace, run: Any, workload: Any | None) -> None:
+    """Refuse explicit options that differ from the run's own (a run resumes on its terms).
+
+    Args:
+        args: the parsed `explorer tune` arguments.
+        run: the stored ``RunInfo``.
+        workload: the workload the arguments name, or ``None`` when none was given.
+    """
+    settings = run.settings
+    given = {
+        "--strategy": (args.strategy, run.strategy),
+        "--trials": (args.trials, settings.get("max_trials")),
+        "--seconds": (args.seconds, settings.get("max_secs")),
+        "--seed": (args.seed, settings.get("seed")),
+        "--batch": (args.batch, settings.get("batch_size")),
+        "--threads": (getattr(args, "threads", None), run.target.num_cores),
+    }
+    conflicts = [
+        f"{option} {mine} (the run has {theirs})"
+        for option, (mine, theirs) in given.items()
+        if mine is not None and mine != theirs
+    ]
+    if workload is not None and workload != run.workload:
+        conflicts.insert(0, f"workload {workload.key()} (the run tunes {run.workload.key()})")
+    if getattr(args, "start", None):
+        conflicts.append("--start (a run keeps the start point it began with)")
+    if conflicts:
+        raise ExplorerError(
+            f"run {run.id} resumes with its own settings; these differ: {'; '.join(conflicts)}. "
+            f"Resume with `{resume_command(run.id, getattr(args, 'db', None))}` alone, or start "
+            "a new run"
+        )
