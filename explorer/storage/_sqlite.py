@@ -33,10 +33,9 @@ from explorer.storage._codec import (
 )
 from explorer.storage._environment import environment as _environment
 from explorer.storage._files import backup as _backup
-from explorer.storage._files import check_file, checkpoint, connect, ensure_intact, explain
-from explorer.storage._files import is_busy as _is_busy
-from explorer.storage._files import is_corrupt as _is_corrupt
-from explorer.storage._schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
+from explorer.storage._files import checkpoint, ensure_intact, explain
+from explorer.storage._open import open_database
+from explorer.storage._schema import SCHEMA_VERSION  # noqa: F401 (explorer.storage re-exports it)
 from explorer.target import Target
 from explorer.types import JSON, MeasureStatus
 from explorer.workloads import Workload
@@ -59,14 +58,6 @@ _RUN_COLUMNS = (
     "id, workload_json, target_json, strategy, settings_json, environment_json, started_at, "
     "ended_at, status"
 )
-
-
-class _Outdated(Exception):
-    """A read-only store found an older schema, which only a writer can migrate."""
-
-    def __init__(self, version: int) -> None:
-        super().__init__(f"schema version {version}")
-        self.version = version
 
 
 class SQLiteStore(RecordStore):
@@ -118,7 +109,6 @@ class SQLiteStore(RecordStore):
         if read_only and self._is_memory:
             raise ValueError("a private in-memory database cannot be opened read-only")
         self._read_only = bool(read_only)
-        self._is_intact = False  # set by the integrity check before the first write
         self._timeout_secs = float(timeout_secs)
         self._lock = threading.RLock()
         self._subscribers: dict[int, Callable[[list[TrialRecord]], None]] = {}
@@ -127,7 +117,11 @@ class SQLiteStore(RecordStore):
         self._run_objects: dict[int, tuple[Workload, Target]] = {}
         self._workloads: dict[str, Workload] = {}
         self._targets: dict[str, Target] = {}
-        self._conn: sqlite3.Connection | None = self._open()
+        self._conn: sqlite3.Connection | None = None
+        # Intact: checked by SQLite's quick_check; done before the first write, if not now.
+        self._conn, self._is_intact = open_database(
+            self._path, read_only=self._read_only, timeout_secs=self._timeout_secs
+        )
 
     @property
     def path(self) -> str:
@@ -140,125 +134,6 @@ class SQLiteStore(RecordStore):
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self._path!r}{', read_only=True' * self._read_only})"
-
-    # -- opening ------------------------------------------------------------------------------
-    def _corrupt(self) -> StoreError:
-        return StoreError(f"{self._path} is not a database (file is corrupt or not SQLite)")
-
-    def _open(self) -> sqlite3.Connection:
-        if not self._is_memory:
-            check_file(self._path, read_only=self._read_only)
-        conn = connect(self._path, read_only=self._read_only, timeout_secs=self._timeout_secs)
-        try:
-            self._prepare(conn)
-        except _Outdated as old:
-            conn.close()
-            # Reading needs the current schema: migrate once through a writer, then read.
-            try:
-                SQLiteStore(self._path, timeout_secs=self._timeout_secs).close()
-            except StoreError as exc:
-                raise StoreError(
-                    f"{self._path} has schema version {old.version}, older than this code's "
-                    f"{SCHEMA_VERSION}, and cannot be upgraded to be read: {exc}"
-                ) from exc
-            return self._open()
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _probe(self, conn: sqlite3.Connection) -> int:
-        """The schema version of an empty (0) or our own database; raise for anything else.
-
-        Called inside a transaction, so that its reads see one snapshot: outside one, another
-        process could commit its newly created tables between the two reads.
-        """
-        try:
-            (app_id,) = conn.execute("PRAGMA application_id").fetchone()
-            (num_objects,) = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            if app_id == 0 and num_objects == 0:
-                return 0
-            if app_id != APPLICATION_ID:
-                raise StoreError(
-                    f"{self._path} is an SQLite database but not a Schedule Explorer record "
-                    f"database (application_id {app_id:#010x}, {num_objects} schema objects); "
-                    "it was left untouched"
-                )
-            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        except sqlite3.DatabaseError as exc:
-            if _is_corrupt(exc):
-                raise self._corrupt() from exc
-            raise
-        if row is None:
-            raise StoreError(f"{self._path}: record database without a schema version")
-        version = int(row[0])
-        if version > SCHEMA_VERSION:
-            raise StoreError(
-                f"{self._path} has schema version {version}, newer than this code supports "
-                f"(version {SCHEMA_VERSION}); upgrade schedule-explorer to open it"
-            )
-        return version
-
-    def _prepare(self, conn: sqlite3.Connection) -> None:
-        conn.execute(f"PRAGMA busy_timeout = {int(self._timeout_secs * 1000)}")
-        # While another process creates the file and switches it to WAL, SQLite answers some
-        # steps with SQLITE_BUSY without calling the busy handler, so opening retries itself.
-        deadline = time.monotonic() + self._timeout_secs
-        delay = 0.002
-        while True:
-            try:
-                return self._prepare_once(conn)
-            except sqlite3.Error as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                if _is_corrupt(exc):
-                    raise self._corrupt() from exc
-                if not _is_busy(exc) or time.monotonic() > deadline:
-                    raise explain(self._path, exc, doing="open") from exc
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            time.sleep(delay)
-            delay = min(2 * delay, 0.1)
-
-    def _prepare_once(self, conn: sqlite3.Connection) -> None:
-        # Step 1. Refuse foreign, corrupt and too-new files before writing anything.
-        conn.execute("BEGIN")
-        version = self._probe(conn)
-        conn.execute("ROLLBACK")  # end the read snapshot
-        # Step 2. Connection settings (WAL is persistent in the file; the others are not).
-        if not self._is_memory and not self._read_only:
-            (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
-            if mode.lower() != "wal":
-                logger.warning("%s: WAL mode unavailable (journal_mode=%s)", self._path, mode)
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA foreign_keys = ON")
-        if version == SCHEMA_VERSION:
-            return
-        if self._read_only:
-            if version == 0:
-                raise StoreError(f"{self._path} is empty: no record database was written to it")
-            raise _Outdated(version)
-        # Step 3. Migrate under the write lock, re-reading the version: another process may
-        # have created or migrated the file since the probe. A migration is a write: check the
-        # file first.
-        if version:
-            ensure_intact(conn, self._path)
-        self._is_intact = True
-        conn.execute("BEGIN IMMEDIATE")
-        version = self._probe(conn)
-        for migrate in MIGRATIONS[version:]:
-            migrate(conn)
-        if version == 0:
-            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-        conn.execute(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
-            (str(SCHEMA_VERSION),),
-        )
-        conn.execute("COMMIT")
-        if version:
-            logger.info("%s: migrated schema %d -> %d", self._path, version, SCHEMA_VERSION)
 
     # -- connection helpers -------------------------------------------------------------------
     def _connection(self) -> sqlite3.Connection:
