@@ -66,7 +66,8 @@ def get_workload(name: str, **params: Any) -> Workload:
 
     Raises:
         UnknownPluginError: ``name`` is neither a family nor a preset.
-        WorkloadError: a parameter is unknown, out of range or inconsistent.
+        WorkloadError: a parameter is unknown, out of range or inconsistent, or changes a shape
+            parameter a preset fixes (a preset's open parameters, such as ``dtype``, may be set).
     """
     table = presets()
     if name in table:

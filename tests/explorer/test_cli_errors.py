@@ -289,6 +289,17 @@ def test_durations_have_a_readable_unit(secs, text):
     assert format_secs(secs) == text
 
 
+def test_a_tiny_kernel_reports_sub_millisecond_units_and_one_thread(tmp_path):
+    out = run(
+        *["measure", *EXPR, "--threads", "1", "--repeat", "2"], "--db", str(tmp_path / "r.db")
+    )
+    assert out.returncode == 0, out.stderr
+    # a unit that fits the duration, never "median 0.0000 ms"
+    assert re.search(r"median \d+(\.\d+)? (ns|µs|ms) over 2 repeats", out.stdout), out.stdout
+    # "1 thread; matches NumPy" or, on a busy machine, "1 thread (noisy: spread 40%); ..."
+    assert re.search(r"\b1 thread[ ;]", out.stdout) and "0.0000" not in out.stdout, out.stdout
+
+
 def test_plural():
     assert plural(1, "thread") == "1 thread" and plural(2, "thread") == "2 threads"
 

@@ -95,6 +95,8 @@ def test_custom_expression_builds(ctx: Context) -> None:
         ("C[i, j] += A[i, k] * Q[k, j]", "A: 4x3, B: 3x2", "Q"),  # unknown tensor
         ("C[i, j] += A[i, k] * B[k, j", "A: 4x3, B: 3x2", " "),  # unclosed bracket at the end
         ("C[i, j] += A[i, k] $ B[k, j]", "A: 4x3, B: 3x2", "$"),  # unknown character
+        ("C[i] = A[i] / 0", "A: 4", "/"),  # refused before TVM (was TVM's raw "Divide by zero")
+        ("M[i] = max(A[i, k])", "A: 4x5", "m"),  # says reductions are written `M[i] max= ...`
     ],
 )
 def test_expression_error_has_a_caret_under_the_offending_char(
