@@ -124,8 +124,7 @@ def check_tune_options(args: argparse.Namespace) -> None:
     if args.strategy not in STRATEGIES:
         raise UnknownPluginError("strategy", args.strategy, STRATEGIES)
     if getattr(args, "start", None):
-        accepts = inspect.signature(STRATEGIES[args.strategy].__init__).parameters
-        if "start" not in accepts:
+        if "start" not in inspect.signature(STRATEGIES[args.strategy]).parameters:
             able = [n for n, c in STRATEGIES.items() if "start" in inspect.signature(c).parameters]
             raise UsageError(
                 f"strategy {args.strategy!r} cannot start from a given schedule (--start); "

@@ -115,6 +115,8 @@ BAD: list[tuple[list[str], int, str]] = [
     (["export", "--run", "999", "{root}/out.csv"], 2, "999"),
     (["export", "--run", "0", "{root}/out.csv"], 2, "--run"),
     (["export", "--format", "xml", "{root}/out.xml"], 2, "invalid choice"),
+    (["runs", "--db", "{root}/no/such.db"], 2, "does not exist"),
+    (["export", "--db", "{root}/no/such.db", "{root}/out.csv"], 2, "does not exist"),
     (["export"], 2, "required"),
     (["import"], 2, "required"),
     (["backup"], 2, "required"),
@@ -132,7 +134,9 @@ DB_COMMANDS = {"show", "measure", "tune", "runs", "export", "import", "backup", 
 def _argv(row: list[str], root: Path, db: Path) -> list[str]:
     argv = [a.replace("{root}", str(root)) for a in row]
     # --db goes after the subcommand (each has its own); a bare subcommand stays bare
-    return [*argv, "--db", str(db)] if argv and argv[0] in DB_COMMANDS and len(argv) > 1 else argv
+    if "--db" in argv or not argv or argv[0] not in DB_COMMANDS or len(argv) == 1:
+        return argv
+    return [*argv, "--db", str(db)]
 
 
 def check_one_error(code: int, out: str, err: str, expected: int, fragment: str) -> None:
