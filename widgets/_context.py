@@ -108,7 +108,12 @@ class Context:
             if run is None:
                 run = self.store.create_run(workload, target, MANUAL)
                 self._manual_runs[key] = run
-        (record,) = self.store.add_trials(run.id, [trial])
+        try:
+            (record,) = self.store.add_trials(run.id, [trial])
+        finally:
+            # Ended after every measurement (the next one reopens it by adding to it), so the
+            # run never reads as running once the kernel is gone.
+            self.store.finish_run(run.id)
         self._emit("record", record)
         return record
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tempfile
 import threading
 import uuid
 import weakref
@@ -41,6 +40,7 @@ from collections.abc import Sequence
 from concurrent.futures import wait
 from typing import Any
 
+from explorer._process import owned_temp_dir
 from explorer.measure._base import Candidate, MeasureConfig, Measurer, MeasureResult
 from explorer.measure._pool import WorkerLost, WorkerPool, shutdown_pool
 from explorer.target import Target
@@ -182,7 +182,8 @@ class LocalMeasurer(Measurer):
     def _ensure_pool(self) -> WorkerPool:
         if self._pool is None:
             workers = self.num_build_workers or Target.local_cpu().num_cores
-            self._artifact_dir = tempfile.mkdtemp(prefix="explorer-measure-")
+            # Named after this process: the next measurer removes it if we die with kill -9.
+            self._artifact_dir = owned_temp_dir("explorer-measure-")
             self._pool = WorkerPool(
                 num_build_workers=workers,
                 memory_limit_bytes=self.config.memory_limit_bytes,

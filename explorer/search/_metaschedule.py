@@ -206,6 +206,9 @@ def run_metaschedule(
                 seed=seed,
             )
         status = "finished"
+    except KeyboardInterrupt:
+        status = "interrupted"  # Ctrl-C or SIGTERM: the run stopped, it did not fail
+        raise
     except Exception:
         # TVM re-raises the callback's exception as its own error type; ours left a mark.
         if streamer.stopped_because is None:

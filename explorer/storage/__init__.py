@@ -17,6 +17,7 @@ from explorer.storage._base import (
     NewTrial,
     RecordStore,
     RunInfo,
+    RunStatus,
     TrialRecord,
     TrialRow,
     trace_hash,
@@ -26,6 +27,7 @@ from explorer.storage._environment import environment
 from explorer.storage._export import export_csv, export_jsonl
 from explorer.storage._metaschedule import ImportSummary, export_metaschedule, import_metaschedule
 from explorer.storage._sqlite import SCHEMA_VERSION, SQLiteStore
+from explorer.storage._summary import RunSummary, summarize_run
 
 ENV_VAR = "EXPLORER_DB"
 """The environment variable naming the default database file."""
@@ -86,6 +88,8 @@ __all__ = [
     "NewTrial",
     "RecordStore",
     "RunInfo",
+    "RunStatus",
+    "RunSummary",
     "SQLiteStore",
     "TrialRecord",
     "TrialRow",
@@ -97,5 +101,6 @@ __all__ = [
     "export_metaschedule",
     "get_store",
     "import_metaschedule",
+    "summarize_run",
     "trace_hash",
 ]

@@ -5,19 +5,51 @@ from __future__ import annotations
 import abc
 import hashlib
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
+from explorer._process import ProcessIdentity
 from explorer.measure._base import Candidate, MeasureResult
 from explorer.target import Target
 from explorer.types import JSON, MeasureStatus
 from explorer.workloads import Workload
 
 
+class RunStatus(str, Enum):
+    """Where a run stands. A ``str`` enum: ``RunStatus.FINISHED == "finished"``.
+
+    ``INTERRUPTED`` is either stored (Ctrl-C, SIGTERM) or read: a run stored as running whose
+    owning process is gone (``kill -9``, a crash, a dead notebook kernel) reads as interrupted.
+    Every status but ``RUNNING`` can be resumed.
+    """
+
+    RUNNING = "running"
+    FINISHED = "finished"  # the budget was spent or the strategy ran dry
+    CANCELLED = "cancelled"  # should_stop() asked for it between batches
+    INTERRUPTED = "interrupted"  # Ctrl-C, SIGTERM or a dead owner
+    FAILED = "failed"  # an error ended it
+
+    def __str__(self) -> str:
+        return self.value
+
+
+REMOTE_STALE_SECS = 3600.0
+"""A running run owned by a process on *another* host (whose pid cannot be checked from here)
+counts as interrupted once its heartbeat is this old."""
+
+
 @dataclass(frozen=True)
 class RunInfo:
-    """One search run, or the manual measurements of one session (strategy ``"manual"``)."""
+    """One search run, or the manual measurements of one session (strategy ``"manual"``).
+
+    ``owner`` is the process that holds the run while it is running (``None`` once it ended);
+    ``heartbeat_at`` when that owner last said it was alive; ``active_secs`` the time spent
+    searching over all the run's sessions. They describe liveness, not the run, and are left
+    out of equality.
+    """
 
     id: int
     workload: Workload
@@ -27,7 +59,25 @@ class RunInfo:
     environment: Mapping[str, JSON]  # TVM version, CPU, commit, threads...
     started_at: float  # unix seconds
     ended_at: float | None = None
-    status: str = "running"  # running | finished | cancelled | failed
+    status: RunStatus = RunStatus.RUNNING
+    owner: ProcessIdentity | None = field(default=None, compare=False)
+    heartbeat_at: float | None = field(default=None, compare=False)
+    active_secs: float = field(default=0.0, compare=False)
+
+
+def effective_status(
+    stored: str, owner: ProcessIdentity | None, heartbeat_at: float | None
+) -> RunStatus:
+    """A stored status as it stands now: ``running`` with a dead (or no) owner is interrupted."""
+    status = RunStatus(stored)
+    if status is not RunStatus.RUNNING:
+        return status
+    if owner is None:  # written before owners were recorded (schema < 3): nobody holds it
+        return RunStatus.INTERRUPTED
+    alive = owner.is_alive()
+    if alive is None:  # another host: trust the heartbeat while it is recent
+        alive = heartbeat_at is not None and time.time() - heartbeat_at < REMOTE_STALE_SECS
+    return RunStatus.RUNNING if alive else RunStatus.INTERRUPTED
 
 
 @dataclass(frozen=True)
@@ -37,6 +87,7 @@ class NewTrial:
     candidate: Candidate
     result: MeasureResult
     predicted: Mapping[str, float] = field(default_factory=dict)  # cost model name -> prediction
+    is_remeasure: bool = False  # a re-timing of a schedule the run measured before, not a trial
 
 
 @dataclass(frozen=True)
@@ -50,6 +101,7 @@ class TrialRecord:
     result: MeasureResult
     predicted: Mapping[str, float]
     created_at: float  # unix seconds, when the trial was stored
+    is_remeasure: bool = False  # see NewTrial: not a trial of the search, not counted as one
 
     @property
     def status(self) -> MeasureStatus:
@@ -76,6 +128,7 @@ class TrialRow:
         decisions: the candidate's knob decisions (JSON), ``None`` when it recorded none.
         trace_hash: ``trace_hash(candidate.trace)``: equal traces have equal hashes, so a trial
             that re-measures an earlier schedule is recognised without decoding either trace.
+        is_remeasure: a re-timing of a schedule its run measured before (``NewTrial``).
     """
 
     id: int
@@ -88,6 +141,7 @@ class TrialRow:
     decisions: JSON | None
     trace_hash: int
     created_at: float
+    is_remeasure: bool = False
 
     @property
     def is_ok(self) -> bool:
@@ -108,6 +162,7 @@ class TrialRow:
             decisions=record.candidate.decisions,
             trace_hash=trace_hash(record.candidate.trace),
             created_at=record.created_at,
+            is_remeasure=record.is_remeasure,
         )
 
 
@@ -151,7 +206,9 @@ class RecordStore(abc.ABC):
     Contract:
         * Thread-safe: any method may be called from any thread.
         * Append-only: trials are never modified or deleted; ``finish_run`` only sets a run's end
-          time and status.
+          time and status (and releases it), ``claim_run`` and ``heartbeat`` only its owner.
+        * One owner per run: the process that created or claimed a run holds it until
+          ``finish_run``; a run stored as running whose owner is gone reads as ``interrupted``.
         * ``add_trials`` is atomic: either every trial of the batch is stored or none is, so a
           process killed mid-batch loses at most that batch.
         * Ids are unique and increase in insertion order; ``seq`` increases within a run.
@@ -175,7 +232,26 @@ class RecordStore(abc.ABC):
 
     @abc.abstractmethod
     def finish_run(self, run_id: int, status: str = "finished") -> RunInfo:
-        """Mark a run ended (``finished``, ``cancelled`` or ``failed``)."""
+        """Mark a run ended (``finished``, ``cancelled``, ``interrupted`` or ``failed``) and
+        release it (its owner is cleared)."""
+
+    @abc.abstractmethod
+    def claim_run(self, run_id: int) -> RunInfo:
+        """Make this process the owner of an ended (or interrupted) run, to resume it: the run
+        is ``running`` again until ``finish_run``.
+
+        Raises:
+            KeyError: There is no such run.
+            RunInUseError: Another live process owns it (one owner per run).
+        """
+
+    @abc.abstractmethod
+    def heartbeat(self, run_id: int, active_secs: float) -> None:
+        """The owner says it is alive, and how long the run has searched in all (seconds).
+
+        Raises:
+            RunInUseError: This process no longer owns the run.
+        """
 
     @abc.abstractmethod
     def get_run(self, run_id: int) -> RunInfo:
@@ -230,8 +306,9 @@ class RecordStore(abc.ABC):
         return [TrialRow.from_record(r) for r in records]
 
     @abc.abstractmethod
-    def count_trials(self, *, run_id: int | None = None) -> int:
-        """How many trials are stored (in one run, or in all)."""
+    def count_trials(self, *, run_id: int | None = None, remeasures: bool = True) -> int:
+        """How many trials are stored (in one run, or in all); with ``remeasures=False`` the
+        re-measurements are not counted (what a run's trial budget counts)."""
 
     @abc.abstractmethod
     def best(self, workload: Workload, target: Target, k: int = 1) -> list[TrialRecord]:

@@ -48,7 +48,7 @@ def decode_trial(
     row: Sequence[Any], objects: Mapping[int, tuple[Workload, Target]]
 ) -> TrialRecord:
     (trial_id, run_id, seq, trace, decisions, status, run_secs, build_secs, error_msg, flops,
-     num_threads, predicted, created_at) = row  # fmt: skip
+     num_threads, predicted, created_at, is_remeasure) = row  # fmt: skip
     workload, target = objects[run_id]
     return TrialRecord(
         id=int(trial_id),
@@ -70,6 +70,7 @@ def decode_trial(
         ),
         predicted=_loads(predicted),
         created_at=float(created_at),
+        is_remeasure=bool(is_remeasure),
     )
 
 
@@ -124,7 +125,12 @@ def encode_trial(run: RunInfo, index: int, trial: NewTrial) -> tuple[Any, ...]:
 
 
 def snapshot(
-    trial_id: int, run: RunInfo, seq: int, row: Sequence[Any], created_at: float
+    trial_id: int,
+    run: RunInfo,
+    seq: int,
+    row: Sequence[Any],
+    created_at: float,
+    is_remeasure: bool = False,
 ) -> TrialRecord:
     """The record just stored, rebuilt from the stored text: the caller keeps no reference into
     it, and it equals what a later query returns."""
@@ -145,6 +151,7 @@ def snapshot(
         ),
         predicted=_loads(predicted),
         created_at=created_at,
+        is_remeasure=bool(is_remeasure),
     )
 
 
@@ -190,7 +197,7 @@ _ROW_DECODER = json.JSONDecoder()
 def decode_row(row: Sequence[Any]) -> TrialRow:
     """A ``TrialRow`` from the columns ``SQLiteStore`` reads for ``trial_rows``."""
     (trial_id, run_id, seq, status, median, run_secs, predicted, decisions, trace,
-     created_at) = row  # fmt: skip
+     created_at, is_remeasure) = row  # fmt: skip
     return TrialRow(
         id=trial_id,
         run_id=run_id,
@@ -202,4 +209,5 @@ def decode_row(row: Sequence[Any]) -> TrialRow:
         decisions=None if decisions is None else _ROW_DECODER.decode(decisions),
         trace_hash=text_hash(trace),
         created_at=created_at,
+        is_remeasure=bool(is_remeasure),
     )

@@ -24,9 +24,11 @@ CSV_COLUMNS = (
     "gflops",
     "build_secs",
     "num_repeats",
+    "is_remeasure",
 )
 """The fixed leading columns; ``run_secs_<i>`` (one per repeat), ``pred_<model>`` (one per cost
-model seen), ``error_msg`` and ``created_at`` follow."""
+model seen), ``error_msg`` and ``created_at`` follow. ``is_remeasure`` is 1 for a re-timing of a
+schedule the run measured before (not a trial of the search), else 0."""
 
 
 def export_csv(
@@ -90,6 +92,7 @@ def export_csv(
                 result.gflops,
                 result.build_secs,
                 len(result.run_secs),
+                int(trial.is_remeasure),
                 *repeats,
                 *(trial.predicted.get(m) for m in models),
                 result.error_msg,
@@ -110,8 +113,9 @@ def export_jsonl(
     """Write one JSON object per line and trial, in insertion order.
 
     Each line holds ``id``, ``run_id``, ``seq``, ``strategy``, ``created_at``, ``predicted``,
-    ``candidate`` (``Candidate.to_json()``) and ``result`` (``MeasureResult.to_json()``), so
-    ``Candidate.from_json`` and ``MeasureResult.from_json`` read a line back.
+    ``is_remeasure`` (a re-timing of a schedule the run measured before, not a trial of the
+    search), ``candidate`` (``Candidate.to_json()``) and ``result`` (``MeasureResult.to_json()``),
+    so ``Candidate.from_json`` and ``MeasureResult.from_json`` read a line back.
 
     Args:
         store: The source.
@@ -142,6 +146,7 @@ def _jsonl_lines(trials: list[TrialRecord], runs: dict[int, RunInfo]) -> Iterato
                 "strategy": runs[trial.run_id].strategy,
                 "created_at": trial.created_at,
                 "predicted": dict(trial.predicted),
+                "is_remeasure": trial.is_remeasure,
                 "candidate": trial.candidate.to_json(),
                 "result": trial.result.to_json(),
             },

@@ -78,5 +78,45 @@ def _migrate_to_v2(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE trials ADD COLUMN num_threads INTEGER")
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_migrate_to_v1, _migrate_to_v2)
+def _migrate_to_v3(conn: sqlite3.Connection) -> None:
+    # Step 1. A run's owner (host, pid, process start time) and heartbeat: a `running` run whose
+    # owner is gone (kill -9) reads as `interrupted`, and a second process cannot resume a run
+    # its owner still holds (the owner columns are the lease). active_secs is the run's time
+    # spent searching over all its sessions, so a wall-clock budget survives a resume.
+    for sql in (
+        "ALTER TABLE runs ADD COLUMN owner_host TEXT",
+        "ALTER TABLE runs ADD COLUMN owner_pid INTEGER",
+        "ALTER TABLE runs ADD COLUMN owner_started_at REAL",
+        "ALTER TABLE runs ADD COLUMN heartbeat_at REAL",
+        "ALTER TABLE runs ADD COLUMN active_secs REAL NOT NULL DEFAULT 0",
+        # A re-measurement (the Tuner re-times its best candidates at the end of a run) is a
+        # measurement, not a trial of the search: flagged so that counts and budgets skip it.
+        "ALTER TABLE trials ADD COLUMN is_remeasure INTEGER NOT NULL DEFAULT 0",
+    ):
+        conn.execute(sql)
+    # Step 2. Flag the re-measurements already stored: a trial whose trace appeared earlier in
+    # its run (the definition explorer.analysis uses; strategies never propose a point twice).
+    # The append-only trigger is lifted for this one-time fix of a column that did not exist.
+    seen: set[tuple[int, int]] = set()
+    again: list[tuple[int]] = []
+    rows = conn.execute("SELECT id, run_id, CAST(trace_json AS BLOB) FROM trials ORDER BY id")
+    for trial_id, run_id, trace in rows:
+        key = (run_id, hash(bytes(trace)))
+        if key in seen:
+            again.append((trial_id,))
+        seen.add(key)
+    if again:
+        conn.execute("DROP TRIGGER trials_no_update")
+        conn.executemany("UPDATE trials SET is_remeasure = 1 WHERE id = ?", again)
+        conn.execute(
+            "CREATE TRIGGER trials_no_update BEFORE UPDATE ON trials "
+            "BEGIN SELECT RAISE(ABORT, 'trials are append-only'); END"
+        )
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
+    _migrate_to_v1,
+    _migrate_to_v2,
+    _migrate_to_v3,
+)
 SCHEMA_VERSION = len(MIGRATIONS)

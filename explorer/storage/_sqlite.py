@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from explorer._process import ProcessIdentity
 from explorer.errors import StoreError
 from explorer.storage._base import (
     BestSoFar,
@@ -20,6 +21,7 @@ from explorer.storage._base import (
     RunInfo,
     TrialRecord,
     TrialRow,
+    effective_status,
 )
 from explorer.storage._codec import (
     GC_PAUSE_ROWS,
@@ -34,6 +36,7 @@ from explorer.storage._codec import (
 from explorer.storage._environment import environment as _environment
 from explorer.storage._files import backup as _backup
 from explorer.storage._files import checkpoint, ensure_intact, explain
+from explorer.storage._lease import OWNER_COLUMNS, beat, claim, hold, owner_of, release
 from explorer.storage._open import open_database
 from explorer.storage._schema import SCHEMA_VERSION  # noqa: F401 (explorer.storage re-exports it)
 from explorer.target import Target
@@ -42,21 +45,21 @@ from explorer.workloads import Workload
 
 logger = logging.getLogger(__name__)
 
-END_STATUSES = ("finished", "cancelled", "failed")
+END_STATUSES = ("finished", "cancelled", "interrupted", "failed")
 _TRIAL_COLUMNS = (
     "id, run_id, seq, trace_json, decisions_json, status, run_secs_json, build_secs, error_msg, "
-    "flops, num_threads, predicted_json, created_at"
+    "flops, num_threads, predicted_json, created_at, is_remeasure"
 )
 # The trace is read as bytes and only hashed: it is stored in canonical form (``_codec.dumps``),
 # so hashing the stored text gives ``trace_hash(candidate.trace)`` without decoding it.
 _ROW_COLUMNS = (
     "id, run_id, seq, status, median_secs, run_secs_json, predicted_json, decisions_json, "
-    "CAST(trace_json AS BLOB), created_at"
+    "CAST(trace_json AS BLOB), created_at, is_remeasure"
 )
 _ROWS_PER_READ = 2000  # rows read per lock hold: a writer never waits for a whole table
 _RUN_COLUMNS = (
     "id, workload_json, target_json, strategy, settings_json, environment_json, started_at, "
-    "ended_at, status"
+    f"ended_at, status, {OWNER_COLUMNS}"
 )
 
 
@@ -224,11 +227,12 @@ class SQLiteStore(RecordStore):
         workload_json = dumps(workload.to_json(), "workload")
         target_json = dumps(target.to_json(), "target")
         now = time.time()
+        me = ProcessIdentity.current()  # the creator owns the run until finish_run
         with self._writing() as conn:
             cur = conn.execute(
                 "INSERT INTO runs (workload_key, workload_json, target_key, target_json, "
-                "strategy, settings_json, environment_json, started_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "strategy, settings_json, environment_json, started_at, owner_host, owner_pid, "
+                "owner_started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     workload.key(),
                     workload_json,
@@ -238,12 +242,17 @@ class SQLiteStore(RecordStore):
                     settings_json,
                     env_json,
                     now,
+                    me.host,
+                    me.pid,
+                    me.started_at,
+                    now,
                 ),
             )
             run_id = int(cur.lastrowid or 0)
+        hold(self._path, run_id)
         return self._decode_run(
             (run_id, workload_json, target_json, strategy, settings_json, env_json, now, None,
-             "running")
+             "running", me.host, me.pid, me.started_at, now, 0.0)
         )  # fmt: skip
 
     def finish_run(self, run_id: int, status: str = "finished") -> RunInfo:
@@ -255,10 +264,23 @@ class SQLiteStore(RecordStore):
         if status not in END_STATUSES:
             raise ValueError(f"finish_run status must be one of {END_STATUSES} (got {status!r})")
         with self._writing() as conn:
-            sql = "UPDATE runs SET ended_at = ?, status = ? WHERE id = ?"
-            if conn.execute(sql, (time.time(), status, run_id)).rowcount == 0:
+            sql = (
+                "UPDATE runs SET ended_at = ?, status = ?, owner_host = NULL, owner_pid = NULL, "
+                "owner_started_at = NULL WHERE id = ?"
+            )
+            if conn.execute(sql, (time.time(), str(status), run_id)).rowcount == 0:
                 raise KeyError(run_id)
+        release(self._path, run_id)
         return self.get_run(run_id)
+
+    def claim_run(self, run_id: int) -> RunInfo:
+        with self._writing() as conn:
+            claim(conn, self._path, run_id, ProcessIdentity.current())
+        return self.get_run(run_id)
+
+    def heartbeat(self, run_id: int, active_secs: float) -> None:
+        with self._writing() as conn:
+            beat(conn, run_id, ProcessIdentity.current(), active_secs)
 
     def get_run(self, run_id: int) -> RunInfo:
         with self._reading() as conn:
@@ -311,13 +333,14 @@ class SQLiteStore(RecordStore):
                 cur = conn.execute(
                     "INSERT INTO trials (run_id, seq, workload_key, target_key, trace_json, "
                     "decisions_json, status, run_secs_json, median_secs, gflops, flops, "
-                    "build_secs, error_msg, num_threads, predicted_json, created_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (run_id, first_seq + i, *keys, *row, now),
+                    "build_secs, error_msg, num_threads, predicted_json, created_at, "
+                    "is_remeasure) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (run_id, first_seq + i, *keys, *row, now, int(trials[i].is_remeasure)),
                 )
                 ids.append(int(cur.lastrowid or 0))
         records = [
-            snapshot(trial_id, run, first_seq + i, rows[i], now) for i, trial_id in enumerate(ids)
+            snapshot(trial_id, run, first_seq + i, rows[i], now, trials[i].is_remeasure)
+            for i, trial_id in enumerate(ids)
         ]
         self._notify(records)
         return records
@@ -384,8 +407,10 @@ class SQLiteStore(RecordStore):
                 return out
             last = chunk[-1][index]
 
-    def count_trials(self, *, run_id: int | None = None) -> int:
+    def count_trials(self, *, run_id: int | None = None, remeasures: bool = True) -> int:
         where, args = filters(run_id=run_id)
+        if not remeasures:
+            where += " AND is_remeasure = 0" if where else " WHERE is_remeasure = 0"
         with self._reading() as conn:
             (count,) = conn.execute(f"SELECT count(*) FROM trials{where}", args).fetchone()
         return int(count)
@@ -458,8 +483,10 @@ class SQLiteStore(RecordStore):
         return target
 
     def _decode_run(self, row: Sequence[Any]) -> RunInfo:
-        run_id, workload_json, target_json, strategy, settings, env, started, ended, status = row
+        (run_id, workload_json, target_json, strategy, settings, env, started, ended, status,
+         *owner_row) = row  # fmt: skip
         workload, target = self._workload(workload_json), self._target(target_json)
+        owner, heartbeat_at = owner_of(owner_row), owner_row[3]
         with self._lock:
             self._run_objects[int(run_id)] = (workload, target)
         return RunInfo(
@@ -471,7 +498,10 @@ class SQLiteStore(RecordStore):
             environment=json.loads(env),
             started_at=float(started),
             ended_at=None if ended is None else float(ended),
-            status=status,
+            status=effective_status(status, owner, heartbeat_at),
+            owner=owner,
+            heartbeat_at=None if heartbeat_at is None else float(heartbeat_at),
+            active_secs=float(owner_row[4] or 0.0),
         )
 
     def _objects_for(self, run_ids: Iterable[int]) -> dict[int, tuple[Workload, Target]]:

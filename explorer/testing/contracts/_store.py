@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 
 from explorer import _tvm
+from explorer._process import ProcessIdentity
+from explorer.errors import RunInUseError
 from explorer.measure import Candidate, MeasureResult
-from explorer.storage import NewTrial, RecordStore
+from explorer.storage import NewTrial, RecordStore, RunStatus
 from explorer.storage._base import TrialRow, trace_hash
 from explorer.target import Target
 from explorer.types import MeasureStatus
@@ -118,6 +120,37 @@ class RecordStoreContract:
             store.finish_run(store.create_run(workload, target, "x").id, "exploded")
         with pytest.raises(KeyError):
             store.finish_run(999)
+
+    def test_a_run_is_owned_until_it_ends_then_can_be_claimed(self, store, workload, target):
+        run = store.create_run(workload, target, "random")
+        assert run.owner == ProcessIdentity.current() and run.status is RunStatus.RUNNING
+        with pytest.raises(RunInUseError):  # one owner per run, even within a process
+            store.claim_run(run.id)
+        store.heartbeat(run.id, active_secs=3.0)
+        ended = store.finish_run(run.id, "interrupted")
+        assert ended.status is RunStatus.INTERRUPTED and ended.owner is None
+        with pytest.raises(RunInUseError):
+            store.heartbeat(run.id, active_secs=4.0)  # not the owner any more
+        claimed = store.claim_run(run.id)
+        assert claimed.status is RunStatus.RUNNING and claimed.owner == ProcessIdentity.current()
+        assert claimed.active_secs == 3.0 and claimed.ended_at is None
+        assert store.finish_run(run.id).status is RunStatus.FINISHED
+        with pytest.raises(KeyError):
+            store.claim_run(999)
+
+    def test_re_measurements_are_flagged_and_not_counted(
+        self, store, workload, target, make_trial
+    ):
+        run = store.create_run(workload, target, "random")
+        first = make_trial(workload, target, 2e-3)
+        store.add_trials(run.id, [first])
+        (again,) = store.add_trials(
+            run.id, [dataclasses.replace(make_trial(workload, target, 1e-3), is_remeasure=True)]
+        )
+        assert again.is_remeasure and [t.is_remeasure for t in store.trials()] == [False, True]
+        assert [r.is_remeasure for r in store.trial_rows(run_id=run.id)] == [False, True]
+        assert store.count_trials(run_id=run.id) == 2
+        assert store.count_trials(run_id=run.id, remeasures=False) == 1
 
     def test_unknown_ids_raise_key_error(self, store, workload, target, make_trial):
         with pytest.raises(KeyError):

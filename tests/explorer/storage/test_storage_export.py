@@ -35,7 +35,8 @@ def test_csv_has_one_row_per_trial_joined_with_its_run(filled, tmp_path, workloa
         rows = list(csv.DictReader(fh))
     assert list(rows[0]) == [
         "trial_id", "run_id", "strategy", "workload", "target", "seq", "status", "median_secs",
-        "gflops", "build_secs", "num_repeats", "run_secs_0", "run_secs_1", "run_secs_2",
+        "gflops", "build_secs", "num_repeats", "is_remeasure", "run_secs_0", "run_secs_1",
+        "run_secs_2",
         "pred_random", "pred_xgb", "error_msg", "created_at",
     ]  # fmt: skip
     ok, failed, other = rows
@@ -52,6 +53,7 @@ def test_csv_has_one_row_per_trial_joined_with_its_run(filled, tmp_path, workloa
     assert float(other["run_secs_0"]) == 0.1 / 3 and other["run_secs_1"] == ""
     assert other["pred_random"] == "-1.25"
     assert failed["median_secs"] == "" and failed["num_repeats"] == "0"
+    assert ok["is_remeasure"] == failed["is_remeasure"] == "0"
     assert failed["error_msg"] == 'line 1, "quoted"\nline 2'  # quoting survives
     assert float(ok["created_at"]) == trials[0].created_at
 
@@ -79,3 +81,16 @@ def test_jsonl_lines_read_back_as_candidates_and_results(filled, tmp_path):
     assert lines[0]["strategy"] == "random" and lines[2]["strategy"] == "grid"
     assert export_jsonl(store, path, run_id=a.id) == 2
     assert len(path.read_text().splitlines()) == 2
+
+
+def test_exports_flag_re_measurements(store, workload, target, make_trial, tmp_path):
+    run = store.create_run(workload, target, "random")
+    store.add_trials(run.id, [make_trial(workload, target, 2e-3)])
+    again = make_trial(workload, target, 1e-3)
+    store.add_trials(run.id, [type(again)(again.candidate, again.result, is_remeasure=True)])
+    export_csv(store, tmp_path / "t.csv")
+    with open(tmp_path / "t.csv", newline="") as fh:
+        assert [row["is_remeasure"] for row in csv.DictReader(fh)] == ["0", "1"]
+    export_jsonl(store, tmp_path / "t.jsonl")
+    lines = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert [line["is_remeasure"] for line in lines] == [False, True]
