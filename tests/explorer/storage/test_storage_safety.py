@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,37 @@ from explorer.storage import SCHEMA_VERSION, SQLiteStore, get_store
 from explorer.storage._schema import APPLICATION_ID, MIGRATIONS
 
 ROOT = Path(__file__).resolve().parents[3]
+WRITER = Path(__file__).with_name("_writer.py")
 NOBODY = 65534
+
+
+def _other_user() -> list[str]:
+    """A command prefix that drops root's permission bypass (none when not root).
+
+    ``setpriv`` rather than ``subprocess.run(user=...)``: here the latter cannot execute the
+    interpreter, which lives under root's home.
+    """
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: permissions cannot be tested")
+    return [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+
+
+def _run(argv: list[str], *, as_other_user: bool = False) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": tempfile.gettempdir()}
+    prefix = _other_user() if as_other_user else []
+    return subprocess.run([*prefix, sys.executable, *argv], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT, env=env)  # fmt: skip
+
+
+def _cli(*args: str, as_other_user: bool = False) -> subprocess.CompletedProcess:
+    return _run(["-m", "explorer", *args], as_other_user=as_other_user)
+
+
+def _python_as_other_user(code: str) -> subprocess.CompletedProcess:
+    return _run(["-c", textwrap.dedent(code)], as_other_user=True)
 
 
 def _fill(path, workload, target, make_trial, *, runs=3, per_run=60):
@@ -124,6 +155,35 @@ def test_after_a_crash_the_backup_has_everything_a_file_copy_misses(db_path, tmp
     with sqlite3.connect(backup) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+
+
+def test_backups_of_a_live_database_are_consistent_snapshots(db_path, tmp_path, workload,
+                                                             target):  # fmt: skip
+    with SQLiteStore(db_path) as store:
+        store.create_run(workload, target, "random")
+    writer = subprocess.Popen(
+        [sys.executable, str(WRITER), str(db_path), "--runs", "1", "--tag", "w", "--size", "25",
+         "--forever"],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    try:
+        assert writer.stdout.readline().strip() == "ready"
+        counts = []
+        with SQLiteStore(db_path, read_only=True) as live:
+            for i in range(4):
+                writer.stdout.readline()  # at least one more commit
+                dest = live.backup(tmp_path / f"b{i}.db")
+                with sqlite3.connect(dest) as conn:
+                    assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+                with SQLiteStore(dest, read_only=True) as copy:
+                    sizes = Counter(t.candidate.decisions["batch"] for t in copy.trials())
+                    assert set(sizes.values()) == {25}  # whole batches only, none torn
+                    counts.append(copy.count_trials())
+        assert counts == sorted(counts) and counts[0] > 0
+    finally:
+        writer.kill()
+        writer.wait()
 
 
 def test_a_clean_close_checkpoints_even_while_another_reader_is_open(db_path, workload, target,
@@ -245,35 +305,6 @@ def shared_dir():
         if p.is_dir():
             p.chmod(0o755)
     shutil.rmtree(path)
-
-
-def _other_user() -> list[str]:
-    """A command prefix that drops root's permission bypass (none when not root).
-
-    ``setpriv`` rather than ``subprocess.run(user=...)``: here the latter cannot execute the
-    interpreter, which lives under root's home.
-    """
-    if os.geteuid() != 0:
-        return []
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("running as root without setpriv: permissions cannot be tested")
-    return [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-
-
-def _run(argv: list[str], *, as_other_user: bool = False) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": tempfile.gettempdir()}
-    prefix = _other_user() if as_other_user else []
-    return subprocess.run([*prefix, sys.executable, *argv], capture_output=True, text=True,
-                          timeout=300, cwd=ROOT, env=env)  # fmt: skip
-
-
-def _cli(*args: str, as_other_user: bool = False) -> subprocess.CompletedProcess:
-    return _run(["-m", "explorer", *args], as_other_user=as_other_user)
-
-
-def _python_as_other_user(code: str) -> subprocess.CompletedProcess:
-    return _run(["-c", textwrap.dedent(code)], as_other_user=True)
 
 
 def test_a_database_in_a_read_only_folder_can_be_listed_and_exported(shared_dir, workload, target,
