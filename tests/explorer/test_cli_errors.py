@@ -211,6 +211,25 @@ def test_an_unusable_database_is_an_environment_problem(tmp_path):
     assert len(ERROR_LINE.findall(out.stderr)) == 1 and "Traceback" not in out.stderr
 
 
+def test_a_locked_database_is_an_environment_problem(files, monkeypatch, capsys):
+    from explorer.storage._sqlite import SQLiteStore
+
+    # Another process holds the write lock: after the (shortened) busy timeout, exit 3, nothing
+    # measured or stored. The same command works once the lock is gone.
+    monkeypatch.setitem(SQLiteStore.__init__.__kwdefaults__, "timeout_secs", 0.5)
+    before = snapshot(files["db"])
+    holder = sqlite3.connect(files["db"], isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        code = cli.main(["tune", *SMALL, "--trials", "1", "-q", "--db", str(files["db"])])
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    out, err = capsys.readouterr()
+    check_one_error(code, out, err, cli.EXIT_ENVIRONMENT, "locked")
+    assert snapshot(files["db"]) == before
+
+
 @pytest.mark.parametrize(
     ("exc", "code"),
     [
