@@ -31,7 +31,7 @@ from explorer.measure._base import Candidate, MeasureResult
 from explorer.storage._base import NewTrial, RecordStore, trace_hash
 from explorer.target import Target
 from explorer.types import MeasureStatus
-from explorer.workloads import Workload
+from explorer.workloads import Workload, get_workload, presets
 
 logger = logging.getLogger(__name__)
 
@@ -281,7 +281,8 @@ def import_metaschedule(
 
     Each MetaSchedule workload is matched, by structural equality of its IRModule, against the
     given ``workloads``, those described in the work_dir's ``explorer_workloads.json`` (written by
-    ``export_metaschedule``) and those of the runs already in ``store``. Records of unmatched
+    ``export_metaschedule``), those of the runs already in ``store`` and, last, the catalog's
+    named shapes (``explorer.workloads.presets()``). Records of unmatched
     workloads and unreadable records are counted in the summary and logged, never silently
     dropped. Records are stored in commit order, so a run's ``seq`` is MetaSchedule's measurement
     order. Timed records become ``UNCHECKED`` trials (MetaSchedule never checks a kernel's output;
@@ -326,6 +327,7 @@ def import_metaschedule(
         [*described_targets, *(run.target for run in runs), Target.local_cpu()], Target.key
     )
     matches: dict[int, Workload | None] = {}
+    catalog: list[Workload] | None = None  # built only if something matches none of the above
     # Step 2. Parse, match and group records by (workload, target), keeping commit order.
     groups: dict[tuple[str, str], tuple[Workload, Target, list[NewTrial]]] = {}
     unmatched = failed = 0
@@ -343,6 +345,9 @@ def import_metaschedule(
             continue
         if index not in matches:
             matches[index] = _match_workload(ms_workload, candidates)
+            if matches[index] is None:  # last resort: a named shape of the catalog
+                catalog = _catalog() if catalog is None else catalog
+                matches[index] = _match_workload(ms_workload, catalog)
             if matches[index] is None:
                 logger.warning(
                     "%s: workload #%d matches none of %d candidate workloads; its records are "
@@ -402,6 +407,12 @@ def _lines(path: Path) -> Iterable[tuple[int, str]]:
         for lineno, line in enumerate(fh, start=1):
             if line.strip():
                 yield lineno, line
+
+
+def _catalog() -> list[Workload]:
+    """The catalog's named shapes (``presets()``): a plain MetaSchedule work_dir tuned on one of
+    them imports even into an empty database."""
+    return [get_workload(name) for name in presets()]
 
 
 def _unique(items: Sequence[Any], key: Any) -> list[Any]:

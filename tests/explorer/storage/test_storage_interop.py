@@ -24,6 +24,7 @@ from explorer.storage import (
 from explorer.storage._metaschedule import RECORD_FILE, SIDECAR_FILE
 from explorer.testing import hooks
 from explorer.types import MeasureStatus
+from explorer.workloads import get_workload
 from widgets.cost import latency_html
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -87,6 +88,21 @@ def _replayed(workload, trace):
     sch = _tvm.Schedule(workload.mod())
     _tvm.apply_trace_json(trace, sch)
     return sch.mod
+
+
+def test_a_plain_work_dir_of_a_catalog_shape_imports_into_an_empty_database(tmp_path, target):
+    preset = get_workload("resnet18_c3")
+    with SQLiteStore(tmp_path / "seed.db") as seed:
+        run = seed.create_run(preset, target, "random")
+        trace = _tvm.trace_to_json(_tvm.Schedule(preset.mod()).trace)
+        result = MeasureResult(MeasureStatus.OK, (2e-3,), flops=preset.flops())
+        seed.add_trials(run.id, [NewTrial(Candidate(preset, target, trace), result)])
+        export_metaschedule(seed, tmp_path / "ms")
+    (tmp_path / "ms" / SIDECAR_FILE).unlink()  # as tune_tir leaves it: TIR only
+    with SQLiteStore(tmp_path / "fresh.db") as fresh:
+        summary = import_metaschedule(fresh, tmp_path / "ms")
+        assert (summary.imported, summary.unmatched) == (1, 0)
+        assert fresh.get_run(summary.run_ids[0]).workload == preset
 
 
 def test_importing_twice_adds_nothing_and_exporting_twice_does_not_duplicate(source, tmp_path):
