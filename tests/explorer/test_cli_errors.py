@@ -119,6 +119,8 @@ BAD: list[tuple[list[str], int, str]] = [
     (["export", "--db", "{root}/no/such.db", "{root}/out.csv"], 2, "does not exist"),
     (["export"], 2, "required"),
     (["import"], 2, "required"),
+    (["import", "{root}/no-such-dir"], 2, "MetaSchedule"),
+    (["import", "{root}/binary.json"], 2, "MetaSchedule"),
     (["backup"], 2, "required"),
     (["backup", "{root}/a_dir"], 2, "directory"),
     (["backup", "/nonexistent-folder/x.db"], 2, "does not exist"),
