@@ -366,6 +366,8 @@ def cmd_backup(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
     from explorer.measure import LocalMeasurer
     from explorer.storage import check_unchecked, get_store
 
@@ -375,8 +377,12 @@ def cmd_check(args: argparse.Namespace) -> int:
             store.get_run(args.run)
         except KeyError:
             raise ExplorerError(f"no run {args.run} in {_db_path(args)}") from None
-    with LocalMeasurer() as measurer:
-        summary = check_unchecked(store, measurer, run_id=args.run)
+    # A progress bar on a terminal only: each schedule is built and timed, seconds apiece.
+    bar = tqdm(unit="schedule", file=sys.stderr, disable=not sys.stderr.isatty())
+    with LocalMeasurer() as measurer, bar:
+        summary = check_unchecked(
+            store, measurer, run_id=args.run, on_batch=lambda batch: bar.update(len(batch))
+        )
     if not summary.checked:
         where = f" in run {args.run}" if args.run is not None else ""
         print(
