@@ -56,7 +56,7 @@ def check_unchecked(
     NumPy-checked outcome (``OK`` or ``WRONG_RESULT``) or belongs to an earlier check run, so
     checking twice measures nothing the second time. Each schedule is measured once however many
     unchecked trials it has. A run that is interrupted (``KeyboardInterrupt``) keeps the batches
-    already stored and is marked ``cancelled``.
+    already stored and is marked ``interrupted``; checking again measures the rest.
 
     Args:
         store: Where the unchecked trials are and the check runs go.
@@ -121,7 +121,7 @@ def check_unchecked(
                     on_batch(stored)
             status = "finished"
         except KeyboardInterrupt:
-            status = "cancelled"
+            status = "interrupted"  # Ctrl-C or SIGTERM: the run stopped, it did not fail
             raise
         finally:
             store.finish_run(run.id, status)
