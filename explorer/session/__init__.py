@@ -19,7 +19,12 @@ from explorer.session._primitives import (
 )
 from explorer.session._session import Branch, ScheduleSession
 from explorer.session._snapshot import Snapshot, Step
-from explorer.session._trace_check import check_trace, check_trace_json, read_trace_file
+from explorer.session._trace_check import (
+    check_trace,
+    check_trace_json,
+    check_trace_on_module,
+    read_trace_file,
+)
 
 __all__ = [
     "ANNOTATION_KEYS",
@@ -40,6 +45,7 @@ __all__ = [
     "StepContext",
     "check_trace",
     "check_trace_json",
+    "check_trace_on_module",
     "read_trace_file",
     "translate_tvm_error",
 ]

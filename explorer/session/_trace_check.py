@@ -331,12 +331,18 @@ def check_trace(workload: Workload, trace_json: Any) -> JSON:
         TraceError: the trace is malformed, does not apply to ``workload``, crashes TVM, or
             TVM would replay it with other decisions than the ones it records.
     """
+    return check_trace_on_module(workload.mod(), trace_json, name=workload.key())
+
+
+def check_trace_on_module(mod: Any, trace_json: Any, *, name: str = "the module") -> JSON:
+    """``check_trace`` for a bare ``IRModule`` (a MetaSchedule workload, say); ``name`` is
+    what the messages call it."""
     plain = check_trace_json(trace_json)
-    reply = _CHECKER.replay(workload, plain)
+    reply = _CHECKER.replay(mod, plain)
     if not reply.get("ok"):
         index = reply.get("index")
         raise TraceError(
-            f"the trace does not apply to {workload.key()}: {reply['error']}",
+            f"the trace does not apply to {name}: {reply['error']}",
             instruction=index,
             kind=None if index is None else plain[0][index][0],
             detail=reply.get("detail"),
@@ -409,12 +415,12 @@ class _Checker:
         self._worker: Any = None
         self._log_dir: str | None = None
 
-    def replay(self, workload: Workload, trace_json: JSON) -> Mapping[str, Any]:
+    def replay(self, mod: Any, trace_json: JSON) -> Mapping[str, Any]:
         from explorer.measure._pool import Worker, WorkerLost
 
         # The module itself, not the workload's description: any workload replays, custom
         # families included, without the worker knowing them.
-        request = {"op": "replay", "mod": _tvm.save_json(workload.mod()), "trace": trace_json}
+        request = {"op": "replay", "mod": _tvm.save_json(mod), "trace": trace_json}
         with self._lock:
             if self._worker is None or not self._worker.is_alive:
                 if self._log_dir is None:

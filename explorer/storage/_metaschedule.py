@@ -28,6 +28,7 @@ from typing import Any
 from explorer import _tvm
 from explorer.errors import StoreError, TargetError
 from explorer.measure._base import Candidate, MeasureResult
+from explorer.session._trace_check import check_trace_on_module
 from explorer.storage._base import NewTrial, RecordStore, trace_hash
 from explorer.target import Target
 from explorer.types import MeasureStatus
@@ -337,7 +338,11 @@ def import_metaschedule(
             ms_workload = ms_workloads[index]
             if ms_workload is None:
                 raise ValueError(f"its workload #{index} is unreadable")
-            # from_json replays the trace on the workload, so a bad trace fails here.
+            # from_json replays the trace in this process: a hostile trace could kill it (a
+            # zero tile factor), or be "repaired" into another schedule, so check it first.
+            check_trace_on_module(
+                ms_workload.mod, record_json[0], name=f"MetaSchedule workload #{index}"
+            )
             record = ms.database.TuningRecord.from_json(record_json, ms_workload)
         except Exception as exc:  # one bad line (e.g. truncated by a kill) must not hide others
             logger.warning("%s:%d: unreadable tuning record: %s", path / RECORD_FILE, lineno, exc)
