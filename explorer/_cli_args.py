@@ -117,19 +117,17 @@ def did_you_mean(exc: UnknownPluginError) -> str:
 
 def check_tune_options(args: argparse.Namespace) -> None:
     """What `explorer tune` can refuse before building, measuring or storing anything."""
-    import inspect
-
     from explorer.search import STRATEGIES
 
     if args.strategy not in STRATEGIES:
         raise UnknownPluginError("strategy", args.strategy, STRATEGIES)
-    if getattr(args, "start", None):
-        if "start" not in inspect.signature(STRATEGIES[args.strategy]).parameters:
-            able = [n for n, c in STRATEGIES.items() if "start" in inspect.signature(c).parameters]
-            raise UsageError(
-                f"strategy {args.strategy!r} cannot start from a given schedule (--start); "
-                f"{' and '.join(able) or 'none'} can"
-            )
+    # Each strategy declares whether it takes a start (SearchStrategy.accepts_start).
+    if getattr(args, "start", None) and not STRATEGIES[args.strategy].accepts_start:
+        able = [n for n, c in STRATEGIES.items() if c.accepts_start]
+        raise UsageError(
+            f"strategy {args.strategy!r} cannot start from a given schedule (--start); "
+            f"these can: {', '.join(able) or 'none'}"
+        )
     if getattr(args, "save_trace", None):
         check_writable_file(args.save_trace, "--save-trace")
 

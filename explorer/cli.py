@@ -240,7 +240,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
 def cmd_tune(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from explorer.measure import Candidate, LocalMeasurer
+    from explorer.measure import LocalMeasurer
     from explorer.search import make_strategy
     from explorer.storage import get_store
     from explorer.tuner import Tuner
@@ -251,13 +251,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     options = {}
     if args.start:
         # "Start from what I have": a saved session, a record's JSON, or a bare trace.
-        options["start"] = Candidate(workload, target, _read_trace(Path(args.start)))
-    try:
-        strategy = make_strategy(args.strategy, **options)
-    except TypeError:
-        raise ExplorerError(
-            f"strategy {args.strategy!r} cannot start from a given schedule (--start); droplet can"
-        ) from None
+        options["start"] = _start_candidate(args, workload, target)
+    strategy = make_strategy(args.strategy, **options)
     store = get_store(args.db)
     with (
         LocalMeasurer() as measurer,
@@ -290,6 +285,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         f"best: trial {result.best.id}, median {format_secs(result.best_secs)} "
         f"(re-measured){gflops}"
     )
+    if result.start is not None:
+        print(_start_verdict(result))
     if args.save_trace:
         Path(args.save_trace).write_text(json.dumps(result.best.candidate.trace))
         print(f"trace written to {args.save_trace}")
@@ -407,6 +404,34 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'s' * (n != 1)}"
 
 
+def _start_candidate(args: argparse.Namespace, workload: Any, target: Any) -> Any:
+    """``--start FILE`` as a candidate (``check_tune_options`` refused it already when the
+    strategy does not take a start), refused before anything is stored when the schedule does
+    not apply; prints what mapping it onto the knob space approximated."""
+    from explorer.measure import Candidate
+    from explorer.space import DesignSpace, KnobSpace, nearest_point
+
+    candidate = Candidate(workload, target, _read_trace(Path(args.start)))
+    mapping = nearest_point(KnobSpace(DesignSpace.of(workload, target)), candidate)
+    print(f"start: {args.start}, {mapping.describe()}")
+    return candidate
+
+
+def _start_verdict(result: Any) -> str:
+    start = result.start
+    if result.start_secs is None:
+        return f"your start (trial {start.id}) gave no timing: {start.status.value}"
+    if result.best_is_start:
+        return (
+            f"no faster schedule found: your start (trial {start.id}, median "
+            f"{format_secs(result.start_secs)} re-measured) is the answer"
+        )
+    return (
+        f"{result.speedup_over_start:.2f}x faster than your start (trial {start.id}, median "
+        f"{format_secs(result.start_secs)} re-measured)"
+    )
+
+
 def _read_trace(path: Path) -> Any:
     try:
         data = json.loads(path.read_bytes().decode("utf-8"))
@@ -472,7 +497,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--start",
         metavar="FILE",
-        help="start from this schedule (saved session or trace JSON; droplet only)",
+        help="start from this schedule (saved session or trace JSON): it is measured as the "
+        "run's reference and the search starts at its nearest point",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_tune)

@@ -17,6 +17,7 @@ import numpy as np
 from explorer.errors import SearchError
 from explorer.measure import Measurer, confirm_best, trace_key
 from explorer.search import SearchStrategy, make_strategy
+from explorer.search._start import start_trial
 from explorer.space import DesignSpace
 from explorer.storage._base import NewTrial, RecordStore, RunInfo, TrialRecord
 from explorer.target import Target
@@ -43,6 +44,10 @@ class TuneResult:
 
     ``best`` is the trial with the lowest *confirmed* median: the top candidates are measured
     again at the end and their repeats pooled, so one lucky timing cannot win.
+
+    ``start`` is the user's own schedule when the strategy was given one (the run's reference,
+    re-measured with the best candidates): ``best`` is never slower than it, because the start
+    itself is the answer when nothing measured faster.
     """
 
     run: RunInfo
@@ -50,6 +55,19 @@ class TuneResult:
     best: TrialRecord | None
     best_secs: float | None
     stopped_because: str  # "budget" | "time" | "exhausted" | "cancelled"
+    start: TrialRecord | None = None
+    start_secs: float | None = None
+
+    @property
+    def speedup_over_start(self) -> float | None:
+        """How many times faster ``best`` is than the start (1.0: the start is the answer)."""
+        if not self.start_secs or not self.best_secs:
+            return None
+        return self.start_secs / self.best_secs
+
+    @property
+    def best_is_start(self) -> bool:
+        return self.start is not None and self.best is not None and self.best.id == self.start.id
 
     @property
     def best_gflops(self) -> float | None:
@@ -179,8 +197,10 @@ class Tuner:
             # Whatever happens (KeyboardInterrupt included) the stored batches stay; the run is
             # marked so a later call can resume it.
             run = self.store.finish_run(run.id, status)
-        best_record, best_secs = self._confirm_best(run)
-        return TuneResult(run, num_trials, best_record, best_secs, stopped_because)
+        best_record, best_secs, start, start_secs = self._confirm_best(run)
+        return TuneResult(
+            run, num_trials, best_record, best_secs, stopped_because, start, start_secs
+        )
 
     def _check_resumable(
         self, run_id: int, workload: Workload, target: Target, strategy: SearchStrategy
@@ -197,18 +217,30 @@ class Tuner:
             )
         return run
 
-    def _confirm_best(self, run: RunInfo) -> tuple[TrialRecord | None, float | None]:
-        trials = _unique_traces(t for t in self.store.trials(run_id=run.id) if t.result.is_ok)
+    def _confirm_best(
+        self, run: RunInfo
+    ) -> tuple[TrialRecord | None, float | None, TrialRecord | None, float | None]:
+        """The best trial and its confirmed median, then the start's (``None`` without one).
+
+        The start (the user's schedule) is always re-timed beside the top candidates, in the
+        same interleaved rounds, so "faster than your start" compares like with like.
+        """
+        stored = self.store.trials(run_id=run.id)
+        start = start_trial(stored)
+        trials = _unique_traces(t for t in stored if t.result.is_ok)
         if not trials:
-            return None, None
+            return None, None, start, None
         if self.confirm_top < 1:
             best = min(trials, key=lambda t: t.median_secs or math.inf)
-            return best, best.median_secs
+            return best, best.median_secs, start, start.median_secs if start else None
+        chosen = sorted(trials, key=lambda t: t.median_secs or math.inf)[: self.confirm_top]
+        if start is not None and start.result.is_ok and all(t is not start for t in chosen):
+            chosen.append(start)
         pairs = confirm_best(
             self.measurer,
-            [t.candidate for t in trials],
-            [t.result for t in trials],
-            top_k=self.confirm_top,
+            [t.candidate for t in chosen],
+            [t.result for t in chosen],
+            top_k=len(chosen),
             rounds=1,
         )
         by_candidate = {id(t.candidate): t for t in trials}
@@ -220,11 +252,14 @@ class Tuner:
             fresh = pooled.run_secs[len(old.run_secs) :] if pooled.is_ok else ()
             new.append(NewTrial(cand, replace(pooled, run_secs=fresh) if pooled.is_ok else pooled))
         self.store.add_trials(run.id, new)
+        start_secs = None
+        if start is not None and start.result.is_ok:
+            start_secs = next(p.median_secs for c, p in pairs if c is start.candidate)
         cand, pooled = pairs[0]
         if not pooled.is_ok:
             log.warning("re-measuring the best candidates failed: %s", pooled.error_msg)
-            return None, None
-        return by_candidate[id(cand)], pooled.median_secs
+            return None, None, start, start_secs
+        return by_candidate[id(cand)], pooled.median_secs, start, start_secs
 
 
 def _unique_traces(trials: Iterable[TrialRecord]) -> list[TrialRecord]:

@@ -61,8 +61,8 @@ def cost_model_options(strategy: str) -> dict[str, dict[str, Any]]:
 
 
 def accepts_start(strategy: str) -> bool:
-    """Whether a strategy can start from a given schedule (a ``start`` parameter)."""
-    return "start" in inspect.signature(STRATEGIES[strategy].__init__).parameters
+    """Whether a strategy can start from a given schedule (its ``accepts_start``)."""
+    return STRATEGIES[strategy].accepts_start
 
 
 class SearchPanel:
@@ -275,8 +275,14 @@ class SearchPanel:
             else f"best {result.best_secs * 1e3:.4g} ms ({result.best_gflops or 0:.3g} GFLOPS)"
         )
         how = "Stopped" if job.state is JobState.CANCELLED else "Done"
+        versus = ""
+        if result.best_is_start:
+            versus = " Nothing beat your schedule: it is the answer."
+        elif result.speedup_over_start is not None:
+            versus = f" {result.speedup_over_start:.2f}x faster than your schedule."
         self._say(
             f"{how}: {result.num_trials} trials (ended by {result.stopped_because}), {best}."
+            + versus
         )
 
     # -- helpers ------------------------------------------------------------------------------

@@ -44,6 +44,7 @@ from explorer.measure._base import Candidate
 from explorer.measure._replay import trace_key
 from explorer.search._base import SearchStrategy
 from explorer.search._sa import Key, SimulatedAnnealing, diversity_pick
+from explorer.search._start import StartPlan, first_candidates, is_hand_start, plan_start
 from explorer.space import KnobSpace, Point
 from explorer.storage._base import TrialRecord
 
@@ -70,6 +71,9 @@ class AutoTVMSearch(SearchStrategy):
             500).
         transfer_pool_size: random points scored by the base model to distil it into knob
             features.
+        start: a schedule to start from (``session.candidate()``, a record's candidate or a
+            ``Point``): measured first as the run's reference, then its nearest knob-space
+            point, where every annealing chain begins its walk.
 
     ``reset`` takes the record store as an optional keyword (the ``Tuner`` passes its own);
     only ``transfer_from="auto"`` needs it.
@@ -80,6 +84,7 @@ class AutoTVMSearch(SearchStrategy):
     """
 
     name = "autotvm"
+    accepts_start = True
 
     def __init__(
         self,
@@ -95,6 +100,7 @@ class AutoTVMSearch(SearchStrategy):
         transfer_from: str | None = None,
         min_seed_records: int = 500,
         transfer_pool_size: int = 256,
+        start: Candidate | Point | None = None,
     ):
         if plan_size < 1 or parallel_size < 1 or n_iter < 0 or early_stop < 1:
             raise ValueError(
@@ -129,6 +135,7 @@ class AutoTVMSearch(SearchStrategy):
         self.transfer_from = transfer_from
         self.min_seed_records = min_seed_records
         self.transfer_pool_size = transfer_pool_size
+        self.start = start
 
     @property
     def model_name(self) -> str:
@@ -159,13 +166,23 @@ class AutoTVMSearch(SearchStrategy):
         self._pending: list[TrialRecord] = []
         self._predicted: dict[str, float] = {}
         self._candidates: dict[Key, Candidate | None] = {}
+        self.start_plan_: StartPlan | None = plan_start(self.start, self.knobs_, history)
+        self._first = first_candidates(self.start_plan_, history)
+        if self.start_plan_ is not None:
+            point = self.start_plan_.point
+            self.sa_.start_at((point.sketch, *point.indices))
         if self.transfer_from == "auto":
             self._load_transfer()
         return history
 
     def ask(self, n: int) -> list[Candidate]:
         self._predicted = {}  # `predictions` answers for the latest batch only
-        out: list[Candidate] = []
+        out: list[Candidate] = self._first[:n]
+        self._first = self._first[n:]
+        for cand in out:
+            point = self.knobs_.point_of_candidate(cand)
+            if point is not None:
+                self.visited_.add((point.sketch, *point.indices))
         keys: list[Key] = []
         while len(out) < n:
             key = self._next_point()
@@ -178,13 +195,15 @@ class AutoTVMSearch(SearchStrategy):
                 continue
             out.append(cand)
             keys.append(key)
-        if out and (self.model_.is_fitted or self.model_.base_model is not None):
-            for cand, score in zip(out, self._score_keys(keys), strict=True):
+        if keys and (self.model_.is_fitted or self.model_.base_model is not None):
+            for cand, score in zip(out[-len(keys) :], self._score_keys(keys), strict=True):
                 self._predicted[trace_key(cand.trace)] = float(score)
         return out
 
     def tell(self, records: Sequence[TrialRecord]) -> None:
         for r in records:
+            if is_hand_start(r.candidate):
+                continue  # not a point of the space: knob features cannot describe it
             point = self.knobs_.point_of_candidate(r.candidate)
             if point is not None:
                 self.visited_.add((point.sketch, *point.indices))

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from explorer.measure._base import Candidate
+from explorer.search._start import start_setting
 from explorer.space import DesignSpace
 from explorer.storage._base import RecordStore, TrialRecord
 from explorer.types import JSON
@@ -31,9 +32,15 @@ class SearchStrategy(abc.ABC):
           order the candidates were asked.
         * Constructor arguments are keyword-only hyper-parameters stored verbatim; ``settings()``
           returns them for the run's record.
+        * A strategy with ``accepts_start = True`` takes a keyword ``start`` (a ``Candidate``,
+          e.g. ``session.candidate()``, or a knob-space ``Point``) and proposes, before anything
+          else, the user's schedule marked as the run's reference and its nearest point
+          (``explorer.search._start``), which it then starts from.
     """
 
     name: ClassVar[str] = ""
+    accepts_start: ClassVar[bool] = False
+    """Whether ``start=`` is a parameter (the CLI's ``--start`` asks this, not the signature)."""
 
     def reset(
         self,
@@ -69,11 +76,15 @@ class SearchStrategy(abc.ABC):
     def settings(self) -> dict[str, JSON]:
         """The constructor's hyper-parameters, read back from same-named attributes."""
         params = inspect.signature(type(self).__init__).parameters
-        return {
+        out = {
             name: getattr(self, name)
             for name in params
             if name != "self" and hasattr(self, name) and _is_jsonable(getattr(self, name))
         }
+        if self.accepts_start and hasattr(self, "start"):
+            # A schedule is not a setting; the run's trial marked "start" holds it.
+            out["start"] = start_setting(self.start)
+        return out
 
 
 def _is_jsonable(value: Any) -> bool:

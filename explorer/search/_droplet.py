@@ -22,10 +22,10 @@ from scipy import stats
 from explorer.errors import SearchError
 from explorer.measure._base import Candidate
 from explorer.search._base import SearchStrategy
-from explorer.search._evolutionary import EvolutionarySearch, TraceMatcher
+from explorer.search._evolutionary import EvolutionarySearch
+from explorer.search._start import StartPlan, first_candidates, plan_start
 from explorer.space import KnobDomain, KnobSpace, Point
 from explorer.storage._base import TrialRecord
-from explorer.types import JSON
 
 log = logging.getLogger(__name__)
 
@@ -89,9 +89,10 @@ class DropletSearch(SearchStrategy):
 
     Args:
         pvalue: significance level of the t-test; 1.0 accepts any faster mean.
-        start: where to begin: a ``Candidate`` (e.g. from a manual session or a previous run; a
-            candidate outside the knob space is projected onto it), a ``Point``, or ``None`` for
-            the origin of ``sketch`` (MetaSchedule's own sketch decisions).
+        start: where to begin: a ``Candidate`` (``session.candidate()`` or a record's; a hand-made
+            schedule descends from its nearest point, ``explorer.space.nearest_point``, and is
+            itself measured first as the run's reference), a ``Point``, or ``None`` for the
+            origin of ``sketch`` (MetaSchedule's own sketch decisions).
         sketch: the sketch whose origin is used when ``start`` is ``None``.
         max_step: the widest step; ``None`` means the largest knob domain (AutoTVM's
             ``max(dims)``).
@@ -101,6 +102,7 @@ class DropletSearch(SearchStrategy):
     """
 
     name = "droplet"
+    accepts_start = True
 
     def __init__(
         self,
@@ -120,7 +122,7 @@ class DropletSearch(SearchStrategy):
     # -- lifecycle ----------------------------------------------------------------------------
     def _start(self, history: list[TrialRecord]) -> list[TrialRecord]:
         self.knob_space_ = KnobSpace(self.space)
-        self._matcher = TraceMatcher(self.knob_space_)
+        self.start_plan_: StartPlan | None = plan_start(self.start, self.knob_space_, history)
         start = self._start_point()
         self.start_point_ = start
         domains = self.knob_space_.domains[start.sketch]
@@ -137,13 +139,14 @@ class DropletSearch(SearchStrategy):
         # against it in stored order, which is the order the search saw them in.
         own = [r for r in history if self._point_of(r) == start]
         self._queue: deque[Point] = deque()
-        if not own:
+        # A start plan proposes the start point itself (after the user's own schedule).
+        self._first = first_candidates(self.start_plan_, history)
+        if self.start_plan_ is not None:
+            self._visited.add(start.key())
+        elif not own:
             self._queue.append(start)
         self._recentre(start)
         return own + [r for r in history if self._point_of(r) != start]
-
-    def settings(self) -> dict[str, JSON]:
-        return {**super().settings(), "start": _jsonable_start(self.start)}
 
     @property
     def is_converged(self) -> bool:
@@ -152,7 +155,8 @@ class DropletSearch(SearchStrategy):
 
     # -- ask/tell -----------------------------------------------------------------------------
     def ask(self, n: int) -> list[Candidate]:
-        out: list[Candidate] = []
+        out: list[Candidate] = self._first[:n]
+        self._first = self._first[n:]
         while len(out) < n:
             if not self._queue:
                 if self.step_ >= self._max_step:
@@ -228,24 +232,14 @@ class DropletSearch(SearchStrategy):
         return self.knob_space_.point_of_candidate(record.candidate)
 
     def _start_point(self) -> Point:
-        start = self.start
-        if start is None:
-            if not 0 <= self.sketch < self.knob_space_.num_sketches:
-                raise SearchError(
-                    f"DropletSearch.sketch must be in [0, {self.knob_space_.num_sketches}) "
-                    f"(got {self.sketch})"
-                )
-            return self.knob_space_.origin(self.sketch)
-        if isinstance(start, Point):
-            self.knob_space_.decisions(start)  # raises ValueError when not a point of the space
-            return start
-        point = self._matcher.point_of_candidate(start, project=True)
-        if point is None:
+        if self.start_plan_ is not None:
+            return self.start_plan_.point
+        if not 0 <= self.sketch < self.knob_space_.num_sketches:
             raise SearchError(
-                "DropletSearch.start: the candidate's trace is not an instance of any sketch of "
-                f"{self.space.workload.key()}, so it has no coordinates to descend from"
+                f"DropletSearch.sketch must be in [0, {self.knob_space_.num_sketches}) "
+                f"(got {self.sketch})"
             )
-        return point
+        return self.knob_space_.origin(self.sketch)
 
 
 class EvolutionaryDropletSearch(SearchStrategy):
@@ -258,6 +252,9 @@ class EvolutionaryDropletSearch(SearchStrategy):
 
     Args:
         explore_trials: trials given to the evolutionary search (the paper uses 300).
+        start: a schedule to start from; it seeds the evolutionary phase (see
+            ``EvolutionarySearch``), and Droplet then descends from the best explored trial,
+            the start included.
         pvalue: Droplet's t-test level.
         max_step: Droplet's widest step (``None``: the largest knob domain).
         population_size, genetic_num_iters, num_trials_per_iter, num_warmup_samples,
@@ -265,11 +262,13 @@ class EvolutionaryDropletSearch(SearchStrategy):
     """
 
     name = "evolutionary+droplet"
+    accepts_start = True
 
     def __init__(
         self,
         *,
         explore_trials: int = 300,
+        start: Candidate | Point | None = None,
         pvalue: float = 0.05,
         max_step: int | None = None,
         population_size: int = 512,
@@ -281,6 +280,7 @@ class EvolutionaryDropletSearch(SearchStrategy):
         if explore_trials < 1:
             raise ValueError(f"explore_trials must be at least 1 (got {explore_trials})")
         self.explore_trials = explore_trials
+        self.start = start
         self.pvalue = pvalue
         self.max_step = max_step
         self.population_size = population_size
@@ -297,6 +297,7 @@ class EvolutionaryDropletSearch(SearchStrategy):
             num_trials_per_iter=self.num_trials_per_iter,
             num_warmup_samples=self.num_warmup_samples,
             num_threads=self.num_threads,
+            start=self.start,
         )
         self.droplet_: DropletSearch | None = None
         self._droplet_rng, explore_rng = self.rng.spawn(2)
@@ -349,11 +350,3 @@ class EvolutionaryDropletSearch(SearchStrategy):
             max_step=self.max_step,
         )
         self.droplet_.reset(self.space, rng=self._droplet_rng, history=self._history)
-
-
-def _jsonable_start(start: Candidate | Point | None) -> JSON:
-    if isinstance(start, Point):
-        return {"sketch": start.sketch, "point": list(start.indices)}
-    if isinstance(start, Candidate):
-        return start.decisions
-    return None

@@ -31,6 +31,7 @@ from explorer import _tvm
 from explorer.measure._base import Candidate, MeasureResult
 from explorer.measure._replay import trace_key
 from explorer.search._base import SearchStrategy
+from explorer.search._start import StartPlan, first_candidates, is_hand_start, plan_start
 from explorer.space import KnobSpace, Point
 from explorer.space._design_space import SAMPLING_KINDS
 from explorer.storage._base import TrialRecord
@@ -133,6 +134,11 @@ class EvolutionarySearch(SearchStrategy):
         num_threads: threads for MetaSchedule's sampling and XGBoost. TVM splits work between
             threads dynamically, so proposals are reproducible under a seed only with 1.
         max_empty_rounds: consecutive rounds without a new candidate after which ``ask`` gives up.
+        start: a schedule to start from (``session.candidate()``, a record's candidate or a
+            ``Point``). It is measured first as the run's reference, then its nearest knob-space
+            point; that point's measurement goes into MetaSchedule's database before the first
+            round, so the initial population (``init_measured_ratio`` of it comes from the best
+            measured traces) is seeded with it and evolves from it.
 
     Determinism: the TuneContext's ``rand_state`` comes from the run's generator. XGBModel draws
     its pre-warm-up predictions from NumPy's *global* generator; it is seeded from ours for the
@@ -144,6 +150,7 @@ class EvolutionarySearch(SearchStrategy):
     """
 
     name = "evolutionary"
+    accepts_start = True
 
     def __init__(
         self,
@@ -160,6 +167,7 @@ class EvolutionarySearch(SearchStrategy):
         num_warmup_samples: int = 100,
         num_threads: int = 1,
         max_empty_rounds: int = 5,
+        start: Candidate | Point | None = None,
     ):
         self.population_size = population_size
         self.init_measured_ratio = init_measured_ratio
@@ -173,6 +181,7 @@ class EvolutionarySearch(SearchStrategy):
         self.num_warmup_samples = num_warmup_samples
         self.num_threads = num_threads
         self.max_empty_rounds = max_empty_rounds
+        self.start = start
 
     # -- lifecycle ----------------------------------------------------------------------------
     def _start(self, history: list[TrialRecord]) -> list[TrialRecord]:
@@ -227,7 +236,11 @@ class EvolutionarySearch(SearchStrategy):
         self._results: dict[str, tuple[Any, bool]] = {}  # key -> (RunnerResult, built)
         self._exhausted = False
         self.num_rounds_ = 0
-        # Step 2. Resuming: what was measured before goes into MetaSchedule's database and cost
+        # Step 2. A start is measured before the first round, so that round's population
+        # draws on it.
+        self.start_plan_: StartPlan | None = plan_start(self.start, self.knob_space_, history)
+        self._first = first_candidates(self.start_plan_, history)
+        # Step 3. Resuming: what was measured before goes into MetaSchedule's database and cost
         # model first (reset tells it), exactly as tune_tir does when it reopens a database.
         return history
 
@@ -235,6 +248,10 @@ class EvolutionarySearch(SearchStrategy):
     def ask(self, n: int) -> list[Candidate]:
         if n <= 0 or self._exhausted:
             return []
+        if self._first:
+            out, self._first = self._first[:n], self._first[n:]
+            self._seen.update(trace_key(c.trace) for c in out)
+            return out
         if not self._pending:
             self._close_round()
             self._new_round()
@@ -248,6 +265,10 @@ class EvolutionarySearch(SearchStrategy):
             self._seen.add(key)
             if key in self._round and key not in self._results:
                 self._results[key] = _runner_result(r.result)
+            elif is_hand_start(r.candidate):
+                # A hand-made reference has no sampling instructions for MetaSchedule to
+                # mutate; its nearest point (measured next) is what seeds the population.
+                continue
             else:
                 foreign.append(r)
         if foreign:

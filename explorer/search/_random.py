@@ -27,6 +27,8 @@ class RandomSearch(SearchStrategy):
     """
 
     name = "random"
+    # The uniform baseline every strategy is compared with: a start point would bias it.
+    accepts_start = False
 
     def __init__(self, *, max_misses: int = 200):
         if max_misses < 1:

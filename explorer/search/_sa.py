@@ -70,6 +70,7 @@ class SimulatedAnnealing:
         self._sketch_p = sizes / sizes.sum()
         self._sk: np.ndarray | None = None  # persisted chains
         self._idx: np.ndarray | None = None
+        self._started = False  # start_at() set the chains for the next call
         self.num_scored = 0  # points scored over all calls (for reports and tests)
 
     # -- points -----------------------------------------------------------------------------
@@ -114,6 +115,13 @@ class SimulatedAnnealing:
             new_idx[r, self.num_knobs[s] :] = 0
         return new_sk, new_idx
 
+    def start_at(self, key: Key) -> None:
+        """Begin every chain's walk at one point (a start point); the next ``find_maximums``
+        walks from there, also without ``persistent``."""
+        sk, idx = self.arrays([key] * max(min(self.parallel_size, self.size), 1))
+        self._sk, self._idx = sk, idx
+        self._started = True
+
     # -- search -----------------------------------------------------------------------------
     def find_maximums(
         self,
@@ -128,8 +136,9 @@ class SimulatedAnnealing:
         point that must never be returned. Fewer than ``num`` come back when the annealing
         meets fewer distinct eligible points.
         """
-        if self.persistent and self._sk is not None:
+        if (self.persistent or self._started) and self._sk is not None:
             sk, idx = self._sk, self._idx
+            self._started = False
         else:
             sk, idx = self._initial_points(rng)
         scores = self._score(score_fn, sk, idx)

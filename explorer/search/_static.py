@@ -49,6 +49,9 @@ class StaticSearch(SearchStrategy):
     """
 
     name = "static"
+    # Ranks the space by its static model alone and measures only the top k: a start point
+    # would not change what it proposes.
+    accepts_start = False
 
     def __init__(
         self,

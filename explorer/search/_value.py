@@ -36,6 +36,7 @@ from explorer.cost_models._value import ValueModel, samples_from_records
 from explorer.measure._base import Candidate
 from explorer.measure._replay import trace_key
 from explorer.search._base import SearchStrategy
+from explorer.search._start import StartPlan, first_candidates, plan_start
 from explorer.space import KnobSpace, Point
 from explorer.storage._base import RecordStore, TrialRecord
 from explorer.workloads import Workload
@@ -58,12 +59,17 @@ class ValueSearch(SearchStrategy):
             schedules).
         exploration: standard deviation of the noise added to ``V`` (normalised log-throughput)
             for a round's proposals after the first; 0 = pure beam search.
+        start: a schedule to start from (``session.candidate()``, a record's candidate or a
+            ``Point``): measured first as the run's reference, then its nearest knob-space
+            point; the random points of the rounds before the model knows anything are then
+            random walks of one to three knob changes from that point, not uniform draws.
 
     Example:
         >>> tuner.run(w, target, ValueSearch(store=store), max_trials=32)  # doctest: +SKIP
     """
 
     name = "value"
+    accepts_start = True
 
     def __init__(
         self,
@@ -77,6 +83,7 @@ class ValueSearch(SearchStrategy):
         num_random_fallback: int = 64,
         min_samples: int = 8,
         exploration: float = 0.1,
+        start: Candidate | Point | None = None,
     ):
         if min(beam_width, max_beam_width, proposals_per_round) < 1:
             raise ValueError("ValueSearch: beam widths and proposals_per_round must be >= 1")
@@ -89,6 +96,7 @@ class ValueSearch(SearchStrategy):
         self.num_random_fallback = num_random_fallback
         self.min_samples = min_samples
         self.exploration = exploration
+        self.start = start
         self._seen: set[str] = set()
         self._predicted: dict[str, float] = {}
 
@@ -103,6 +111,8 @@ class ValueSearch(SearchStrategy):
         self._seen = set()
         self._predicted = {}
         self.num_rounds_ = 0
+        self.start_plan_: StartPlan | None = plan_start(self.start, self.knob_space_, history)
+        self._first = first_candidates(self.start_plan_, history)
         return history
 
     def tell(self, records: Sequence[TrialRecord]) -> None:
@@ -121,8 +131,16 @@ class ValueSearch(SearchStrategy):
 
     # -- one round of value iteration -----------------------------------------------------------
     def ask(self, n: int) -> list[Candidate]:
+        if self._first:
+            out, self._first = self._first[:n], self._first[n:]
+            for cand in out:
+                self._seen.add(trace_key(cand.trace))
+                point = self.knob_space_.point_of_candidate(cand)
+                if point is not None:
+                    self._seen.add(f"p:{point.sketch}:{list(point.indices)}")
+            return out
         want = min(n, self.proposals_per_round)
-        out: list[Candidate] = []
+        out = []
         if len(self.model_.samples_) >= self.min_samples:
             # Step 1. The model's own choice: the greedy (or beam) schedule, no noise.
             self._take(self.beam_search(self.beam_width), min(1, want), out)
@@ -138,7 +156,10 @@ class ValueSearch(SearchStrategy):
                 width = min(2 * width, self.max_beam_width)
         if len(out) < want:
             # Step 3. No data yet (the paper initialises V from benchmarked random schedules),
-            # or the beams only reach measured points: random points, best V first.
+            # or the beams only reach measured points: random points, best V first (walks
+            # from the start point first, when there is one).
+            if self.start_plan_ is not None:
+                self._take(self._rank(self._walks_from_start()), want, out)
             points = list(
                 dict.fromkeys(
                     self.knob_space_.random_point(self.rng)
@@ -148,6 +169,20 @@ class ValueSearch(SearchStrategy):
             self._take(self._rank(points), want, out)
         self.num_rounds_ += 1
         return out
+
+    def _walks_from_start(self) -> list[Point]:
+        """Random points one to three knob changes away from the start point."""
+        assert self.start_plan_ is not None
+        start = self.start_plan_.point
+        dims = self.knob_space_.dims(start.sketch)
+        points = []
+        for _ in range(self.num_random_fallback if dims else 0):
+            indices = list(start.indices)
+            for _ in range(int(self.rng.integers(1, 4))):
+                k = int(self.rng.integers(len(dims)))
+                indices[k] = int(self.rng.integers(dims[k]))
+            points.append(Point(start.sketch, tuple(indices)))
+        return list(dict.fromkeys(points))
 
     def _take(self, ranked: list[tuple[float, Point]], want: int, out: list[Candidate]) -> None:
         for value, point in ranked:

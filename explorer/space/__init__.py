@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from explorer.space._design_space import DesignSpace, Knob, Sample
 from explorer.space._knob_space import KnobDomain, KnobSpace, Point, factorizations
+from explorer.space._nearest import StartMapping, nearest_point
 
 __all__ = [
     "DesignSpace",
@@ -12,5 +13,7 @@ __all__ = [
     "KnobSpace",
     "Point",
     "Sample",
+    "StartMapping",
     "factorizations",
+    "nearest_point",
 ]

@@ -157,14 +157,22 @@ def test_errors_are_shown_as_text(make_panel):
     assert alone.job is None and "first" in alone.status.value
 
 
-def test_a_schedule_droplet_cannot_start_from_is_reported(make_panel):
-    ctx, panel, _ = make_panel(Instant())  # the session has no steps: not a sketch instance
+def test_a_hand_made_schedule_starts_droplet_and_is_the_reference(make_panel):
+    ctx, panel, _ = make_panel(Instant())
+    ctx.session.apply("split", loop="i", factors=[None, 8])  # not a point of the knob space
+    ctx.session.apply("parallel", loop="i_0")
     panel.strategy.value = "droplet"
     panel.from_session.value = True
+    panel.trials.value = 3
     job = panel.start()
-    assert job.wait(WAIT) and job.state is JobState.ERROR
-    assert panel.status.value.startswith("Search failed: SearchError: DropletSearch.start")
-    assert not panel.start_button.disabled and panel.stop_button.disabled
+    assert job.wait(WAIT) and job.state is JobState.FINISHED, panel.status.value
+    (run,) = ctx.store.runs()
+    first = ctx.store.trials(run_id=run.id)[0]
+    assert first.candidate.trace == ctx.session.candidate().trace
+    assert first.candidate.decisions["start"] is True  # the run's reference
+    # Every trial takes 1 ms here: the answer is the user's schedule or one as fast.
+    status = panel.status.value
+    assert "Nothing beat your schedule" in status or "1.00x faster than your schedule" in status
 
 
 def test_cost_model_and_start_options_follow_the_strategy(make_panel):

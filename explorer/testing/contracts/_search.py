@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import itertools
 from collections.abc import Callable
 from typing import ClassVar
@@ -11,8 +12,9 @@ import pytest
 
 from explorer.measure import Candidate, MeasureResult, ReplayMeasurer, trace_key
 from explorer.search import SearchStrategy
+from explorer.search._start import is_start
 from explorer.session import ScheduleSession
-from explorer.space import DesignSpace
+from explorer.space import DesignSpace, KnobSpace, nearest_point
 from explorer.storage import RecordStore, TrialRecord, get_store
 from explorer.target import Target
 from explorer.testing import recordings
@@ -30,6 +32,10 @@ class SearchStrategyContract:
       (``False`` for strategies that stop by design: a converged descent, a fixed top-k);
     * ``stochastic``: different seeds give different proposals (``False`` for deterministic
       strategies).
+
+    A strategy that declares ``accepts_start`` must take ``start=`` and propose a hand-made
+    schedule first (marked as the run's reference), then its nearest knob-space point; the run's
+    answer is never slower than the start.
 
     Searches run against ``ReplayMeasurer``s over ``explorer.testing.recordings``: the tiny
     ``reduce_sum`` workload (every point recorded) and the 64^3 matmul (240 recorded points,
@@ -191,6 +197,50 @@ class SearchStrategyContract:
         keys = [trace_key(t.candidate.trace) for t in trials]
         assert resumed.run.id == first.run.id and first.num_trials < len(trials) <= 12
         assert len(set(keys)) == len(keys), "a resumed search measured a point twice"
+
+    def test_a_start_is_measured_first_and_the_answer_is_never_slower(
+        self, target: Target, small_replay: ReplayMeasurer
+    ) -> None:
+        strategy = self.make_strategy()
+        takes_start = "start" in inspect.signature(type(strategy).__init__).parameters
+        assert strategy.accepts_start == takes_start, "accepts_start must match start="
+        if not strategy.accepts_start:
+            return
+        session = ScheduleSession(recordings.SMALL, target)
+        session.apply("split", loop="i", factors=[None, 8])
+        session.apply("split", loop="j", factors=[None, 16])
+        session.apply("reorder", loops=["i_0", "j_0", "k", "i_1", "j_1"])
+        session.apply("vectorize", loop="j_1")
+        session.apply("parallel", loop="i_0")
+        mine = trace_key(session.candidate().trace)
+        knobs = KnobSpace(DesignSpace.of(recordings.SMALL, target))
+        nearest = nearest_point(knobs, session.candidate()).point
+
+        for start_secs in (1e-9, 10.0):  # the fastest schedule of all, then the slowest
+
+            def timed(cand: Candidate, secs: float = start_secs) -> MeasureResult | None:
+                if trace_key(cand.trace) == mine:  # the hand-made schedule is not recorded
+                    return MeasureResult(MeasureStatus.OK, run_secs=(secs,) * 3)
+                return small_replay.measure([cand])[0]
+
+            store = get_store(":memory:")
+            measurer = ReplayMeasurer(timed)
+            given = self.make_strategy()
+            given.start = session.candidate()  # hyper-parameters are stored verbatim
+            result = Tuner(measurer=measurer, store=store, batch_size=self.batch_size).run(
+                recordings.SMALL, target, given, max_trials=12
+            )
+            trials = store.trials(run_id=result.run.id)
+            assert is_start(trials[0].candidate) and trace_key(trials[0].candidate.trace) == mine
+            assert knobs.point_of_candidate(trials[1].candidate) == nearest, (
+                "the second proposal must be the start's nearest point"
+            )
+            assert result.start is not None and result.start.id == trials[0].id
+            assert result.best is not None and result.best_secs is not None
+            assert result.start_secs is not None and result.best_secs <= result.start_secs
+            others = [t for t in trials if trace_key(t.candidate.trace) != mine]
+            beaten = start_secs > 1 and any(t.result.is_ok for t in others)
+            assert result.best_is_start == (not beaten)
 
     def test_a_searched_record_opens_in_a_session(
         self, target: Target, small_replay: ReplayMeasurer

@@ -163,7 +163,8 @@ def test_starts_from_a_given_candidate_and_resumes(space, knobs):
     assert s.start_point_ == start_point
     first = s.ask(3)
     assert knobs.point_of_candidate(first[0]) == start_point
-    assert s.settings()["start"] is None  # bare candidate: nothing to record
+    # A schedule is not a setting: the run records a digest (the start trial holds the trace).
+    assert set(s.settings()["start"]) == {"trace_sha256"}
 
     lookup = _bowl(knobs, [5, 20, 2, 3])
     told = _drive(DropletSearch(), space, lookup, max_trials=12)

@@ -1,0 +1,482 @@
+"""Map a schedule made by hand onto the nearest point of the knob space, saying what changed.
+
+Why the nearest point, and not a space built around the user's schedule: every strategy searches
+one ``KnobSpace`` so that runs are comparable, and the sketches carry what MetaSchedule knows about
+a fast CPU kernel (multi-level tiling, a write cache, parallel/vectorize/unroll postprocessing).
+A space made from a hand trace would hold only the user's own transformations, differ from start
+to start, and give TVM's evolutionary search nothing it can mutate (a hand trace has no sampling
+instructions). Nothing is lost by approximating, because the user's schedule itself is measured
+as the run's reference and offered as the answer when the search finds nothing faster
+(``explorer.search`` and ``explorer.tuner``); the mapping only decides where the search begins.
+
+How a hand schedule is read (from the IR it produces, not from the order of its steps):
+
+* **Tiles.** Every block iterator's binding is normalised to a sum of loop variables times
+  strides (``tvm.sym.normalize_to_iter_sum``); the loops' extents, outer stride first, are the
+  user's split factors for that loop, whatever sequence of split/reorder/fuse produced them.
+  A sketch's ``SamplePerfectTile`` knob is tied to its block iterator by replaying the sketch and
+  looking at the loop the instruction tiles. The user's ``m`` factors are laid onto the knob's
+  ``n`` levels with the outermost factor on the outermost level and the innermost on the
+  innermost (the middle ones in order, merged when ``m > n``): for a classic ``i_0, j_0, k, i_1,
+  j_1`` nest this gives exactly the user's loop order under MetaSchedule's ``SSRSRS`` structure.
+  When that tiling is not in the knob's domain (innermost factor too large, a split that does not
+  divide), the domain value nearest in log-factors is used.
+* **Unroll.** ``SampleCategorical`` knobs that feed ``meta_schedule.unroll_*`` take the candidate
+  nearest to the user's unrolling (0 when the user unrolled nothing).
+* **Sketch.** The sketch whose structural steps (cache reads/writes, compute-at, inlining,
+  rfactor...) differ least from the user's is used; ties go to the lower index.
+* **Everything else** (loop order, fuse, parallel, vectorize, annotations) is not a knob: the
+  sketch's postprocessors parallelize and vectorize by themselves. Each such step gets a note.
+
+A schedule that already is an instance of a sketch (a searched record) maps exactly (``exact``);
+a decision of it outside its knob's domain is replaced by the nearest value, with a note.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import weakref
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from explorer import _tvm
+from explorer.errors import SearchError
+from explorer.measure._base import Candidate
+from explorer.space._design_space import SAMPLING_KINDS
+from explorer.space._knob_space import KnobDomain, KnobSpace, Point
+from explorer.types import JSON
+
+# Steps that change what is computed where (a sketch either has them or not).
+_STRUCTURAL = frozenset(
+    {
+        "CacheRead",
+        "CacheWrite",
+        "CacheInplace",
+        "CacheIndex",
+        "ReIndex",
+        "ComputeAt",
+        "ReverseComputeAt",
+        "ComputeInline",
+        "ReverseComputeInline",
+        "RFactor",
+        "DecomposeReduction",
+        "Blockize",
+        "Tensorize",
+        "TransformLayout",
+        "TransformBlockLayout",
+        "SetScope",
+        "PadEinsum",
+    }
+)
+# Steps that only look things up, or that the knob space models itself.
+_NEUTRAL = frozenset(
+    {"GetSBlock", "GetLoops", "GetChildBlocks", "GetProducers", "GetConsumers", "Split"}
+    | set(SAMPLING_KINDS)
+    | {"EnterPostproc"}
+)
+_UNROLL_KEYS = ("meta_schedule.unroll_explicit", "meta_schedule.unroll_implicit")
+_FOR_UNROLLED = 3
+
+
+@dataclass(frozen=True)
+class StartMapping:
+    """Where a given schedule lands in the knob space, and what that changed.
+
+    Attributes:
+        point: the nearest point (buildable: ``KnobSpace.materialize`` accepts it).
+        notes: plain-language sentences, one per approximation or dropped step.
+        exact: the point's schedule *is* the given one (a searched record): nothing was changed.
+    """
+
+    point: Point
+    notes: tuple[str, ...]
+    exact: bool
+
+    def describe(self) -> str:
+        """The notes as one text, for a terminal or a notebook."""
+        head = "exactly the point" if self.exact else "nearest point"
+        return "\n".join([f"{head} {self.point.key()}", *(f"  - {n}" for n in self.notes)])
+
+    def to_json(self) -> dict[str, JSON]:
+        return {
+            "sketch": self.point.sketch,
+            "point": list(self.point.indices),
+            "exact": self.exact,
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True)
+class _Tiling:
+    """How the user's schedule iterates one block iterator."""
+
+    factors: tuple[int, ...]  # outer stride first
+    extent: int
+    pure: bool  # the factors multiply to the extent with consistent strides (no predicate)
+
+
+def nearest_point(space: KnobSpace, candidate: Candidate) -> StartMapping:
+    """The knob-space point nearest to ``candidate``'s schedule, with notes on what changed.
+
+    Raises:
+        SearchError: the candidate is for another workload, or its trace does not apply.
+        TraceError: the trace is malformed (``explorer.session.check_trace_json``).
+    """
+    if candidate.workload != space.workload:
+        raise SearchError(
+            f"the start schedule was made for {candidate.workload.key()}, but this search tunes "
+            f"{space.workload.key()}"
+        )
+    # The static gate first: some malformed decisions kill a process that replays them.
+    from explorer.session._trace_check import check_trace_json
+
+    trace = check_trace_json(candidate.trace)
+    sch = _tvm.Schedule(space.workload.mod())
+    try:
+        _tvm.apply_trace_json(trace, sch)
+    except (_tvm.ScheduleError, ValueError, RuntimeError, TypeError, IndexError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SearchError(
+            f"the start schedule does not apply to {space.workload.key()}: {first}"
+        ) from None
+    instance = _as_instance(space, sch.trace)
+    if instance is not None:
+        return instance
+    return _map_hand_schedule(space, sch)
+
+
+# -- a searched record ---------------------------------------------------------------------------
+def sketch_signature(trace: Any) -> tuple[str, ...]:
+    """A trace's instructions without decisions or postprocessing, as lines of text."""
+    simplified = trace.simplified(remove_postproc=True)
+    lines = _tvm.Trace(list(simplified.insts), {}).as_python(remove_postproc=True)
+    return tuple(str(line) for line in lines)
+
+
+def _as_instance(space: KnobSpace, trace: Any) -> StartMapping | None:
+    sig = sketch_signature(trace)
+    design = space.design
+    matches = []
+    for s in range(space.num_sketches):
+        known = sketch_signature(design.sketch_trace(s))
+        if sig[: len(known)] == known:
+            matches.append((len(known), s))
+    if not matches:
+        return None
+    sketch = max(matches)[1]
+    values = [
+        _tvm.to_plain(trace.get_decision(inst))
+        for inst in trace.insts
+        if inst.kind.name in SAMPLING_KINDS
+    ]
+    domains = space.domains[sketch]
+    if len(values) != len(domains):
+        return None
+    indices, notes = [], []
+    for domain, value in zip(domains, values, strict=True):
+        if value in domain.values:
+            indices.append(domain.values.index(value))
+            continue
+        index = _nearest_index(domain, value)
+        indices.append(index)
+        notes.append(
+            f"{domain.knob.label}: your decision {value} is not in this space; nearest "
+            f"{domain.values[index]} used"
+        )
+    return StartMapping(Point(sketch, tuple(indices)), tuple(notes), exact=not notes)
+
+
+def _nearest_index(domain: KnobDomain, value: JSON) -> int:
+    if domain.knob.kind == "SamplePerfectTile" and isinstance(value, list):
+        return _nearest_tile(domain, [int(v) for v in value])
+    return 0  # a categorical or location outside its domain: the sketch's own choice
+
+
+# -- a schedule made by hand ---------------------------------------------------------------------
+def _map_hand_schedule(space: KnobSpace, sch: Any) -> StartMapping:
+    tilings = _user_tilings(sch.mod["main"])
+    unroll = _user_unroll(sch.mod["main"])
+    kinds = [inst.kind.name for inst in sch.trace.insts]
+    mine = Counter(k for k in kinds if k in _STRUCTURAL)
+    ranked = sorted(
+        range(space.num_sketches),
+        key=lambda s: (_structure_distance(mine, _sketch_structure(space, s)), s),
+    )
+    notes: list[str] = []
+    for sketch in ranked:
+        point, knob_notes = _point_in_sketch(space, sketch, tilings, unroll)
+        if space.materialize(point) is not None:
+            break
+        notes.append(f"sketch #{sketch}: your tiling does not build there; tried the next one")
+    else:
+        sketch = ranked[0]
+        point, knob_notes = space.origin(sketch), ["no sketch builds with your tiling"]
+        notes.append(f"started from sketch #{sketch}'s own decisions instead")
+    theirs = _sketch_structure(space, sketch)
+    header = f"nearest sketch: #{sketch} of {space.num_sketches}"
+    added = sorted((theirs - mine).elements())
+    if added:
+        header += f" (it adds MetaSchedule's {', '.join(map(_snake, added))})"
+    notes = [header, *notes, *knob_notes, *_dropped_steps(sch, kinds, mine - theirs)]
+    return StartMapping(point, tuple(notes), exact=False)
+
+
+def _point_in_sketch(
+    space: KnobSpace, sketch: int, tilings: dict[tuple[str, int], _Tiling], unroll: int
+) -> tuple[Point, list[str]]:
+    roles = _knob_roles(space, sketch)
+    indices, notes = [], []
+    for domain, role in zip(space.domains[sketch], roles, strict=True):
+        knob = domain.knob
+        if knob.kind == "SamplePerfectTile" and role is not None:
+            block, it, name = role
+            tiling = tilings.get((block, it))
+            index, note = _tile_choice(domain, tiling, f"{block}.{name}")
+        elif knob.kind == "SampleCategorical" and role == "unroll":
+            index, note = _unroll_choice(domain, unroll)
+        else:
+            index, note = 0, None  # the sketch's own choice (no hand step corresponds to it)
+        indices.append(index)
+        if note:
+            notes.append(note)
+    return Point(sketch, tuple(indices)), notes
+
+
+def _tile_choice(domain: KnobDomain, tiling: _Tiling | None, where: str) -> tuple[int, str]:
+    n = int(domain.knob.attrs[0])
+    if tiling is None:
+        return 0, f"{where}: not found in your schedule; the sketch's own tile {domain.values[0]}"
+    extent = tiling.extent
+    factors = [f for f in tiling.factors if f > 1] or [extent]
+    shown = " x ".join(map(str, factors))
+    target = _lay_out(factors, n)
+    if tiling.pure and target in domain.values:
+        index = domain.values.index(target)
+        if len(factors) == 1:
+            return index, f"{where}: not split by you; kept whole as tile {target}"
+        return index, f"{where}: your split {shown} kept as tile {target}"
+    index = _nearest_tile(domain, target)
+    why = (
+        f"does not divide {extent} evenly"
+        if not tiling.pure
+        else f"has no tile in this space (innermost factor at most {domain.knob.attrs[1]})"
+    )
+    return index, f"{where}: your split {shown} {why}; nearest tile {domain.values[index]} used"
+
+
+def _lay_out(factors: Sequence[int], n: int) -> list[int]:
+    """The user's factors on ``n`` levels: outermost first, innermost last, the rest in order
+    (merged into the last middle level when there are more of them than levels)."""
+    f = list(factors)
+    if n == 1:
+        return [math.prod(f)]
+    if len(f) == 1:
+        return [f[0]] + [1] * (n - 1)
+    middle = f[1:-1]
+    if len(middle) > n - 2:
+        keep = n - 2
+        middle = [*middle[: keep - 1], math.prod(middle[keep - 1 :])] if keep else []
+    return [f[0], *middle, *[1] * (n - 2 - len(middle)), f[-1]]
+
+
+def _nearest_tile(domain: KnobDomain, target: Sequence[int]) -> int:
+    """The domain value closest to ``target`` in log-factors per level (ties: lowest index)."""
+    want = [math.log(max(t, 1)) for t in target]
+
+    def distance(i: int) -> float:
+        value = domain.values[i]
+        if not isinstance(value, list) or len(value) != len(want):
+            return math.inf
+        return sum((math.log(v) - w) ** 2 for v, w in zip(value, want, strict=True))
+
+    return min(range(domain.size), key=lambda i: (distance(i), i))
+
+
+def _unroll_choice(domain: KnobDomain, steps: int) -> tuple[int, str]:
+    candidates = [int(c) for c in domain.knob.attrs[0]]
+    # Indices of the domain are candidate positions; compare on log(1 + steps).
+    best = min(
+        range(domain.size),
+        key=lambda i: (abs(math.log1p(candidates[domain.values[i]]) - math.log1p(steps)), i),
+    )
+    depth = candidates[domain.values[best]]
+    if steps == 0:
+        return best, f"no unrolling in your schedule: unroll depth {depth}"
+    return best, f"your unrolling ({steps} steps) approximated as unroll depth {depth}"
+
+
+# -- reading the IR ------------------------------------------------------------------------------
+def _realizes(func: Any) -> list[tuple[Any, list[Any]]]:
+    """Every block realize of ``func`` with the loops between it and its enclosing block."""
+    out: list[tuple[Any, list[Any]]] = []
+    tirx, realize_t = _tvm.tirx, _tvm.tvm.s_tir.SBlockRealize
+
+    def walk(stmt: Any, loops: list[Any]) -> None:
+        if isinstance(stmt, tirx.For):
+            walk(stmt.body, [*loops, stmt])
+        elif isinstance(stmt, realize_t):
+            out.append((stmt, loops))
+            walk(stmt.block.body, [])
+        elif isinstance(stmt, tirx.SeqStmt):
+            for child in stmt.seq:
+                walk(child, loops)
+        else:
+            for attr in ("body", "then_case", "else_case", "block"):
+                child = getattr(stmt, attr, None)
+                if isinstance(child, (tirx.Stmt, realize_t)):
+                    walk(child, loops)
+
+    walk(func.body, [])
+    return out
+
+
+def _iter_sums(realize: Any, loops: list[Any]) -> list[Any]:
+    dom = {lp.loop_var: _tvm.tvm.ir.Range.from_min_extent(lp.min, lp.extent) for lp in loops}
+    return [_tvm.tvm.sym.normalize_to_iter_sum(v, dom) for v in realize.iter_values]
+
+
+def _user_tilings(func: Any) -> dict[tuple[str, int], _Tiling]:
+    out = {}
+    for realize, loops in _realizes(func):
+        block = realize.block
+        for it, (iv, total) in enumerate(
+            zip(block.iter_vars, _iter_sums(realize, loops), strict=True)
+        ):
+            extent = _int(iv.dom.extent)
+            args = list(total.args)
+            factors = tuple(_int(a.extent) for a in args)
+            strides = [_int(a.scale) for a in args]
+            # A split that does not divide leaves a predicate and factors whose product
+            # exceeds the extent: not a perfect tiling.
+            pure = (
+                _int(total.base) == 0
+                and math.prod(factors) == extent
+                and all(strides[k] == math.prod(factors[k + 1 :]) for k in range(len(factors)))
+            )
+            out[(str(block.name_hint), it)] = _Tiling(factors or (extent,), extent, pure)
+    return out
+
+
+def _user_unroll(func: Any) -> int:
+    """The most loop iterations unrolled around one block (a pragma counts as its max step)."""
+    most = 0
+    for _, loops in _realizes(func):
+        steps = math.prod(_int(lp.extent) for lp in loops if int(lp.kind) == _FOR_UNROLLED)
+        if any(int(lp.kind) == _FOR_UNROLLED for lp in loops):
+            most = max(most, steps)
+        for lp in loops:
+            value = lp.annotations.get("pragma_auto_unroll_max_step")
+            if value is not None:
+                most = max(most, _int(value))
+    return most
+
+
+def _knob_roles(space: KnobSpace, sketch: int) -> list[Any]:
+    """Per knob: ``(block, iterator index, iterator name)`` for a tile, ``"unroll"`` for an
+    unroll-depth categorical, ``None`` otherwise; found by replaying the sketch."""
+    return _roles_cached(space, sketch)
+
+
+# Per design space (weakly held: spaces are cached and rebuilt elsewhere), per sketch.
+_ROLES: weakref.WeakKeyDictionary[Any, dict[int, list[Any]]] = weakref.WeakKeyDictionary()
+
+
+def _roles_cached(space: KnobSpace, sketch: int) -> list[Any]:
+    known = _ROLES.setdefault(space.design, {})
+    if sketch in known:
+        return known[sketch]
+    trace = space.design.sketch_trace(sketch)
+    insts = list(trace.insts)
+    unroll_vars = [
+        inst.inputs[1]
+        for inst in insts
+        if inst.kind.name == "Annotate" and str(inst.attrs[0]) in _UNROLL_KEYS
+    ]
+    roles: list[Any] = []
+    sch = _tvm.Schedule(space.workload.mod())
+
+    def provider(inst: Any, inputs: list[Any], attrs: list[Any], decision: Any) -> Any:
+        kind = inst.kind.name
+        if kind == "SamplePerfectTile":
+            roles.append(_tiled_iterator(sch, sch.get(inputs[0])))
+        elif kind == "SampleCategorical":
+            out = inst.outputs[0]
+            roles.append("unroll" if any(out.same_as(v) for v in unroll_vars) else None)
+        elif kind in SAMPLING_KINDS:
+            roles.append(None)
+        return decision
+
+    trace.apply_to_schedule(sch, remove_postproc=True, decision_provider=provider)
+    known[sketch] = roles
+    return roles
+
+
+def _tiled_iterator(sch: Any, loop: Any) -> tuple[str, int, str] | None:
+    """The block iterator that ``loop`` (about to be tiled) drives."""
+    for realize, loops in _realizes(sch.mod["main"]):
+        if not any(lp.loop_var.same_as(loop.loop_var) for lp in loops):
+            continue
+        for it, total in enumerate(_iter_sums(realize, loops)):
+            if any(a.source.source.same_as(loop.loop_var) for a in total.args):
+                name = str(realize.block.iter_vars[it].var.name)
+                return str(realize.block.name_hint), it, name.removeprefix("v_")
+    return None
+
+
+def _sketch_structure(space: KnobSpace, sketch: int) -> Counter[str]:
+    insts = space.design.sketch_trace(sketch).insts
+    return Counter(inst.kind.name for inst in insts if inst.kind.name in _STRUCTURAL)
+
+
+def _structure_distance(a: Counter[str], b: Counter[str]) -> int:
+    return sum(((a - b) + (b - a)).values())
+
+
+def _dropped_steps(sch: Any, kinds: Sequence[str], extra: Counter[str]) -> list[str]:
+    nest = _loop_kinds(sch.mod["main"])
+    notes = []
+    seen = Counter(kinds)
+    if seen["Reorder"]:
+        notes.append("your reorder is not a knob and was dropped: the sketch's loop order is used")
+    if seen["Fuse"]:
+        notes.append(
+            "your fuse is not a knob and was dropped: the sketch fuses its outer loops itself"
+        )
+    if seen["Parallel"]:
+        notes.append(
+            f"your parallel ({', '.join(nest['parallel']) or 'a loop'}) is not a knob: the "
+            "sketch parallelizes its outermost tile loops itself"
+        )
+    if seen["Vectorize"]:
+        notes.append(
+            f"your vectorize ({', '.join(nest['vectorized']) or 'a loop'}) is not a knob: the "
+            "sketch vectorizes its innermost loop itself"
+        )
+    for kind in sorted(extra):
+        notes.append(f"your {_snake(kind)} is not in the nearest sketch and was dropped")
+    handled = {"Reorder", "Fuse", "Parallel", "Vectorize", "Unroll"} | _NEUTRAL | _STRUCTURAL
+    for kind in sorted(set(kinds) - handled):
+        notes.append(f"your {_snake(kind)} is not a knob and was dropped")
+    return notes
+
+
+def _loop_kinds(func: Any) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {"parallel": [], "vectorized": []}
+    for _, loops in _realizes(func):
+        for lp in loops:
+            kind = {1: "parallel", 2: "vectorized"}.get(int(lp.kind))
+            name = str(lp.loop_var.name)
+            if kind and name not in out[kind]:
+                out[kind].append(name)
+    return out
+
+
+def _snake(kind: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", kind).lower().replace("s_block", "block")
+
+
+def _int(x: Any) -> int:
+    return int(x.value) if hasattr(x, "value") else int(x)
