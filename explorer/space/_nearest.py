@@ -113,6 +113,7 @@ class StartMapping:
 class _Tiling:
     """How the user's schedule iterates one block iterator."""
 
+    name: str  # the block iterator's name ("i" for v_i)
     factors: tuple[int, ...]  # outer stride first
     extent: int
     pure: bool  # the factors multiply to the extent with consistent strides (no predicate)
@@ -215,6 +216,8 @@ def _map_hand_schedule(space: KnobSpace, sch: Any) -> StartMapping:
         sketch = ranked[0]
         point, knob_notes = space.origin(sketch), ["no sketch builds with your tiling"]
         notes.append(f"started from sketch #{sketch}'s own decisions instead")
+    if unroll and "unroll" not in _knob_roles(space, sketch):
+        knob_notes.append("your unrolling is not a knob of this sketch and was dropped")
     theirs = _sketch_structure(space, sketch)
     header = f"nearest sketch: #{sketch} of {space.num_sketches}"
     added = sorted((theirs - mine).elements())
@@ -242,6 +245,14 @@ def _point_in_sketch(
         indices.append(index)
         if note:
             notes.append(note)
+    tiled = {(r[0], r[1]) for r in roles if isinstance(r, tuple)}
+    for (block, it), tiling in sorted(tilings.items(), key=lambda kv: kv[0]):
+        factors = [f for f in tiling.factors if f > 1]
+        if len(factors) > 1 and (block, it) not in tiled:
+            notes.append(
+                f"{block}.{tiling.name}: your split {' x '.join(map(str, factors))} is not a "
+                "knob of this sketch and was dropped"
+            )
     return Point(sketch, tuple(indices)), notes
 
 
@@ -356,7 +367,8 @@ def _user_tilings(func: Any) -> dict[tuple[str, int], _Tiling]:
                 and math.prod(factors) == extent
                 and all(strides[k] == math.prod(factors[k + 1 :]) for k in range(len(factors)))
             )
-            out[(str(block.name_hint), it)] = _Tiling(factors or (extent,), extent, pure)
+            name = str(iv.var.name).removeprefix("v_")
+            out[(str(block.name_hint), it)] = _Tiling(name, factors or (extent,), extent, pure)
     return out
 
 
@@ -374,17 +386,13 @@ def _user_unroll(func: Any) -> int:
     return most
 
 
-def _knob_roles(space: KnobSpace, sketch: int) -> list[Any]:
-    """Per knob: ``(block, iterator index, iterator name)`` for a tile, ``"unroll"`` for an
-    unroll-depth categorical, ``None`` otherwise; found by replaying the sketch."""
-    return _roles_cached(space, sketch)
-
-
 # Per design space (weakly held: spaces are cached and rebuilt elsewhere), per sketch.
 _ROLES: weakref.WeakKeyDictionary[Any, dict[int, list[Any]]] = weakref.WeakKeyDictionary()
 
 
-def _roles_cached(space: KnobSpace, sketch: int) -> list[Any]:
+def _knob_roles(space: KnobSpace, sketch: int) -> list[Any]:
+    """Per knob: ``(block, iterator index, iterator name)`` for a tile, ``"unroll"`` for an
+    unroll-depth categorical, ``None`` otherwise; found by replaying the sketch once."""
     known = _ROLES.setdefault(space.design, {})
     if sketch in known:
         return known[sketch]

@@ -100,3 +100,13 @@ def test_misuse_is_an_error_naming_the_problem(knobs, cpu_target):
     illegal = [[*insts, ["Vectorize", ["l3"], [], []]], decisions]  # k: a reduction loop
     with pytest.raises(SearchError, match="does not apply"):
         nearest_point(knobs, Candidate(WORKLOAD, cpu_target, illegal))
+
+
+def test_a_split_where_the_sketch_has_no_tile_is_said_to_be_dropped(cpu_target):
+    w = get_workload("reduce_sum", D0=16, D1=8)
+    s = ScheduleSession(w, cpu_target)
+    s.apply("split", loop="i", factors=[None, 4])
+    mapping = nearest_point(KnobSpace(DesignSpace.of(w, cpu_target)), s.candidate())
+    assert "reduce_sum.i: your split 4 x 4 is not a knob of this sketch and was dropped" in (
+        mapping.notes
+    )
