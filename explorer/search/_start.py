@@ -105,8 +105,8 @@ def plan_start(
     its settings): the run's own reference trial is used then.
 
     Raises:
-        SearchError: the start is for another workload, does not apply, or is not a point of
-            the space.
+        SearchError: the start is for another workload or is not a point of the space.
+        TraceError: the start's trace is malformed or would not replay as written.
     """
     if isinstance(start, Mapping) or start is None:
         stored = start_trial(history)

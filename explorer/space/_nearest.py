@@ -123,26 +123,22 @@ def nearest_point(space: KnobSpace, candidate: Candidate) -> StartMapping:
     """The knob-space point nearest to ``candidate``'s schedule, with notes on what changed.
 
     Raises:
-        SearchError: the candidate is for another workload, or its trace does not apply.
-        TraceError: the trace is malformed (``explorer.session.check_trace_json``).
+        SearchError: the candidate is for another workload.
+        TraceError: the trace is malformed, does not apply, or would not replay as written
+            (``explorer.session.check_trace``).
     """
     if candidate.workload != space.workload:
         raise SearchError(
             f"the start schedule was made for {candidate.workload.key()}, but this search tunes "
             f"{space.workload.key()}"
         )
-    # The static gate first: some malformed decisions kill a process that replays them.
-    from explorer.session._trace_check import check_trace_json
+    # Every gate first (static check, isolated replay, decisions compared): some malformed
+    # traces kill the process that replays them, others are silently "repaired".
+    from explorer.session._trace_check import check_trace
 
-    trace = check_trace_json(candidate.trace)
+    trace = check_trace(space.workload, candidate.trace)
     sch = _tvm.Schedule(space.workload.mod())
-    try:
-        _tvm.apply_trace_json(trace, sch)
-    except (_tvm.ScheduleError, ValueError, RuntimeError, TypeError, IndexError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SearchError(
-            f"the start schedule does not apply to {space.workload.key()}: {first}"
-        ) from None
+    _tvm.apply_trace_json(trace, sch)
     instance = _as_instance(space, sch.trace)
     if instance is not None:
         return instance

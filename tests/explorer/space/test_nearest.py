@@ -98,7 +98,7 @@ def test_misuse_is_an_error_naming_the_problem(knobs, cpu_target):
     with pytest.raises(TraceError, match="l999"):  # refused before TVM sees it
         nearest_point(knobs, Candidate(WORKLOAD, cpu_target, malformed))
     illegal = [[*insts, ["Vectorize", ["l3"], [], []]], decisions]  # k: a reduction loop
-    with pytest.raises(SearchError, match="does not apply"):
+    with pytest.raises(TraceError, match="does not apply"):  # TVM refused it, in a worker
         nearest_point(knobs, Candidate(WORKLOAD, cpu_target, illegal))
 
 
