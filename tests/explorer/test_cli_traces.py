@@ -136,3 +136,36 @@ def test_real_traces_measure(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     path.write_text(_real_traces()[0])
     assert main(["measure", *SHAPE, "--trace", str(path), "--db", str(db), "--repeat", "1"]) == 0
     assert "ok" in capsys.readouterr().out
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(trace=_mutations())
+def test_tune_start_with_mutated_traces(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], trace: object
+) -> None:
+    db = tmp_path / "start.db"
+    path = tmp_path / "start.json"
+    path.write_text(json.dumps(trace))
+    before = _rows(db)
+    argv = ["tune", *SHAPE, "--strategy", "droplet", "--start", str(path), "--trials", "2"]
+    code = main([*argv, "--batch", "2", "-q", "--db", str(db)])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err + out
+    if code == 2:
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error: "), err
+        assert _rows(db) == before
+        return
+    # Accepted: the run's first trial is the user's schedule, exactly as the file has it.
+    assert code in (0, 1), err
+    with sqlite3.connect(db) as conn:
+        (first,) = conn.execute(
+            "SELECT trace_json FROM trials WHERE run_id = (SELECT max(id) FROM runs) "
+            "ORDER BY seq LIMIT 1"
+        ).fetchone()
+    assert sorted(json.loads(first)[1]) == sorted(trace[1])  # type: ignore[index]
