@@ -67,10 +67,12 @@ class TraceError(ExplorerError, ValueError):
         instruction: int | None = None,
         kind: str | None = None,
         detail: str | None = None,
+        misfit: tuple[Any, Any] | None = None,
     ):
         self.reason = reason
         self.instruction = instruction
         self.detail = detail
+        self.misfit = misfit  # (the file's decision, TVM's) when a decision did not fit
         where = "" if instruction is None else f"instruction {instruction}"
         if where and kind:
             where += f" ({kind})"

@@ -20,10 +20,12 @@ from explorer.session._primitives import (
 from explorer.session._session import Branch, ScheduleSession
 from explorer.session._snapshot import Snapshot, Step
 from explorer.session._trace_check import (
+    CheckedTrace,
     check_trace,
     check_trace_json,
     check_trace_on_module,
     read_trace_file,
+    refit_trace,
 )
 
 __all__ = [
@@ -43,9 +45,11 @@ __all__ = [
     "Snapshot",
     "Step",
     "StepContext",
+    "CheckedTrace",
     "check_trace",
     "check_trace_json",
     "check_trace_on_module",
     "read_trace_file",
+    "refit_trace",
     "translate_tvm_error",
 ]

@@ -27,6 +27,7 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -279,12 +280,64 @@ def _short(value: Any, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+# -- re-fitting to another shape ------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class CheckedTrace:
+    """A trace that replays exactly as written, and what re-fitting it changed (if asked to)."""
+
+    trace: JSON
+    notes: tuple[str, ...]
+
+
+def refit_trace(workload: Workload, trace_json: Any) -> CheckedTrace:
+    """Re-fit a trace recorded for another shape of the same operator to ``workload``.
+
+    Only on request, never implicitly: each tile decision that no longer multiplies to its
+    loop's extent becomes the factorization of the new extent nearest to it (in log scale, the
+    innermost factor within the tile's limit), and each change is named in ``notes``. Anything
+    else that does not fit is refused as ``check_trace`` refuses it.
+
+    Raises:
+        TraceError: the trace is malformed, or something other than a tile does not fit.
+    """
+    from explorer.space import factorizations  # the space package builds on sessions
+
+    plain = check_trace_json(trace_json)
+    notes: list[str] = []
+    for _ in range(len(plain[1]) + 1):
+        try:
+            return CheckedTrace(check_trace(workload, plain), tuple(notes))
+        except TraceError as exc:
+            index = exc.instruction
+            if exc.misfit is None or index is None or not isinstance(exc.misfit[1], list):
+                raise
+            old, got = exc.misfit
+            extent, attrs = math.prod(got), plain[0][index][2]
+            options = factorizations(extent, len(old), attrs[1]) or (tuple(got),)
+            new = list(min(options, key=lambda f: _log_distance(f, old)))
+            position = next(p for p, (i, _) in enumerate(plain[1]) if i == index)
+            plain[1][position] = [index, new]
+            notes.append(
+                f"instruction {index} ({plain[0][index][0]}): tile {old} re-fitted to {new} "
+                f"for a loop of extent {extent}"
+            )
+    raise TraceError("the trace could not be re-fitted to this shape")  # pragma: no cover
+
+
+def _log_distance(factors: Sequence[int], old: Sequence[int]) -> float:
+    return sum(abs(math.log(a) - math.log(b)) for a, b in zip(factors, old, strict=True))
+
+
 # -- files ----------------------------------------------------------------------------------------
-def read_trace_file(path: str | os.PathLike[str], workload: Workload) -> JSON:
+def read_trace_file(
+    path: str | os.PathLike[str], workload: Workload, *, refit: bool = False
+) -> CheckedTrace:
     """The checked trace in a file: a bare trace, a saved session, or a record's JSON.
 
     A file that says which workload it was made for (a session, a record) must name
     ``workload``: a trace recorded for another shape would be "repaired" into another schedule.
+    With ``refit=True`` a file made for another shape of the same operator is re-fitted
+    (``refit_trace``) and the notes say what changed.
 
     Raises:
         TraceError: unreadable, not JSON, not a trace, made for another workload, or a trace
@@ -301,14 +354,20 @@ def read_trace_file(path: str | os.PathLike[str], workload: Workload) -> JSON:
         if "trace" not in data:
             raise TraceError(f"{name}: a JSON object without a 'trace' field is not a trace")
         saved_for = data.get("workload")
-        if saved_for is not None and saved_for != workload.to_json():
+        same = saved_for == workload.to_json() or (
+            refit and isinstance(saved_for, dict) and saved_for.get("family") == workload.family
+        )
+        if saved_for is not None and not same:
             raise TraceError(
                 f"{name} was saved for {_workload_key(saved_for)}, not {workload.key()}; "
-                "a schedule does not carry over to another workload or shape"
+                "a schedule does not carry over to another workload"
+                + ("" if refit else " (--refit re-fits one to another shape of its operator)")
             )
         data = data["trace"]
     try:
-        return check_trace(workload, data)
+        if refit:
+            return refit_trace(workload, data)
+        return CheckedTrace(check_trace(workload, data), ())
     except TraceError as exc:
         raise TraceError(f"{name}: {exc}", detail=exc.detail) from None
 
@@ -366,13 +425,15 @@ def compare_decisions(trace_json: JSON, replayed_decisions: JSON) -> None:
             if extent != product:
                 hint = (
                     f": its factors multiply to {product}, but the loop here has extent "
-                    f"{extent} (was the trace recorded for another shape?)"
+                    f"{extent} (was the trace recorded for another shape? re-fitting it is "
+                    "explicit: refit_trace, or --refit on the command line)"
                 )
         raise TraceError(
             f"the file's decision {_short(value)} does not fit; TVM would have used "
             f"{_short(got)} instead{hint}",
             instruction=index,
             kind=kind,
+            misfit=(value, got),
         )
 
 

@@ -4,13 +4,14 @@ message, hand-edited session files."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
 from explorer.errors import ExplorerError, PrimitiveError
-from explorer.session import ScheduleSession
+from explorer.session import ScheduleSession, refit_trace
 from explorer.testing.recordings import SMALL, open_recording, recorded_trials
-from explorer.workloads import parse_expression
+from explorer.workloads import get_workload, parse_expression
 
 
 def _plain(error: Exception) -> str:
@@ -107,3 +108,47 @@ def test_edited_trace_is_not_blamed_on_the_tvm_version() -> None:
     with pytest.raises(ExplorerError) as info:
         ScheduleSession.from_json(data)
     assert "TVM" not in str(info.value).split(";")[1] and "edited" in str(info.value)
+
+
+def test_refit_is_explicit_and_names_every_change(tmp_path) -> None:
+    store = open_recording(tmp_path)
+    trace = next(
+        t.candidate.trace
+        for t in recorded_trials(store, SMALL)
+        if "SamplePerfectTile" in json.dumps(t.candidate.trace)
+    )
+    store.close()
+    other = get_workload("matmul", M=60, N=64, K=50)
+    with pytest.raises(PrimitiveError, match="--refit"):  # never implicitly
+        ScheduleSession(other).load_trace(trace)
+    refit = refit_trace(other, trace)
+    assert refit.notes and all("re-fitted to" in note for note in refit.notes)
+    session = ScheduleSession(other)
+    snap = session.load_trace(refit.trace)  # now it replays exactly as written
+    assert sorted(snap.trace_json[1]) == sorted(refit.trace[1])
+    kinds = [inst[0] for inst in trace[0]]
+    changed = {i for i, (a, b) in enumerate(zip(trace[1], refit.trace[1], strict=True)) if a != b}
+    assert len(changed) == len(refit.notes)
+    for index, factors in refit.trace[1]:
+        if kinds[index] == "SamplePerfectTile":
+            assert math.prod(factors) in (60, 64, 50)
+
+
+def test_refit_from_the_cli_prints_the_changes(tmp_path, capsys) -> None:
+    from explorer.cli import main
+
+    store = open_recording(tmp_path)
+    trace = next(
+        t.candidate.trace
+        for t in recorded_trials(store, SMALL)
+        if t.result.is_ok and "SamplePerfectTile" in json.dumps(t.candidate.trace)
+    )
+    store.close()
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(trace))
+    argv = ["measure", "matmul", "-p", "M=48", "-p", "N=64", "-p", "K=64", "--trace", str(path)]
+    db = ["--db", str(tmp_path / "r.db"), "--repeat", "1"]
+    assert main([*argv, *db]) == 2 and "--refit" in capsys.readouterr().err
+    assert main([*argv, *db, "--refit"]) == 0
+    out = capsys.readouterr().out
+    assert "refit: instruction" in out and "matches NumPy" in out
