@@ -4,9 +4,10 @@ Exit codes: 0 success; 1 the work ran but failed (a measurement that did not suc
 no successful trial); 2 bad usage or bad input (unknown workload, bad shape, unreadable file,
 conflicting options: nothing is stored); 3 a problem of the environment, not of the command (the
 database is locked or read-only, the disk is full, permission denied): the same command may work
-once it is fixed; 130 interrupted (stored trials are kept; ``explorer tune --resume RUN``
-continues). Every error is one ``error: ...`` line on stderr, never a traceback (set
-``EXPLORER_DEBUG=1`` to see one). A closed output pipe (``explorer runs | head -1``) ends quietly.
+once it is fixed; 130 interrupted by Ctrl-C and 143 by SIGTERM (stored trials are kept, the run
+is ``interrupted``; ``explorer tune --resume RUN`` continues it). Every error is one
+``error: ...`` line on stderr, never a traceback (set ``EXPLORER_DEBUG=1`` to see one). A closed
+output pipe (``explorer runs | head -1``) ends quietly.
 """
 
 from __future__ import annotations
@@ -34,10 +35,25 @@ from explorer._cli_args import (
     positive_int,
     positive_seconds,
 )
+from explorer._cli_runs import (
+    Terminated,
+    apply_tune_defaults,
+    check_resume_options,
+    resume_command,
+    sigterm_interrupts,
+)
 from explorer.errors import ExplorerError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-EXIT_CODES = (EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_INTERRUPTED)
+EXIT_TERMINATED = 143  # SIGTERM (128 + 15): handled like Ctrl-C, the run is kept, resumable
+EXIT_CODES = (
+    EXIT_OK,
+    EXIT_FAILED,
+    EXIT_USAGE,
+    EXIT_ENVIRONMENT,
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -50,10 +66,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
-        return int(args.func(args))
-    except KeyboardInterrupt:
+        with sigterm_interrupts():
+            return int(args.func(args))
+    except KeyboardInterrupt as exc:
         print("interrupted; every stored trial is kept", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
     except BrokenPipeError:
         if _stdout_closed():
             return EXIT_OK  # `explorer runs | head -1`: the reader has all it wanted
@@ -99,10 +116,12 @@ def _stdout_closed() -> bool:
 
 
 # -- workload arguments ------------------------------------------------------------------------
-def _add_workload_args(p: argparse.ArgumentParser) -> None:
+def _add_workload_args(p: argparse.ArgumentParser, *, optional: bool = False) -> None:
     p.add_argument(
         "workload",
-        help="family or preset name (see `explorer workloads`), or `expr` with --expr/--shape",
+        nargs="?" if optional else None,
+        help="family or preset name (see `explorer workloads`), or `expr` with --expr/--shape"
+        + (" (optional with --resume)" if optional else ""),
     )
     p.add_argument(
         "-p",
@@ -222,8 +241,10 @@ def cmd_measure(args: argparse.Namespace) -> int:
     with LocalMeasurer(MeasureConfig(repeat=args.repeat)) as measurer:
         (result,) = measurer.measure([candidate])
     run = store.create_run(workload, target, "manual", settings={"trace_file": args.trace})
-    store.add_trials(run.id, [NewTrial(candidate, result)])
-    store.finish_run(run.id)
+    try:
+        store.add_trials(run.id, [NewTrial(candidate, result)])
+    finally:  # a manual run is never left running, even when storing failed
+        store.finish_run(run.id)
     if result.is_ok:
         noisy = " (noisy: spread %.0f%%)" % (100 * (result.spread or 0)) if result.is_noisy else ""
         gflops = f", {result.gflops:.2f} GFLOPS" if result.gflops is not None else ""
@@ -242,40 +263,74 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     from explorer.measure import LocalMeasurer
     from explorer.search import make_strategy
-    from explorer.storage import get_store
-    from explorer.tuner import Tuner
+    from explorer.storage import default_store_path, get_store
+    from explorer.tuner import RunBudget, Tuner
 
-    check_tune_options(args)  # before anything is built, measured or stored
-    workload = _workload(args)
-    target = _target(args)
-    options = {}
-    if args.start:
-        # "Start from what I have": a saved session, a record's JSON, or a bare trace.
-        options["start"] = _start_candidate(args, workload, target)
-    strategy = make_strategy(args.strategy, **options)
-    store = get_store(args.db)
-    with (
-        LocalMeasurer() as measurer,
-        tqdm(total=args.trials, unit="trial", disable=args.quiet, file=sys.stderr) as bar,
-    ):
-        tuner = Tuner(measurer=measurer, store=store, batch_size=args.batch)
+    if args.resume is None:
+        if args.workload is None and args.expr is None:
+            raise ExplorerError("tune needs a workload (or --resume RUN to continue a run)")
+        apply_tune_defaults(args)
+        check_tune_options(args)  # before anything is built, measured or stored
+        workload = _workload(args)
+        target = _target(args)
+        options = {}
+        if args.start:
+            # "Start from what I have": a saved session, a record's JSON, or a bare trace.
+            options["start"] = _start_candidate(args, workload, target)
+        strategy = make_strategy(args.strategy, **options)
+        store = get_store(args.db)
+        total, batch_size = args.trials, args.batch
+    else:
+        # Everything comes from the stored run; explicit options may only repeat its own.
+        path = Path(args.db) if args.db else default_store_path()
+        if not path.is_file():  # a missing database has no run to resume: create nothing
+            raise ExplorerError(f"there is no run {args.resume}: {path} does not exist")
+        store = get_store(args.db)
+        try:
+            run = store.get_run(args.resume)
+        except KeyError:
+            raise ExplorerError(f"there is no run {args.resume} (see `explorer runs`)") from None
+        given = _workload(args) if args.workload is not None or args.expr else None
+        check_resume_options(args, run, given)
+        budget = RunBudget.of(run)
+        args.strategy = run.strategy
+        check_tune_options(args)
+        total, batch_size = budget.max_trials, budget.batch_size
+    tuner: Tuner | None = None
+    try:
+        with (
+            LocalMeasurer() as measurer,
+            tqdm(total=total, unit="trial", disable=args.quiet, file=sys.stderr) as bar,
+        ):
+            tuner = Tuner(measurer=measurer, store=store, batch_size=batch_size)
 
-        def progress(p: Any) -> None:
-            bar.n = p.num_trials
-            if p.best_secs:
-                bar.set_postfix_str(f"best {format_secs(p.best_secs)}")
-            bar.refresh()
+            def progress(p: Any) -> None:
+                bar.n = p.num_trials
+                if p.best_secs:
+                    bar.set_postfix_str(f"best {format_secs(p.best_secs)}")
+                bar.refresh()
 
-        result = tuner.run(
-            workload,
-            target,
-            strategy,
-            max_trials=args.trials,
-            max_secs=args.seconds,
-            seed=args.seed,
-            on_progress=progress,
-            resume_run_id=args.resume,
+            if args.resume is not None:
+                result = tuner.resume(args.resume, on_progress=progress)
+            else:
+                result = tuner.run(
+                    workload,
+                    target,
+                    strategy,
+                    max_trials=args.trials,
+                    max_secs=args.seconds,
+                    seed=args.seed,
+                    on_progress=progress,
+                )
+    except KeyboardInterrupt as exc:
+        if tuner is None or tuner.run_id is None:  # stopped before any run existed
+            raise
+        print(
+            f"interrupted; run {tuner.run_id} keeps every stored trial. Resume it with:\n"
+            f"  {resume_command(tuner.run_id, args.db)}",
+            file=sys.stderr,
         )
+        return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
     print(f"run {result.run.id}: {result.num_trials} trials ({result.stopped_because})")
     if result.best is None:
         print("no successful trial")
@@ -294,20 +349,22 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from explorer.storage import get_store
+    from explorer.storage import get_store, summarize_run
 
     store = get_store(args.db, read_only=True)
     runs = store.runs()
     if not runs:
         print(f"no runs in {getattr(store, 'path', args.db)}")
         return EXIT_OK
-    print(f"{'id':>4} {'strategy':12} {'trials':>6} {'best ms':>10}  {'status':9} workload")
+    # Trials and best as `explorer tune` reports them (one summary for both): re-measurements
+    # are not trials, and the best is the confirmed (re-timed) one. A run whose process is gone
+    # reads as interrupted (resume it with `explorer tune --resume ID`).
+    print(f"{'id':>4} {'strategy':12} {'trials':>6} {'best':>10}  {'status':11} workload")
     for run in runs:
-        best = store.best_so_far(run.id).best_secs
-        best_ms = f"{best[-1] * 1e3:.4f}" if best and best[-1] != float("inf") else "-"
-        n = store.count_trials(run_id=run.id)
+        summary = summarize_run(run.id, store.trial_rows(run_id=run.id))
         print(
-            f"{run.id:>4} {run.strategy:12} {n:>6} {best_ms:>10}  {run.status:9} "
+            f"{run.id:>4} {run.strategy:12} {summary.num_trials:>6} "
+            f"{format_secs(summary.best_secs):>10}  {run.status:11} "
             f"{run.workload.key()} on {run.target.key()}"
         )
     return EXIT_OK
@@ -474,24 +531,31 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_measure)
 
     p = sub.add_parser("tune", help="search for a fast schedule")
-    _add_workload_args(p)
+    _add_workload_args(p, optional=True)
     _add_common(p)
+    # Defaults are None here (TUNE_DEFAULTS fills them in): with --resume only options given
+    # explicitly are compared with the run's own.
     p.add_argument(
         "--strategy",
-        default="random",
+        default=None,
         metavar="NAME",
         help=f"search strategy: {', '.join(STRATEGY_NAMES)} (default: random)",
     )
-    p.add_argument("--trials", type=positive_int, default=64, help="trial budget (default 64)")
+    p.add_argument("--trials", type=positive_int, default=None, help="trial budget (default 64)")
     p.add_argument(
         "--seconds", type=positive_seconds, default=None, help="wall-clock budget in seconds"
     )
-    p.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=non_negative_int, default=None, help="random seed (default 0)")
     p.add_argument(
-        "--batch", type=positive_int, default=8, help="candidates per batch (default 8)"
+        "--batch", type=positive_int, default=None, help="candidates per batch (default 8)"
     )
     p.add_argument(
-        "--resume", type=positive_int, default=None, metavar="RUN", help="continue a run"
+        "--resume",
+        type=positive_int,
+        default=None,
+        metavar="RUN",
+        help="continue run RUN with its own workload, strategy, budget and seed (`explorer runs` "
+        "lists them; other options may only repeat the run's own)",
     )
     p.add_argument("--save-trace", help="write the best trace (JSON) to this file")
     p.add_argument(

@@ -6,24 +6,63 @@ about which points to propose (Kernel Tuner's CostFunc idea).
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from explorer.errors import SearchError
-from explorer.measure import Measurer, confirm_best, trace_key
-from explorer.search import SearchStrategy, make_strategy
+from explorer.errors import RunInUseError, SearchError
+from explorer.measure import Candidate, Measurer, confirm_best, trace_key
+from explorer.search import STRATEGIES, SearchStrategy, make_strategy
 from explorer.search._start import start_trial
 from explorer.space import DesignSpace
-from explorer.storage._base import NewTrial, RecordStore, RunInfo, TrialRecord
+from explorer.storage._base import NewTrial, RecordStore, RunInfo, RunStatus, TrialRecord
+from explorer.storage._summary import summarize_run
 from explorer.target import Target
 from explorer.workloads import Workload
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunBudget:
+    """What a run's settings fix besides its strategy: the budget, the seed and the batch size.
+
+    Stored with every run (``settings()``), so a resumed run continues under its own terms.
+    """
+
+    max_trials: int
+    max_secs: float | None
+    seed: int
+    batch_size: int
+
+    KEYS = ("max_trials", "max_secs", "seed", "batch_size")
+
+    def settings(self) -> dict[str, int | float | None]:
+        return {key: getattr(self, key) for key in self.KEYS}
+
+    @classmethod
+    def of(cls, run: RunInfo) -> RunBudget:
+        """The budget stored with ``run``; ``SearchError`` for a run no Tuner made."""
+        missing = [k for k in ("max_trials", "seed", "batch_size") if k not in run.settings]
+        if missing:
+            raise SearchError(
+                f"run {run.id} ({run.strategy}) was not made by a search: its settings have no "
+                f"{', '.join(missing)}; it cannot be resumed"
+            )
+        s = run.settings
+        max_secs = s.get("max_secs")
+        return cls(
+            int(s["max_trials"]),  # type: ignore[arg-type]
+            None if max_secs is None else float(max_secs),  # type: ignore[arg-type]
+            int(s["seed"]),  # type: ignore[arg-type]
+            int(s["batch_size"]),  # type: ignore[arg-type]
+        )
 
 
 @dataclass(frozen=True)
@@ -104,6 +143,9 @@ class Tuner:
         self.store = store
         self.batch_size = batch_size
         self.confirm_top = confirm_top
+        self.run_id: int | None = None
+        """The run of the latest ``run``/``resume`` call, set as soon as it exists (so that a
+        caller interrupted mid-run can name the run to resume)."""
 
     def run(
         self,
@@ -121,49 +163,118 @@ class Tuner:
         """Search until ``max_trials`` trials are stored, ``max_secs`` pass, the strategy runs
         dry or ``should_stop()`` turns true (checked between batches).
 
-        With ``resume_run_id`` the run continues: its stored trials count against the budget and
-        are told to the strategy first, so nothing is measured twice.
+        Nothing is stored until the search has started: a strategy that refuses its options or
+        start point raises before any run exists. A ``KeyboardInterrupt`` (Ctrl-C, or SIGTERM
+        in the CLI) ends the run as ``interrupted``, resumable.
+
+        With ``resume_run_id`` the run continues (see ``resume``); the arguments must then be
+        the run's own (anything else raises ``SearchError``).
         """
+        if resume_run_id is not None:
+            run = self._get_run(resume_run_id)
+            budget = RunBudget.of(run)
+            instance = make_strategy(strategy)
+            self._check_same(run, workload, target, instance, max_trials, max_secs, seed, budget)
+            return self.resume(
+                resume_run_id,
+                # A name means the run's own strategy, hyper-parameters included.
+                strategy=None if isinstance(strategy, str) else instance,
+                should_stop=should_stop,
+                on_progress=on_progress,
+            )
         if max_trials < 1:
             raise SearchError(f"max_trials must be at least 1 (got {max_trials})")
+        if max_secs is not None and not max_secs >= 0:
+            raise SearchError(f"max_secs must be a number >= 0 (got {max_secs})")
         strategy = make_strategy(strategy)
         space = DesignSpace.of(workload, target)
-        if resume_run_id is None:
-            run = self.store.create_run(
-                workload,
-                target,
-                strategy.name or type(strategy).__name__,
-                settings={
-                    **strategy.settings(),
-                    "seed": seed,
-                    "max_trials": max_trials,
-                    "max_secs": max_secs,
-                    "batch_size": self.batch_size,
-                },
-            )
-            history: list[TrialRecord] = []
-        else:
-            run = self._check_resumable(resume_run_id, workload, target, strategy)
-            # A stopped run ends with re-timings of its best candidates (same traces): they are
-            # not trials of the search, so they neither count against the budget nor get told
-            # to the strategy twice.
-            history = _unique_traces(self.store.trials(run_id=run.id))
-        strategy.reset(space, rng=np.random.default_rng(seed), history=history, store=self.store)
+        strategy.reset(space, rng=np.random.default_rng(seed), history=[], store=self.store)
+        budget = RunBudget(max_trials, max_secs, seed, self.batch_size)
+        run = self.store.create_run(
+            workload,
+            target,
+            strategy.name or type(strategy).__name__,
+            settings={**strategy.settings(), **budget.settings()},
+        )
+        self.run_id = run.id
+        return self._search(run, strategy, budget, [], should_stop, on_progress)
 
+    def resume(
+        self,
+        run_id: int,
+        *,
+        strategy: SearchStrategy | None = None,
+        should_stop: Callable[[], bool] = lambda: False,
+        on_progress: Callable[[TuneProgress], None] | None = None,
+    ) -> TuneResult:
+        """Continue run ``run_id`` where it stopped, with its own workload, target, strategy,
+        settings, budget, batch size and seed (all read from the run).
+
+        The run must not be owned by another live process (``RunInUseError``); this process
+        owns it until the call returns. The strategy is rebuilt from the run's settings unless
+        given (an instance, for strategies with settings that are not stored). Its stored batches
+        are replayed through ``ask``/``tell`` with the run's seed, so the strategy continues in
+        the very state an uninterrupted run would have reached: with a deterministic measurer a
+        resumed run measures the same points as one never stopped. (If the replay diverges,
+        e.g. the strategy learns from other runs in the store, the stored trials are told to a
+        fresh strategy instead and nothing is measured twice.) A run whose budget is spent and
+        whose best was re-timed already ends at once, without re-timing again.
+        """
+        # Step 1. Everything that can refuse the resume, while the run is left as it is.
+        run = self._get_run(run_id)
+        budget = RunBudget.of(run)
+        if strategy is None:
+            strategy = strategy_of(run, self.store.trials(run_id=run.id))
+        space = DesignSpace.of(run.workload, run.target)
+        before = run.status
+        # Step 2. Own the run (one owner per run), then read its trials: none can be added now.
+        run = self.store.claim_run(run.id)
+        self.run_id = run.id
+        try:
+            searched = [t for t in self.store.trials(run_id=run.id) if not t.is_remeasure]
+            if len(searched) < budget.max_trials:
+                history = self._replay(strategy, space, budget, searched)
+            else:  # nothing left to ask: no need to rebuild the strategy's state
+                history = _unique_traces(searched)
+        except BaseException as exc:
+            # Nothing was measured: the run gets its status back (Ctrl-C: interrupted).
+            interrupted = isinstance(exc, KeyboardInterrupt) or before is RunStatus.RUNNING
+            self.store.finish_run(run.id, RunStatus.INTERRUPTED if interrupted else before)
+            raise
+        return self._search(run, strategy, budget, history, should_stop, on_progress)
+
+    def _search(
+        self,
+        run: RunInfo,
+        strategy: SearchStrategy,
+        budget: RunBudget,
+        history: list[TrialRecord],
+        should_stop: Callable[[], bool],
+        on_progress: Callable[[TuneProgress], None] | None,
+    ) -> TuneResult:
+        """The batch loop, on a run this process owns; ``finish_run`` releases it."""
         started = time.monotonic()
+        active_before = run.active_secs  # searching time of the run's earlier sessions
+
+        def active_secs() -> float:
+            return active_before + time.monotonic() - started
+
         num_trials = len(history)
+        num_new = 0
         best = min((r.median_secs for r in history if r.result.is_ok), default=None)
         stopped_because = "budget"
-        status = "failed"
+        status = RunStatus.FAILED
+        error: BaseException | None = None
         try:
-            while num_trials < max_trials:
+            while num_trials < budget.max_trials:
                 if should_stop():
                     stopped_because = "cancelled"
                     break
-                if max_secs is not None and time.monotonic() - started >= max_secs:
+                if budget.max_secs is not None and active_secs() >= budget.max_secs:
                     stopped_because = "time"
                     break
-                candidates = strategy.ask(min(self.batch_size, max_trials - num_trials))
+                n = min(budget.batch_size, budget.max_trials - num_trials)
+                candidates = strategy.ask(n)
                 if not candidates:
                     stopped_because = "exhausted"
                     break
@@ -176,8 +287,10 @@ class Tuner:
                         for c, r, p in zip(candidates, results, predicted, strict=True)
                     ],
                 )
+                self.store.heartbeat(run.id, active_secs())
                 strategy.tell(batch)
                 num_trials += len(batch)
+                num_new += len(batch)
                 ok = [r.median_secs for r in batch if r.result.is_ok and r.median_secs]
                 if ok:
                     best = min([*ok, *([best] if best else [])])
@@ -186,36 +299,109 @@ class Tuner:
                         TuneProgress(
                             run.id,
                             num_trials,
-                            max_trials,
+                            budget.max_trials,
                             time.monotonic() - started,
                             best,
                             tuple(batch),
                         )
                     )
-            status = "cancelled" if stopped_because == "cancelled" else "finished"
+            status = RunStatus.CANCELLED if stopped_because == "cancelled" else RunStatus.FINISHED
+        except BaseException as exc:
+            status, error = _status_after(exc), exc
+            raise
         finally:
-            # Whatever happens (KeyboardInterrupt included) the stored batches stay; the run is
-            # marked so a later call can resume it.
-            run = self.store.finish_run(run.id, status)
-        best_record, best_secs, start, start_secs = self._confirm_best(run)
+            # Whatever happens the stored batches stay; the run is marked (Ctrl-C: interrupted)
+            # and released, so a later call can resume it. A lost lease is not ours to end.
+            if not isinstance(error, RunInUseError):
+                with contextlib.suppress(RunInUseError):
+                    self.store.heartbeat(run.id, active_secs())
+                run = self.store.finish_run(run.id, status)
+        # A run resumed with nothing left to do keeps its confirmation: re-timing it again at
+        # every resume would only pile up re-measurements.
+        if num_new or not any(t.is_remeasure for t in self.store.trials(run_id=run.id)):
+            best_record, best_secs, start, start_secs = self._confirm_best(run)
+        else:
+            best_record, best_secs, start, start_secs = None, None, None, None
+        # The reported best is the run's summary, exactly what `explorer runs` shows.
+        summary = summarize_run(run.id, self.store.trial_rows(run_id=run.id))
+        if summary.best_trial_id is not None:
+            best_record, best_secs = self.store.get_trial(summary.best_trial_id), summary.best_secs
+        else:
+            best_record, best_secs = None, None
         return TuneResult(
-            run, num_trials, best_record, best_secs, stopped_because, start, start_secs
+            run, summary.num_trials, best_record, best_secs, stopped_because, start, start_secs
         )
 
-    def _check_resumable(
-        self, run_id: int, workload: Workload, target: Target, strategy: SearchStrategy
-    ) -> RunInfo:
-        run = self.store.get_run(run_id)
+    def _replay(
+        self,
+        strategy: SearchStrategy,
+        space: DesignSpace,
+        budget: RunBudget,
+        searched: list[TrialRecord],
+    ) -> list[TrialRecord]:
+        """Bring a fresh strategy to the state it had after the stored batches; returns the
+        history the search continues from."""
+        strategy.reset(space, rng=np.random.default_rng(budget.seed), history=[], store=self.store)
+        done = 0
+        while done < len(searched):
+            asked = strategy.ask(min(budget.batch_size, budget.max_trials - done))
+            stored = searched[done : done + len(asked)]
+            same = len(asked) == len(stored) and all(
+                trace_key(c.trace) == trace_key(t.candidate.trace)
+                for c, t in zip(asked, stored, strict=True)
+            )
+            if not asked or not same:
+                log.warning(
+                    "run %d: replaying its %d stored trials through %s diverged at trial %d; "
+                    "continuing from the stored trials instead (the rest of the run may differ "
+                    "from an uninterrupted one)",
+                    searched[0].run_id, len(searched), strategy.name, done,
+                )  # fmt: skip
+                history = _unique_traces(searched)
+                strategy.reset(
+                    space,
+                    rng=np.random.default_rng(budget.seed),
+                    history=history,
+                    store=self.store,
+                )
+                return history
+            strategy.tell(stored)
+            done += len(asked)
+        return list(searched)
+
+    def _get_run(self, run_id: int) -> RunInfo:
+        try:
+            return self.store.get_run(run_id)
+        except KeyError:
+            raise SearchError(f"there is no run {run_id} in {self.store!r}") from None
+
+    @staticmethod
+    def _check_same(
+        run: RunInfo,
+        workload: Workload,
+        target: Target,
+        strategy: SearchStrategy,
+        max_trials: int,
+        max_secs: float | None,
+        seed: int,
+        budget: RunBudget,
+    ) -> None:
         if run.workload != workload or run.target.key() != target.key():
             raise SearchError(
-                f"run {run_id} tuned {run.workload.key()} on {run.target.key()}, not "
+                f"run {run.id} tuned {run.workload.key()} on {run.target.key()}, not "
                 f"{workload.key()} on {target.key()}; it cannot be resumed with these"
             )
         if strategy.name and run.strategy != strategy.name:
             raise SearchError(
-                f"run {run_id} used strategy {run.strategy!r}, not {strategy.name!r}"
+                f"run {run.id} used strategy {run.strategy!r}, not {strategy.name!r}"
             )
-        return run
+        given = {"max_trials": max_trials, "max_secs": max_secs, "seed": seed}
+        for name, value in given.items():
+            if value != getattr(budget, name):
+                raise SearchError(
+                    f"run {run.id} has {name}={getattr(budget, name)!r}, not {value!r}; a run "
+                    "resumes with its own settings (start a new run for others)"
+                )
 
     def _confirm_best(
         self, run: RunInfo
@@ -250,7 +436,8 @@ class Tuner:
         for cand, pooled in pairs:
             old = by_candidate[id(cand)].result
             fresh = pooled.run_secs[len(old.run_secs) :] if pooled.is_ok else ()
-            new.append(NewTrial(cand, replace(pooled, run_secs=fresh) if pooled.is_ok else pooled))
+            result = replace(pooled, run_secs=fresh) if pooled.is_ok else pooled
+            new.append(NewTrial(cand, result, is_remeasure=True))
         self.store.add_trials(run.id, new)
         start_secs = None
         if start is not None and start.result.is_ok:
@@ -260,6 +447,41 @@ class Tuner:
             log.warning("re-measuring the best candidates failed: %s", pooled.error_msg)
             return None, None, start, start_secs
         return by_candidate[id(cand)], pooled.median_secs, start, start_secs
+
+
+def strategy_of(run: RunInfo, trials: Sequence[TrialRecord] = ()) -> SearchStrategy:
+    """The strategy of a stored run, rebuilt from its settings (its hyper-parameters).
+
+    Raises:
+        SearchError: the run's strategy is not a registered one, or its stored settings do not
+            build it (pass the instance to ``Tuner.resume`` then).
+    """
+    cls = STRATEGIES.get(run.strategy)
+    if cls is None:
+        raise SearchError(
+            f"run {run.id} used strategy {run.strategy!r}, which is not a registered strategy "
+            f"({', '.join(sorted(STRATEGIES))}); it cannot be resumed by name"
+        )
+    accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    params = {k: v for k, v in run.settings.items() if k in accepted and k not in RunBudget.KEYS}
+    start = params.get("start")
+    if isinstance(start, Mapping) and not {"sketch", "point"} <= set(start):
+        # A hand-made start is stored as the run's reference trial, not in the settings: the
+        # strategy gets it back exactly as the user gave it (a bare candidate).
+        reference = start_trial(trials)
+        if reference is not None:
+            params["start"] = Candidate(run.workload, run.target, reference.candidate.trace)
+    try:
+        return make_strategy(run.strategy, **params)
+    except (TypeError, ValueError) as exc:
+        raise SearchError(
+            f"run {run.id}: its stored settings do not rebuild strategy {run.strategy!r} ({exc})"
+        ) from None
+
+
+def _status_after(exc: BaseException | None) -> RunStatus:
+    """How a run ends when ``exc`` stops it: Ctrl-C and SIGTERM interrupt, errors fail it."""
+    return RunStatus.INTERRUPTED if isinstance(exc, KeyboardInterrupt) else RunStatus.FAILED
 
 
 def _unique_traces(trials: Iterable[TrialRecord]) -> list[TrialRecord]:

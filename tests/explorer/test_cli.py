@@ -107,9 +107,12 @@ def test_resume_continues_a_run(tmp_path):
     db = tmp_path / "records.db"
     first = run("tune", *SMALL, "--trials", "3", "--batch", "3", "-q", db=db)
     assert first.returncode == 0, first.stderr
-    again = run("tune", *SMALL, "--trials", "6", "--batch", "3", "--resume", "1", "-q", db=db)
+    # a run resumes on its own terms: another budget is refused, the run alone is enough
+    other = run("tune", *SMALL, "--trials", "6", "--batch", "3", "--resume", "1", "-q", db=db)
+    assert other.returncode == 2 and "--trials 6 (the run has 3)" in other.stderr
+    again = run("tune", "--resume", "1", "-q", db=db)
     assert again.returncode == 0, again.stderr
-    assert "run 1: 6 trials" in again.stdout
+    assert "run 1: 3 trials" in again.stdout
 
 
 @pytest.mark.parametrize("payload", [b"\x00garbage\xff" * 100])

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.errors import SearchError
+from explorer.errors import RunInUseError, SearchError
 from explorer.measure import LocalMeasurer, MeasureConfig, trace_key
-from explorer.storage import get_store
+from explorer.search import RandomSearch
+from explorer.storage import get_store, summarize_run
 from explorer.tuner import Tuner
 from explorer.types import MeasureStatus
 from explorer.workloads import get_workload
@@ -80,7 +81,7 @@ def test_an_interrupted_run_keeps_its_trials_and_resumes_without_repeats(
     with pytest.raises(KeyboardInterrupt):
         tuner.run(WORKLOAD, cpu_target, "random", max_trials=10, seed=3, on_progress=interrupt)
     (run,) = store.runs()
-    assert run.status == "failed"
+    assert run.status == "interrupted" and run.owner is None  # Ctrl-C: resumable, released
     assert store.count_trials(run_id=run.id) == 4
 
     result = tuner.run(WORKLOAD, cpu_target, "random", max_trials=10, seed=3, resume_run_id=run.id)
@@ -108,9 +109,69 @@ def test_resume_does_not_count_the_re_timings_of_a_stopped_run(measurer, store, 
     )  # fmt: skip
     # 4 trials, then the 2 best re-timed and stored beside them
     assert first.num_trials == 4 and store.count_trials(run_id=first.run.id) == 6
-    resumed = tuner.run(
-        WORKLOAD, cpu_target, "random", max_trials=8, seed=5, resume_run_id=first.run.id
-    )
-    assert resumed.num_trials == 8
-    keys = {trace_key(t.candidate.trace) for t in store.trials(run_id=first.run.id)}
-    assert len(keys) == 8  # 4 new candidates, none measured twice as a trial
+    with pytest.raises(SearchError, match="max_trials=12, not 8"):  # a run keeps its budget
+        tuner.run(WORKLOAD, cpu_target, "random", max_trials=8, seed=5, resume_run_id=first.run.id)
+    resumed = tuner.resume(first.run.id)
+    assert resumed.num_trials == 12 and resumed.run.status == "finished"
+    trials = store.trials(run_id=first.run.id)
+    searched = [t for t in trials if not t.is_remeasure]
+    assert len({trace_key(t.candidate.trace) for t in searched}) == len(searched) == 12
+    # re-timed twice (once per session that searched), each time the 2 best
+    assert sum(t.is_remeasure for t in trials) == 4
+    assert store.count_trials(run_id=first.run.id, remeasures=False) == 12
+
+
+def test_runs_and_tune_agree_and_a_finished_run_is_not_re_timed_again(measurer, store, cpu_target):
+    tuner = Tuner(measurer=measurer, store=store, batch_size=4, confirm_top=2)
+    result = tuner.run(WORKLOAD, cpu_target, "random", max_trials=8, seed=2)
+    summary = summarize_run(result.run.id, store.trial_rows(run_id=result.run.id))
+    assert summary.num_trials == result.num_trials == 8 and summary.num_remeasured == 2
+    assert summary.best_trial_id == result.best.id and summary.best_secs == result.best_secs
+    assert summary.is_confirmed and not result.best.is_remeasure
+    count = store.count_trials(run_id=result.run.id)
+    again = tuner.resume(result.run.id)  # nothing left to search: nothing measured, no re-timing
+    assert store.count_trials(run_id=result.run.id) == count == 10
+    assert again.num_trials == 8 and again.best.id == result.best.id
+    assert again.best_secs == result.best_secs and again.run.status == "finished"
+
+
+class _RefusesToStart(RandomSearch):
+    name = "random"
+
+    def _start(self, history):
+        raise SearchError("this start point is refused")
+
+
+def test_a_start_that_fails_creates_no_run(measurer, store, cpu_target):
+    tuner = Tuner(measurer=measurer, store=store)
+    with pytest.raises(SearchError, match="refused"):
+        tuner.run(WORKLOAD, cpu_target, _RefusesToStart(), max_trials=4)
+    with pytest.raises(SearchError, match="max_secs"):
+        tuner.run(WORKLOAD, cpu_target, "random", max_trials=4, max_secs=float("nan"))
+    assert store.runs() == []
+
+
+def test_one_owner_per_run_within_a_process(measurer, store, cpu_target):
+    tuner = Tuner(measurer=measurer, store=store, batch_size=2, confirm_top=0)
+    attempts = []
+
+    def resume_meanwhile(progress) -> None:
+        with pytest.raises(RunInUseError, match="already running .in this process"):
+            Tuner(measurer=measurer, store=store).resume(progress.run_id)
+        attempts.append(progress.run_id)
+
+    result = tuner.run(WORKLOAD, cpu_target, "random", max_trials=2, on_progress=resume_meanwhile)
+    assert attempts == [result.run.id] and store.get_run(result.run.id).owner is None
+    with pytest.raises(SearchError, match="no run 99"):
+        tuner.resume(99)
+
+
+def test_a_time_budget_counts_every_session_of_a_run(measurer, store, cpu_target):
+    tuner = Tuner(measurer=measurer, store=store, batch_size=2, confirm_top=0)
+    first = tuner.run(WORKLOAD, cpu_target, "random", max_trials=50, max_secs=0.2)
+    assert first.stopped_because == "time" and first.num_trials == 2  # one batch, then out
+    spent = store.get_run(first.run.id).active_secs
+    assert spent >= 0.2
+    again = tuner.resume(first.run.id)  # the budget was spent in the first session
+    assert again.stopped_because == "time" and again.num_trials == 2
+    assert store.get_run(first.run.id).active_secs >= spent
