@@ -1,5 +1,6 @@
-"""A search process for the resume tests: a real ``Tuner`` on a real SQLite file, measuring with the
-shipped recording (``explorer.testing.recordings``), so its timings are the same in every process.
+"""A search process for the resume tests: a real ``Tuner`` on a real SQLite file, measuring with
+the shipped recording (``explorer.testing.recordings``), so its timings are the same in every
+process.
 
 Usage: python _tune_replay.py DB STRATEGY [--trials N --batch B --seed S] [--resume RUN]
 
