@@ -235,7 +235,11 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
     workload = _workload(args)
     target = _target(args)
-    trace = _read_trace(Path(args.trace)) if args.trace else _empty_trace(workload)
+    trace = (
+        _read_trace(Path(args.trace), workload, refit=args.refit)
+        if args.trace
+        else _empty_trace(workload)
+    )
     candidate = Candidate(workload, target, trace)
     store = get_store(args.db)  # a database that cannot be used is found before measuring
     with LocalMeasurer(MeasureConfig(repeat=args.repeat)) as measurer:
@@ -468,7 +472,8 @@ def _start_candidate(args: argparse.Namespace, workload: Any, target: Any) -> An
     from explorer.measure import Candidate
     from explorer.space import DesignSpace, KnobSpace, nearest_point
 
-    candidate = Candidate(workload, target, _read_trace(Path(args.start)))
+    trace = _read_trace(Path(args.start), workload, refit=args.refit)
+    candidate = Candidate(workload, target, trace)
     mapping = nearest_point(KnobSpace(DesignSpace.of(workload, target)), candidate)
     print(f"start: {args.start}, {mapping.describe()}")
     return candidate
@@ -489,22 +494,27 @@ def _start_verdict(result: Any) -> str:
     )
 
 
-def _read_trace(path: Path) -> Any:
-    try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        raise ExplorerError(f"{path}: not a JSON file (a trace or a saved session)") from None
-    if isinstance(data, dict):  # a saved session or a record: take its trace
-        if "trace" not in data:
-            raise ExplorerError(f"{path}: a JSON object without a 'trace' field is not a trace")
-        return data["trace"]
-    return data
+def _read_trace(path: Path, workload: Any, *, refit: bool = False) -> Any:
+    """The file's trace, checked: bad input never reaches TVM or the database. ``--refit``
+    re-fits a trace of another shape, and what it changed is printed."""
+    from explorer.session import read_trace_file
+
+    checked = read_trace_file(path, workload, refit=refit)
+    for note in checked.notes:
+        print(f"refit: {note}")
+    return checked.trace
 
 
 def _empty_trace(workload: Any) -> Any:
     from explorer import _tvm
 
     return _tvm.trace_to_json(_tvm.Schedule(workload.mod()).trace)
+
+
+REFIT_HELP = (
+    "re-fit a trace recorded for another shape of this operator: each tile that no longer "
+    "fits becomes the nearest one that does, and each change is printed"
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -527,6 +537,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_workload_args(p)
     _add_common(p)
     p.add_argument("--trace", help="JSON trace or saved session (default: unscheduled)")
+    p.add_argument("--refit", action="store_true", help=REFIT_HELP)
     p.add_argument("--repeat", type=positive_int, default=5, help="timed repeats (default 5)")
     p.set_defaults(func=cmd_measure)
 
@@ -564,6 +575,7 @@ def _parser() -> argparse.ArgumentParser:
         help="start from this schedule (saved session or trace JSON): it is measured as the "
         "run's reference and the search starts at its nearest point",
     )
+    p.add_argument("--refit", action="store_true", help=REFIT_HELP)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_tune)
 
