@@ -31,6 +31,17 @@ STRATEGY_NAMES = (
     "value",
 )
 
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_TERMINATED = 143  # SIGTERM (128 + 15): handled like Ctrl-C, the run is kept, resumable
+EXIT_CODES = (
+    EXIT_OK,
+    EXIT_FAILED,
+    EXIT_USAGE,
+    EXIT_ENVIRONMENT,
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+)
+
 
 class UsageError(ExplorerError, ValueError):
     """The command line asks for something impossible or contradictory."""
