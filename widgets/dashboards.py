@@ -34,11 +34,12 @@ from explorer.analysis import (
 )
 from explorer.session import ScheduleSession
 from explorer.space import DesignSpace, KnobSpace
-from explorer.storage import RunInfo, TrialRecord
+from explorer.storage import CheckSummary, RunInfo, TrialRecord, check_unchecked
 from explorer.target import Target
 from explorer.workloads import Workload
 from widgets import plots
 from widgets._context import MANUAL, Context
+from widgets._jobs import Job
 
 log = logging.getLogger(__name__)
 
@@ -98,9 +99,18 @@ class Dashboards:
         self.knobs_fig = plots.make_knob_effects_figure(_no_knobs())
         self.status = w.Label(value="Open or build a schedule to see its dashboards.")
         self.status.add_class("se-dashboards-status")
+        # Timings imported from MetaSchedule are unchecked until our measurer has compared the
+        # output with NumPy; the button re-measures this workload's (hidden when there are none).
+        self.check_button = w.Button(
+            description="Check unchecked timings",
+            tooltip="re-measure this workload's MetaSchedule timings, output checked vs NumPy",
+            layout=w.Layout(display="none", width="auto"),
+        )
+        self.check_button.add_class("se-check-unchecked")
+        self.check_button.on_click(lambda _button: self.check_unchecked())
         self.widget = w.VBox(
             [
-                self.status,
+                w.HBox([self.status, self.check_button]),
                 # Stacked, not side by side: in JupyterLab two FigureWidgets in one row were
                 # drawn at their default width and clipped.
                 _boxed(self.convergence_fig, "se-convergence"),
@@ -194,7 +204,50 @@ class Dashboards:
             conv = self._draw_runs(runs, table)
             space = self._draw_trials(workload, target, table)
             self.status.value = _summary(workload, target, table, conv, space)
+            self._show_check_button(table.num_unchecked)
             self._last_refresh = time.monotonic()
+
+    # -- "check these" ------------------------------------------------------------------------
+    def check_unchecked(self) -> Job | None:
+        """Re-measure this workload's unchecked timings in the background (``explorer check``).
+
+        The checked trials reach the figures through the store, like any other measurement.
+        """
+        with self._lock:
+            workload, target = self._workload, self._target
+        runner = self.ctx.measure_jobs
+        if workload is None or target is None:
+            return None
+        if runner.busy:
+            busy = runner.current.name if runner.current is not None else "a measurement"
+            self.status.value = f"Busy ({busy}): check again when it ends."
+            return None
+
+        def check(_job: Job) -> CheckSummary:
+            return check_unchecked(
+                self.ctx.store, self.ctx.measurer, workload=workload, target=target
+            )
+
+        def done(job: Job) -> None:
+            if job.exception is not None:
+                self.status.value = f"Checking failed: {job.exception}"
+                self.check_button.disabled = False
+                return
+            summary: CheckSummary = job.result
+            self.check_button.description = (
+                f"Checked {summary.checked}: {summary.ok} ok, {summary.failed} not ok"
+            )
+
+        self.check_button.disabled = True
+        self.check_button.description = "Checking…"
+        return runner.submit("checking unchecked timings", check, on_done=done)
+
+    def _show_check_button(self, num_unchecked: int) -> None:
+        button = self.check_button
+        button.layout.display = "" if num_unchecked else "none"
+        if num_unchecked and not self.ctx.measure_jobs.busy:
+            button.disabled = False
+            button.description = f"Check {num_unchecked} unchecked timings"
 
     def _load(self, workload: Workload, target: Target) -> TrialTable:
         # Run by run: the status shows progress, and only one run's rows are alive at a time.

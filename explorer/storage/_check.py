@@ -14,7 +14,9 @@ from dataclasses import dataclass
 
 from explorer.measure._base import Candidate, Measurer
 from explorer.storage._base import NewTrial, RecordStore, TrialRecord, trace_hash
+from explorer.target import Target
 from explorer.types import MeasureStatus
+from explorer.workloads import Workload
 
 STRATEGY = "check"
 """The strategy name of the runs that hold checked measurements."""
@@ -47,6 +49,8 @@ def check_unchecked(
     measurer: Measurer,
     *,
     run_id: int | None = None,
+    workload: Workload | None = None,
+    target: Target | None = None,
     batch_size: int = 8,
     on_batch: Callable[[list[TrialRecord]], None] | None = None,
 ) -> CheckSummary:
@@ -62,6 +66,7 @@ def check_unchecked(
         store: Where the unchecked trials are and the check runs go.
         measurer: A measurer that checks outputs, e.g. ``LocalMeasurer()``.
         run_id: Only this run's unchecked trials (``KeyError`` if there is no such run).
+        workload, target: Only this workload's (target's) unchecked trials.
         batch_size: Candidates per ``measure`` call and per stored batch.
         on_batch: Called with each stored batch (for progress).
 
@@ -77,7 +82,9 @@ def check_unchecked(
         raise ValueError(f"batch_size must be at least 1 (got {batch_size})")
     if run_id is not None:
         store.get_run(run_id)  # KeyError for an unknown run, before any work
-    unchecked = store.trials(run_id=run_id, status=MeasureStatus.UNCHECKED)
+    unchecked = store.trials(
+        run_id=run_id, workload=workload, target=target, status=MeasureStatus.UNCHECKED
+    )
     # Step 1. Group by (workload, target); drop schedules already checked, and repeats.
     groups: dict[tuple[str, str], list[TrialRecord]] = {}
     for trial in unchecked:

@@ -239,3 +239,31 @@ def test_a_click_that_cannot_open_shows_why(dash, dctx):
 
     dash._on_pred_click(Trace(), Points(point_inds=[0]))
     assert dash.status.value.startswith("Could not open that trial: KeyError")
+
+
+def test_unchecked_timings_offer_a_check_that_measures_them(candidates) -> None:
+    """MetaSchedule's timings are unchecked: the dashboard says so and its button re-measures
+    them for real (LocalMeasurer, output compared with NumPy); then nothing is left to check."""
+    ctx = Context(store=":memory:", make_measurer=LocalMeasurer)
+    try:
+        cands = candidates[MATMUL.key()][:2]
+        run = ctx.store.create_run(MATMUL, ctx.target, "metaschedule")
+        unchecked = MeasureResult(MeasureStatus.UNCHECKED, run_secs=(1e-4,), flops=1)
+        ctx.store.add_trials(run.id, [NewTrial(c, unchecked) for c in cands])
+        ctx.set_session(ScheduleSession(MATMUL, ctx.target))
+        dash = Dashboards(ctx, refresh_secs=0.05)
+        dash.refresh()
+        assert dash.check_button.layout.display == ""
+        assert dash.check_button.description == "Check 2 unchecked timings"
+        dash.check_button.click()
+        job = ctx.measure_jobs.current
+        assert job is not None and job.wait(120) and job.exception is None, job.exception
+        assert (job.result.checked, job.result.ok) == (2, 2)
+        assert "2 ok" in dash.check_button.description
+        checked = [r for r in ctx.store.runs() if r.strategy == "check"]
+        assert len(checked) == 1 and ctx.store.count_trials(run_id=checked[0].id) == 2
+        again = dash.check_unchecked()  # a second check measures nothing new
+        assert again is not None and again.wait(120) and again.result.checked == 0
+        dash.close()
+    finally:
+        ctx.close()
