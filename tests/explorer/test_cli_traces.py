@@ -48,6 +48,22 @@ def _refused(capsys: pytest.CaptureFixture[str], argv: list[str], db: Path) -> s
     return lines[0]
 
 
+def _refused_or_ran(
+    code: int, capsys: pytest.CaptureFixture[str], db: Path, before: object
+) -> bool:
+    """Whether ``main`` refused its input as the contract says (exit 2, one error line, nothing
+    stored); otherwise it must have run (exit 0 or 1), never with a traceback."""
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err + out
+    assert code in (0, 1, 2), err
+    if code != 2:
+        return False
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert _rows(db) == before
+    return True
+
+
 def _bad_files(tmp: Path) -> dict[str, Path]:
     trace = _searched()[0]
     zero = copy.deepcopy(trace)
@@ -114,15 +130,10 @@ def test_measure_mutated_traces(
     path.write_text(json.dumps(trace))
     before = _rows(db)
     code = main(["measure", *SHAPE, "--trace", str(path), "--db", str(db), "--repeat", "1"])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err + out
-    if code == 2:
-        lines = [line for line in err.splitlines() if line.strip()]
-        assert len(lines) == 1 and lines[0].startswith("error: "), err
-        assert _rows(db) == before
+    if _refused_or_ran(code, capsys, db, before):
         return
     # Accepted: measured as written, one manual run with one trial whose trace is the file's.
-    assert code in (0, 1), err
+    assert code in (0, 1)
     runs, trials = _rows(db)
     assert (runs, trials) == (before[0] + 1, before[1] + 1)
     with sqlite3.connect(db) as conn:
@@ -154,15 +165,10 @@ def test_tune_start_with_mutated_traces(
     before = _rows(db)
     argv = ["tune", *SHAPE, "--strategy", "droplet", "--start", str(path), "--trials", "2"]
     code = main([*argv, "--batch", "2", "-q", "--db", str(db)])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err + out
-    if code == 2:
-        lines = [line for line in err.splitlines() if line.strip()]
-        assert len(lines) == 1 and lines[0].startswith("error: "), err
-        assert _rows(db) == before
+    if _refused_or_ran(code, capsys, db, before):
         return
     # Accepted: the run's first trial is the user's schedule, exactly as the file has it.
-    assert code in (0, 1), err
+    assert code in (0, 1)
     with sqlite3.connect(db) as conn:
         (first,) = conn.execute(
             "SELECT trace_json FROM trials WHERE run_id = (SELECT max(id) FROM runs) "

@@ -21,6 +21,7 @@ from explorer.search._start import is_start
 from explorer.session import ScheduleSession
 from explorer.space import DesignSpace, KnobSpace, Point, nearest_point
 from explorer.storage import get_store
+from explorer.testing.sessions import hand_session
 from explorer.tuner import Tuner, TuneResult
 from explorer.workloads import get_workload
 
@@ -45,13 +46,7 @@ def measurer():
 
 @pytest.fixture
 def session(cpu_target) -> ScheduleSession:
-    s = ScheduleSession(WORKLOAD, cpu_target)
-    s.apply("split", loop="i", factors=[None, 8])
-    s.apply("split", loop="j", factors=[None, 16])
-    s.apply("reorder", loops=["i_0", "j_0", "k", "i_1", "j_1"])
-    s.apply("vectorize", loop="j_1")
-    s.apply("parallel", loop="i_0")
-    return s
+    return hand_session(WORKLOAD, cpu_target)
 
 
 def pooled_median(store, run_id: int, trace) -> float:

@@ -20,6 +20,7 @@ from explorer import _tvm
 from explorer.errors import PrimitiveError, TraceError
 from explorer.session import ScheduleSession, check_trace_json
 from explorer.testing.recordings import SMALL, open_recording, recorded_trials
+from explorer.testing.sessions import hand_session
 from explorer.workloads import get_workload
 
 
@@ -29,13 +30,7 @@ def _real_traces() -> tuple[str, ...]:
     store = open_recording()
     texts = {json.dumps(t.candidate.trace) for t in recorded_trials(store, SMALL)[:40]}
     store.close()
-    hand = ScheduleSession(SMALL)
-    hand.apply("split", loop="i", factors=[None, 16])
-    hand.apply("split", loop="j", factors=[None, 8])
-    hand.apply("reorder", loops=["i_0", "j_0", "k", "i_1", "j_1"])
-    hand.apply("vectorize", loop="j_1")
-    hand.apply("parallel", loop="i_0")
-    texts.add(json.dumps(hand.candidate().trace))
+    texts.add(json.dumps(hand_session(SMALL).candidate().trace))
     return tuple(sorted(texts))
 
 
@@ -209,8 +204,9 @@ def _mutations(draw: st.DrawFn) -> object:
             i, j = draw(st.integers(0, len(insts) - 1)), draw(st.integers(0, len(insts) - 1))
             insts[i], insts[j] = insts[j], insts[i]
         elif op == 6 and insts:  # an instruction's name
-            i = draw(st.integers(0, len(insts) - 1))
-            insts[i][0] = draw(st.one_of(st.sampled_from(_KINDS), _JSON))
+            inst = insts[draw(st.integers(0, len(insts) - 1))]
+            if isinstance(inst, list) and inst:  # (op 10 may have made it anything)
+                inst[0] = draw(st.one_of(st.sampled_from(_KINDS), _JSON))
         elif op in (7, 8, 9) and insts:  # an input, an attribute or an output
             inst = insts[draw(st.integers(0, len(insts) - 1))]
             part = inst[op - 6] if isinstance(inst, list) and len(inst) == 4 else None

@@ -9,6 +9,7 @@ from explorer.errors import SearchError, TraceError
 from explorer.measure import Candidate
 from explorer.session import ScheduleSession
 from explorer.space import DesignSpace, KnobSpace, StartMapping, nearest_point
+from explorer.testing.sessions import hand_session
 from explorer.workloads import get_workload
 
 WORKLOAD = get_workload("matmul", M=64, N=64, K=64)
@@ -19,14 +20,8 @@ def knobs(cpu_target):
     return KnobSpace(DesignSpace.of(WORKLOAD, cpu_target))
 
 
-def hand_session(target) -> ScheduleSession:
-    s = ScheduleSession(WORKLOAD, target)
-    s.apply("split", loop="i", factors=[None, 8])
-    s.apply("split", loop="j", factors=[None, 16])
-    s.apply("reorder", loops=["i_0", "j_0", "k", "i_1", "j_1"])
-    s.apply("vectorize", loop="j_1")
-    s.apply("parallel", loop="i_0")
-    return s
+def hand(target) -> ScheduleSession:
+    return hand_session(WORKLOAD, target)
 
 
 def tiles(knobs: KnobSpace, mapping: StartMapping) -> dict[str, object]:
@@ -36,7 +31,7 @@ def tiles(knobs: KnobSpace, mapping: StartMapping) -> dict[str, object]:
 
 
 def test_a_hand_schedule_keeps_its_splits_and_says_what_was_dropped(knobs, cpu_target):
-    mapping = nearest_point(knobs, hand_session(cpu_target).candidate())
+    mapping = nearest_point(knobs, hand(cpu_target).candidate())
     assert not mapping.exact
     # The sketch without MetaSchedule's write cache is the nearest to a schedule without one.
     assert "cache_write" not in str(knobs.design.sketch_trace(mapping.point.sketch))
@@ -93,7 +88,7 @@ def test_misuse_is_an_error_naming_the_problem(knobs, cpu_target):
     other = ScheduleSession(get_workload("matmul", M=32, N=32, K=32), cpu_target).candidate()
     with pytest.raises(SearchError, match="was made for matmul"):
         nearest_point(knobs, other)
-    insts, decisions = hand_session(cpu_target).candidate().trace
+    insts, decisions = hand(cpu_target).candidate().trace
     malformed = [[*insts, ["Vectorize", ["l999"], [], []]], decisions]
     with pytest.raises(TraceError, match="l999"):  # refused before TVM sees it
         nearest_point(knobs, Candidate(WORKLOAD, cpu_target, malformed))
