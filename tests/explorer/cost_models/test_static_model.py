@@ -9,9 +9,9 @@ from scipy import stats
 from explorer import _tvm
 from explorer.cost_models import COST_MODELS, make_cost_model
 from explorer.cost_models._static import StaticCostModel
-from explorer.measure import Candidate, LocalMeasurer, MeasureConfig
+from explorer.measure import Candidate
 from explorer.space import DesignSpace, KnobSpace
-from explorer.storage._base import TrialRecord
+from explorer.testing.recordings import SMALL, open_recording, recorded_trials
 from explorer.workloads import get_workload
 
 MM64 = get_workload("matmul", M=64, N=64, K=64)
@@ -70,18 +70,13 @@ def test_contract_shape_determinism_and_unbuildable(cpu_target):
     assert isinstance(make_cost_model("static"), StaticCostModel) and "static" in COST_MODELS
 
 
-def test_calibration_changes_weights_improves_rank_and_round_trips(cpu_target, tmp_path):
-    ks = KnobSpace(DesignSpace.of(MM64, cpu_target))
-    rng = np.random.default_rng(3)
-    cands = [hand(cpu_target), unscheduled(cpu_target), hand(cpu_target, parallel=False)]
-    cands += [c for c in (ks.materialize(ks.random_point(rng)) for _ in range(7)) if c]
-    with LocalMeasurer(MeasureConfig(repeat=3, min_repeat_secs=0.002)) as m:
-        results = m.measure(cands)
-    records = [
-        TrialRecord(i, 1, i, c, r, {}, 0.0)
-        for i, (c, r) in enumerate(zip(cands, results, strict=True))
-    ]
-    ok = [r for r in records if r.result.is_ok]
+def test_calibration_changes_weights_improves_rank_and_round_trips(tmp_path):
+    # Real measurements from the shipped recording: ten live timings on a loaded 2-core
+    # machine ranked too noisily for "calibrating improves the rank" to be a fair test.
+    store = open_recording(tmp_path)
+    records = [r for r in recorded_trials(store, SMALL) if r.result.is_ok][:30]
+    store.close()
+    ok = records
     secs = np.array([r.median_secs for r in ok])
 
     model = StaticCostModel()
