@@ -91,6 +91,16 @@ class SearchError(ExplorerError):
     """A search cannot start or continue (empty design space, bad budget)."""
 
 
+class SettingError(SearchError, ValueError):
+    """A search setting has an impossible value (``max_trials=0``, ``seed=-1``); raised before
+    any run is created."""
+
+
+class SettingTypeError(SettingError, TypeError):
+    """A search setting has the wrong type (``max_trials=2.5``, ``seed='x'``, ``run_id=1.5``);
+    raised before any run is created."""
+
+
 class RunInUseError(SearchError):
     """A run is owned by another live process (one owner per run): it cannot be resumed or
     continued from here until that process ends."""

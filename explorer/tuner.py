@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from explorer.errors import RunInUseError, SearchError
+from explorer.errors import RunInUseError, SearchError, SettingError, SettingTypeError
 from explorer.measure import Candidate, Measurer, confirm_best, trace_key
 from explorer.search import STRATEGIES, SearchStrategy, make_strategy
 from explorer.search._start import start_trial
@@ -137,8 +137,8 @@ class Tuner:
         batch_size: int = 8,
         confirm_top: int = 3,
     ):
-        if batch_size < 1:
-            raise ValueError(f"Tuner.batch_size must be at least 1 (got {batch_size})")
+        _check_int("Tuner batch_size", batch_size, minimum=1)
+        _check_int("Tuner confirm_top", confirm_top, minimum=0)
         self.measurer = measurer
         self.store = store
         self.batch_size = batch_size
@@ -170,6 +170,7 @@ class Tuner:
         With ``resume_run_id`` the run continues (see ``resume``); the arguments must then be
         the run's own (anything else raises ``SearchError``).
         """
+        _check_budget(max_trials, max_secs, seed)
         if resume_run_id is not None:
             run = self._get_run(resume_run_id)
             budget = RunBudget.of(run)
@@ -182,14 +183,11 @@ class Tuner:
                 should_stop=should_stop,
                 on_progress=on_progress,
             )
-        if max_trials < 1:
-            raise SearchError(f"max_trials must be at least 1 (got {max_trials})")
-        if max_secs is not None and not max_secs >= 0:
-            raise SearchError(f"max_secs must be a number >= 0 (got {max_secs})")
         strategy = make_strategy(strategy)
         space = DesignSpace.of(workload, target)
         strategy.reset(space, rng=np.random.default_rng(seed), history=[], store=self.store)
-        budget = RunBudget(max_trials, max_secs, seed, self.batch_size)
+        secs = None if max_secs is None else float(max_secs)  # NumPy's numbers: plain ones
+        budget = RunBudget(int(max_trials), secs, int(seed), self.batch_size)
         run = self.store.create_run(
             workload,
             target,
@@ -370,10 +368,14 @@ class Tuner:
         return list(searched)
 
     def _get_run(self, run_id: int) -> RunInfo:
+        _check_int("run_id", run_id, minimum=1)
         try:
-            return self.store.get_run(run_id)
+            return self.store.get_run(int(run_id))
         except KeyError:
-            raise SearchError(f"there is no run {run_id} in {self.store!r}") from None
+            where = getattr(self.store, "path", None)
+            if where in (None, ":memory:"):
+                where = "this record store"
+            raise SearchError(f"there is no run {run_id} in {where}") from None
 
     @staticmethod
     def _check_same(
@@ -477,6 +479,29 @@ def strategy_of(run: RunInfo, trials: Sequence[TrialRecord] = ()) -> SearchStrat
         raise SearchError(
             f"run {run.id}: its stored settings do not rebuild strategy {run.strategy!r} ({exc})"
         ) from None
+
+
+def _check_int(name: str, value: object, *, minimum: int) -> None:
+    """A whole number (a NumPy integer too, never a bool or 2.5) of at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise SettingTypeError(f"{name} must be a whole number (got {value!r})")
+    if value < minimum:
+        raise SettingError(f"{name} must be at least {minimum} (got {value})")
+
+
+_REAL = (int, float, np.integer, np.floating)
+
+
+def _check_budget(max_trials: object, max_secs: object, seed: object) -> None:
+    """``Tuner.run``'s budget and seed, checked before anything is built or stored."""
+    _check_int("max_trials", max_trials, minimum=1)
+    _check_int("seed", seed, minimum=0)
+    if max_secs is None:
+        return
+    if isinstance(max_secs, bool) or not isinstance(max_secs, _REAL):
+        raise SettingTypeError(f"max_secs must be a number of seconds or None (got {max_secs!r})")
+    if not max_secs >= 0:  # nan too
+        raise SettingError(f"max_secs must be a number >= 0 (got {max_secs})")
 
 
 def _status_after(exc: BaseException | None) -> RunStatus:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from explorer.errors import RunInUseError, SearchError
+from explorer.errors import RunInUseError, SearchError, SettingError, SettingTypeError
 from explorer.measure import LocalMeasurer, MeasureConfig, trace_key
 from explorer.search import RandomSearch
 from explorer.storage import get_store, summarize_run
@@ -148,6 +150,57 @@ def test_a_start_that_fails_creates_no_run(measurer, store, cpu_target):
         tuner.run(WORKLOAD, cpu_target, _RefusesToStart(), max_trials=4)
     with pytest.raises(SearchError, match="max_secs"):
         tuner.run(WORKLOAD, cpu_target, "random", max_trials=4, max_secs=float("nan"))
+    assert store.runs() == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"max_trials": 2.5}, SettingTypeError, "max_trials must be a whole number (got 2.5)"),
+        ({"max_trials": True}, SettingTypeError, "max_trials must be a whole number"),
+        ({"max_trials": 0}, SettingError, "max_trials must be at least 1 (got 0)"),
+        ({"seed": "x"}, SettingTypeError, "seed must be a whole number (got 'x')"),
+        ({"seed": -1}, SettingError, "seed must be at least 0 (got -1)"),
+        ({"max_secs": "1"}, SettingTypeError, "max_secs must be a number of seconds or None"),
+        ({"max_secs": float("nan")}, SettingError, "max_secs must be a number >= 0"),
+    ],
+)
+def test_bad_run_settings_are_one_sentence_before_any_run(
+    measurer, store, cpu_target, kwargs, error, message
+):
+    # Before: max_trials=2.5 ran 3 trials and seed='x' failed inside NumPy's SeedSequence.
+    tuner = Tuner(measurer=measurer, store=store, confirm_top=0)
+    with pytest.raises(error) as info:
+        tuner.run(WORKLOAD, cpu_target, "random", **{"max_trials": 2, **kwargs})
+    assert str(info.value).startswith(message) and "\n" not in str(info.value)
+    assert isinstance(info.value, SearchError) and isinstance(info.value, ValueError)
+    assert isinstance(info.value, TypeError) == (error is SettingTypeError)
+    assert store.runs() == [] and tuner.run_id is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"confirm_top": -1}, "confirm_top must be at least 0 (got -1)"),
+        ({"confirm_top": 1.5}, "confirm_top must be a whole number"),
+        ({"batch_size": 0}, "batch_size must be at least 1 (got 0)"),
+        ({"batch_size": "4"}, "batch_size must be a whole number"),
+    ],
+)
+def test_bad_tuner_settings_are_refused(measurer, store, kwargs, message):
+    with pytest.raises(SettingError, match=re.escape(message)):
+        Tuner(measurer=measurer, store=store, **kwargs)
+
+
+def test_resume_names_a_bad_run_id_plainly(measurer, store, cpu_target):
+    tuner = Tuner(measurer=measurer, store=store)
+    with pytest.raises(SettingTypeError, match=r"run_id must be a whole number \(got 1\.5\)"):
+        tuner.resume(1.5)
+    with pytest.raises(SettingError, match="run_id must be at least 1"):
+        tuner.resume(0)
+    with pytest.raises(SearchError) as info:  # the store by its file, not an object's repr
+        tuner.resume(7)
+    assert str(info.value) == f"there is no run 7 in {store.path}"
     assert store.runs() == []
 
 
