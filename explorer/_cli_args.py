@@ -12,10 +12,11 @@ import difflib
 import errno
 import math
 import os
+import re
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from explorer.errors import ExplorerError, UnknownPluginError
 
@@ -47,12 +48,72 @@ class UsageError(ExplorerError, ValueError):
     """The command line asks for something impossible or contradictory."""
 
 
-# -- argparse types: a bad value becomes argparse's own one-line error, exit 2 -----------------
+# -- the parser: every mistake is one `error:` line, no option is silently overwritten --------
+class Parser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` whose errors are one ``error: ...`` line (no usage block),
+    exit 2, and which refuses a single-value option given twice (``--trials 2 --trials 3``)
+    instead of keeping the last. Subparsers are made of this class too (``add_subparsers``
+    uses the parent's class)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", None, _StoreOnce)
+        self.register("action", "store", _StoreOnce)
+        self._given: dict[str, Any] = {}
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        self._given = {}  # what this parse has stored so far, by option
+        return super().parse_known_args(args, namespace)
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        kwargs.setdefault("parser_class", _CommandParser)
+        return super().add_subparsers(**kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        message = re.sub(r"^argument COMMAND: invalid choice: ", "unknown command ", message)
+        # "argument --trials: must be ..." -> "--trials: must be ..."
+        message = re.sub(r"^argument ([^:]+): ", r"\1: ", message)
+        self.exit(EXIT_USAGE, f"error: {message}; see `{self.prog} --help`\n")
+
+
+class _CommandParser(Parser):
+    """A subcommand's parser: it refuses the arguments it does not know itself, so that the
+    error names the subcommand (``explorer runs --help``), not only ``explorer``."""
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
+
+
+class _StoreOnce(argparse._StoreAction):  # the default action ("store"), once per option
+    def __call__(
+        self, parser: Any, namespace: Any, values: Any, option_string: Any = None
+    ) -> None:
+        if option_string is not None and isinstance(parser, Parser):
+            name = max(self.option_strings, key=len)  # "--param", not "-p"
+            if self.dest in parser._given:
+                first = shown(parser._given[self.dest])
+                parser.error(f"{name} is given twice ({first} and {shown(values)})")
+            parser._given[self.dest] = values
+        super().__call__(parser, namespace, values, option_string)
+
+
+# -- argparse types: a bad value becomes one `error:` line naming the option, exit 2 -----------
+_PLAIN_INT = re.compile(r"-?[0-9]+")  # int() also takes " 3", "1_000" and "٣": not here
+_PLAIN_NUMBER = re.compile(
+    r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?|[-+]?(nan|inf)", re.I
+)
+MAX_REPEAT = 100
+"""``measure --repeat`` at most: each repeat lasts at least ``min_repeat_secs`` (20 ms), so more
+would run into the measurer's kernel timeout and store a junk run."""
+
+
 def _int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not _PLAIN_INT.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"expected an integer (digits 0-9), got {text!r}")
+    return int(text)
 
 
 def positive_int(text: str) -> int:
@@ -69,34 +130,72 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def repeat_count(text: str) -> int:
+    value = positive_int(text)
+    if value > MAX_REPEAT:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_REPEAT} (got {value})")
+    return value
+
+
 def positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not _PLAIN_NUMBER.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}")
+    value = float(text)
     if not math.isfinite(value) or value <= 0:  # nan compares false to everything: test it
         raise argparse.ArgumentTypeError(f"must be a positive, finite number (got {text})")
     return value
 
 
+def file_name(text: str) -> str:
+    """A path option: an empty one would silently mean "none" (or the default)."""
+    if not text:
+        raise argparse.ArgumentTypeError("expected a file name, got an empty one")
+    return text
+
+
+def only_with(args: argparse.Namespace, option: str, needed: str) -> None:
+    """Refuse ``option`` (a flag) when ``needed`` was not given: it would do nothing."""
+    if getattr(args, option.lstrip("-").replace("-", "_"), None) and not getattr(
+        args, needed.lstrip("-").replace("-", "_"), None
+    ):
+        raise UsageError(f"{option} only applies with {needed}")
+
+
 # -- workload arguments ------------------------------------------------------------------------
 def parse_params(items: Sequence[str]) -> dict[str, Any]:
-    """``-p KEY=VALUE`` options as a dict; a key given twice is refused, not overwritten."""
+    """``-p KEY=VALUE`` options as a dict; a key given twice is refused, not overwritten. Nothing
+    is stripped or reinterpreted: a number is written with the digits 0-9 and no spaces."""
     params: dict[str, Any] = {}
     texts: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or not key:
+        if not sep or not key.strip():
             raise UsageError(f"-p/--param expects KEY=VALUE (got {item!r})")
+        if key != key.strip() or value != value.strip():
+            raise UsageError(f"-p {item!r}: remove the spaces around {key.strip()} or its value")
         if key in texts:
             raise UsageError(f"-p {key} is given twice ({key}={texts[key]} and {key}={value})")
         texts[key] = value
-        try:  # "512" is a size; anything else is left to the family's own check ("--5" included)
-            params[key] = int(value)
-        except ValueError:
-            params[key] = value
+        _refuse_disguised_number(f"-p {key}={value}", value)
+        # "512" is a size; anything else is left to the family's own check ("--5" included)
+        params[key] = int(value) if _PLAIN_INT.fullmatch(value) else value
     return params
+
+
+def _refuse_disguised_number(where: str, text: str) -> None:
+    """Python's int() and float() read "٣٢" (non-ASCII digits), "1_000" and "+5" as numbers;
+    a command line means what it shows, so these are refused, not converted."""
+    if _PLAIN_INT.fullmatch(text):
+        return
+    unusual = not text.isascii() and any(c.isdecimal() for c in text)
+    try:
+        int(text)
+    except ValueError:
+        pass
+    else:
+        unusual = True
+    if unusual:
+        raise UsageError(f"{where}: write the number with the plain digits 0-9 only")
 
 
 def parse_shapes(items: Sequence[str]) -> dict[str, tuple[int, ...]]:
@@ -104,17 +203,12 @@ def parse_shapes(items: Sequence[str]) -> dict[str, tuple[int, ...]]:
     shapes: dict[str, tuple[int, ...]] = {}
     for item in items:
         name, sep, dims = item.partition("=")
-        name = name.strip()
-        try:
-            shape = tuple(int(d) for d in dims.lower().split("x"))
-        except ValueError:
-            sep = ""
-        if not sep or not name:
+        if not sep or not name or not re.fullmatch(r"[0-9]+([xX][0-9]+)*", dims):
             raise UsageError(f"--shape expects NAME=DxD, e.g. A=64x32 (got {item!r})")
         if name in shapes:
             first = "x".join(map(str, shapes[name]))
-            raise UsageError(f"--shape {name} is given twice ({name}={first} and {item.strip()})")
-        shapes[name] = shape
+            raise UsageError(f"--shape {name} is given twice ({name}={first} and {item})")
+        shapes[name] = tuple(int(d) for d in dims.lower().split("x"))
     return shapes
 
 
@@ -219,6 +313,11 @@ def format_secs(secs: float | None) -> str:
             digits = 0 if abs(value) >= 100 else 1 if abs(value) >= 10 else 2
             return f"{value:.{digits}f} {unit}"
     raise AssertionError("unreachable")
+
+
+def shown(value: object) -> str:
+    """An option's parsed value as the user wrote it: ``--seconds 1`` is 1, not 1.0."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def plural(n: int, word: str) -> str:

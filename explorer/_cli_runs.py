@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from explorer._cli_args import shown
 from explorer.errors import ExplorerError
 
 TUNE_DEFAULTS = {"strategy": "random", "trials": 64, "seconds": None, "seed": 0, "batch": 8}
@@ -56,6 +57,18 @@ def apply_tune_defaults(args: argparse.Namespace) -> None:
             setattr(args, name, value)
 
 
+# How a run's setting that is not set reads in a conflict ("--seconds 1 (the run has no time
+# budget)", never "(the run has None)").
+_NOT_SET = {
+    "--strategy": "no strategy",
+    "--trials": "no trial budget",
+    "--seconds": "no time budget",
+    "--seed": "no seed",
+    "--batch": "no batch size",
+    "--threads": "no thread count",
+}
+
+
 def check_resume_options(args: argparse.Namespace, run: Any, workload: Any | None) -> None:
     """Refuse explicit options that differ from the run's own (a run resumes on its terms).
 
@@ -74,7 +87,7 @@ def check_resume_options(args: argparse.Namespace, run: Any, workload: Any | Non
         "--threads": (getattr(args, "threads", None), run.target.num_cores),
     }
     conflicts = [
-        f"{option} {mine} (the run has {theirs})"
+        f"{option} {shown(mine)} (the run has {_NOT_SET[option] if theirs is None else theirs})"
         for option, (mine, theirs) in given.items()
         if mine is not None and mine != theirs
     ]

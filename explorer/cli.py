@@ -30,17 +30,21 @@ from explorer._cli_args import (
     EXIT_TERMINATED,
     EXIT_USAGE,
     STRATEGY_NAMES,
+    Parser,
     UsageError,
     check_tune_options,
     describe,
+    file_name,
     format_secs,
     is_environment_problem,
     non_negative_int,
+    only_with,
     parse_params,
     parse_shapes,
     plural,
     positive_int,
     positive_seconds,
+    repeat_count,
 )
 from explorer._cli_db import cmd_backup, cmd_check, cmd_export, cmd_import, cmd_runs
 from explorer._cli_runs import (
@@ -69,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     try:
         args = parser.parse_args(argv)
-    except SystemExit as exc:  # --help (0) or argparse's one-line usage error (2): returned
+    except SystemExit as exc:  # --help (0) or Parser's one-line usage error (2): returned
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     if not hasattr(args, "func"):
         parser.print_help()
@@ -190,7 +194,9 @@ def _target(args: argparse.Namespace) -> Any:
 
 
 def _add_common(p: argparse.ArgumentParser, *, target: bool = True) -> None:
-    p.add_argument("--db", help="record database file (default: $EXPLORER_DB or ~/.explorer)")
+    p.add_argument(
+        "--db", type=file_name, help="record database file (default: $EXPLORER_DB or ~/.explorer)"
+    )
     if target:
         p.add_argument("--target", choices=("cpu", "cuda"), default="cpu")
         p.add_argument(
@@ -242,6 +248,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     from explorer.measure import Candidate, LocalMeasurer, MeasureConfig
     from explorer.storage import NewTrial, get_store
 
+    only_with(args, "--refit", "--trace")
     workload = _workload(args)
     target = _target(args)
     trace = (
@@ -279,6 +286,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from explorer.storage import default_store_path, get_store
     from explorer.tuner import RunBudget, Tuner
 
+    only_with(args, "--refit", "--start")
     if args.resume is None:
         if args.workload is None and args.expr is None:
             raise ExplorerError("tune needs a workload (or --resume RUN to continue a run)")
@@ -304,8 +312,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         except KeyError:
             raise ExplorerError(f"there is no run {args.resume} (see `explorer runs`)") from None
         given = _workload(args) if args.workload is not None or args.expr else None
+        budget = RunBudget.of(run)  # a run no search made cannot be resumed: say so first
         check_resume_options(args, run, given)
-        budget = RunBudget.of(run)
         args.strategy = run.strategy
         check_tune_options(args)
         total, batch_size = budget.max_trials, budget.batch_size
@@ -414,7 +422,7 @@ REFIT_HELP = (
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="explorer",
         description="Schedule Explorer: build, schedule, measure and tune tensor programs.",
     )
@@ -432,9 +440,13 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("measure", help="build, run, check and time one schedule")
     _add_workload_args(p)
     _add_common(p)
-    p.add_argument("--trace", help="JSON trace or saved session (default: unscheduled)")
+    p.add_argument(
+        "--trace", type=file_name, help="JSON trace or saved session (default: unscheduled)"
+    )
     p.add_argument("--refit", action="store_true", help=REFIT_HELP)
-    p.add_argument("--repeat", type=positive_int, default=5, help="timed repeats (default 5)")
+    p.add_argument(
+        "--repeat", type=repeat_count, default=5, help="timed repeats (default 5, at most 100)"
+    )
     p.set_defaults(func=cmd_measure)
 
     p = sub.add_parser("tune", help="search for a fast schedule")
@@ -464,9 +476,10 @@ def _parser() -> argparse.ArgumentParser:
         help="continue run RUN with its own workload, strategy, budget and seed (`explorer runs` "
         "lists them; other options may only repeat the run's own)",
     )
-    p.add_argument("--save-trace", help="write the best trace (JSON) to this file")
+    p.add_argument("--save-trace", type=file_name, help="write the best trace (JSON) to this file")
     p.add_argument(
         "--start",
+        type=file_name,
         metavar="FILE",
         help="start from this schedule (saved session or trace JSON): it is measured as the "
         "run's reference and the search starts at its nearest point",
@@ -483,17 +496,17 @@ def _parser() -> argparse.ArgumentParser:
     _add_common(p, target=False)
     p.add_argument("--format", choices=("csv", "jsonl", "metaschedule"), default="csv")
     p.add_argument("--run", type=positive_int, default=None, help="only this run")
-    p.add_argument("out", help="output file (a directory for metaschedule)")
+    p.add_argument("out", type=file_name, help="output file (a directory for metaschedule)")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("import", help="import a MetaSchedule JSON database (work_dir)")
     _add_common(p, target=False)
-    p.add_argument("work_dir")
+    p.add_argument("work_dir", type=file_name)
     p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("backup", help="copy the database safely, even while a search writes to it")
     _add_common(p, target=False)
-    p.add_argument("dest", help="the backup file to write (its folder must exist)")
+    p.add_argument("dest", type=file_name, help="the backup file to write (its folder must exist)")
     p.add_argument("--force", action="store_true", help="replace DEST if it exists")
     p.set_defaults(func=cmd_backup)
 
@@ -501,7 +514,7 @@ def _parser() -> argparse.ArgumentParser:
         "check", help="re-measure unchecked (MetaSchedule) timings, checking results vs NumPy"
     )
     _add_common(p, target=False)
-    p.add_argument("--run", type=int, default=None, metavar="RUN", help="only this run")
+    p.add_argument("--run", type=positive_int, default=None, metavar="RUN", help="only this run")
     p.set_defaults(func=cmd_check)
     return parser
 

@@ -23,7 +23,7 @@ from explorer.errors import StoreError
 
 SMALL = ["matmul", "-p", "M=8", "-p", "N=8", "-p", "K=8"]
 EXPR = ["expr", "--expr", "C[i] = A[i] * 2", "--shape", "A=16"]
-ERROR_LINE = re.compile(r"^(explorer( \w+)?: )?error: ", re.MULTILINE)
+ERROR_LINE = re.compile(r"^error: ", re.MULTILINE)
 
 
 def run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -109,11 +109,47 @@ BAD: list[tuple[list[str], int, str]] = [
     (["tune", *SMALL, "--resume", "999"], 2, "999"),
     (["tune", *SMALL, "--resume", "0"], 2, "--resume"),
     (["tune", "matmul", "-p", "M=8", "-p", "M=16", "--trials", "1"], 2, "given twice"),
+    (["tune", *SMALL, "--resume", "-1"], 2, "--resume: must be at least 1"),
+    (["tune", *SMALL, "--resume", "abc"], 2, "--resume: expected an integer"),
+    (["tune", *SMALL, "--threads", "0"], 2, "--threads: must be at least 1"),
+    # a single-value option given twice is refused, never "the last one wins"
+    (["tune", *SMALL, "--strategy", "random", "--strategy", "droplet"], 2, "--strategy is given"),
+    (["tune", *SMALL, "--trials", "2", "--trials", "3"], 2, "--trials is given twice (2 and 3)"),
+    (["tune", *SMALL, "--trials=2", "--trials", "2"], 2, "--trials is given twice"),
+    (["tune", *SMALL, "--trial", "2", "--trials", "3"], 2, "--trials is given twice"),
+    (["tune", "--resume", "1", "--resume", "1"], 2, "--resume is given twice"),
+    (["measure", *SMALL, "--trace", "{root}/a.json", "--trace", "{root}/b.json"], 2, "--trace is"),
+    (["measure", *SMALL, "--repeat", "2", "--repeat=3"], 2, "--repeat is given twice"),
+    (["show", "matmul", "--target", "cpu", "--target", "cpu"], 2, "--target is given twice"),
+    (["runs", "--db", "{root}/a.db", "--db", "{root}/b.db"], 2, "--db is given twice"),
+    (["export", "--format", "csv", "--format=jsonl", "{root}/out.csv"], 2, "--format is given"),
+    # a bound checked before any work: 10^8 repeats would only time out and store a junk run
+    (["measure", *SMALL, "--repeat", "100000000"], 2, "--repeat: must be at most 100"),
+    (["measure", *SMALL, "--repeat", "101"], 2, "at most 100"),
+    # an option that would do nothing is refused, not ignored
+    (["tune", *SMALL, "--refit"], 2, "--refit only applies with --start"),
+    (["measure", *SMALL, "--refit"], 2, "--refit only applies with --trace"),
+    (["tune", *SMALL, "--save-trace", ""], 2, "--save-trace: expected a file name"),
+    (["tune", *SMALL, "--start", ""], 2, "--start: expected a file name"),
+    (["measure", *SMALL, "--trace", ""], 2, "--trace: expected a file name"),
+    (["runs", "--db", ""], 2, "--db: expected a file name"),
+    (["export", ""], 2, "out: expected a file name"),
+    # a number means what it shows: no stripped spaces, no other scripts' digits, no "1_000"
+    (["show", "matmul", "-p", "M=\u0663\u0662"], 2, "digits 0-9"),  # Arabic-Indic 32
+    (["show", "matmul", "-p", "M= 32"], 2, "remove the spaces"),
+    (["show", "matmul", "-p", "M=1_000"], 2, "digits 0-9"),
+    (["show", "matmul", "-p", "M=+32"], 2, "digits 0-9"),
+    (["tune", *SMALL, "--trials", "\u0663"], 2, "--trials: expected an integer"),
+    (["tune", *SMALL, "--trials", " 3"], 2, "--trials: expected an integer"),
+    (["tune", *SMALL, "--seconds", "\u0661"], 2, "--seconds: expected a number"),
+    (["show", "expr", "--expr", "C[i] = A[i]", "--shape", "A=\u0664"], 2, "NAME=DxD"),
+    (["show", "expr", "--expr", "C[i] = A[i]", "--shape", "A= 4"], 2, "NAME=DxD"),
     # runs, export, import
     (["runs", "--bogus"], 2, "unrecognized"),
     (["runs", "extra"], 2, "unrecognized"),
     (["export", "--run", "999", "{root}/out.csv"], 2, "999"),
     (["export", "--run", "0", "{root}/out.csv"], 2, "--run"),
+    (["export", "--run", "-1", "{root}/out.csv"], 2, "--run: must be at least 1"),
     (["export", "--format", "xml", "{root}/out.xml"], 2, "invalid choice"),
     (["runs", "--db", "{root}/no/such.db"], 2, "does not exist"),
     (["export", "--db", "{root}/no/such.db", "{root}/out.csv"], 2, "does not exist"),
@@ -126,9 +162,10 @@ BAD: list[tuple[list[str], int, str]] = [
     (["backup", "/nonexistent-folder/x.db"], 2, "does not exist"),
     (["check", "--run", "999"], 2, "999"),
     (["check", "--run", "x"], 2, "--run"),
+    (["check", "--run", "0"], 2, "--run: must be at least 1"),
     # the command itself
-    (["nonsense"], 2, "invalid choice"),
-    (["workloads", "extra"], 2, "unrecognized"),
+    (["nonsense"], 2, "unknown command 'nonsense'"),
+    (["workloads", "extra"], 2, "unrecognized arguments: extra; see `explorer workloads --help`"),
 ]
 DB_COMMANDS = {"show", "measure", "tune", "runs", "export", "import", "backup", "check"}
 
@@ -145,7 +182,8 @@ def check_one_error(code: int, out: str, err: str, expected: int, fragment: str)
     assert code == expected, err
     assert "Traceback" not in err and "Traceback" not in out, err
     assert "internal error" not in err, err
-    assert len(ERROR_LINE.findall(err)) == 1, err
+    assert len(ERROR_LINE.findall(err)) == 1 and err.startswith("error: "), err
+    assert "usage:" not in err and "None" not in err, err  # no usage block, no Python values
     assert fragment in err, err
     assert out == "", out  # no result, no progress bar
 
@@ -175,9 +213,44 @@ def test_bad_arguments_create_no_database(row, code, fragment, files, tmp_path, 
     assert not (tmp_path / "sub").exists()
 
 
+def test_every_single_value_option_given_twice_is_refused(capsys):
+    # Generic: each subcommand's every option that takes one value ("store"), not only those
+    # in the table, so that an option added later cannot silently keep its last value.
+    parser = cli._parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    checked = 0
+    for command, subparser in sub.choices.items():
+        for action in subparser._actions:
+            if not action.option_strings or action.nargs == 0:  # positionals, flags, --help
+                continue
+            if isinstance(action, argparse._AppendAction):  # -p, --shape: repeatable
+                continue
+            option = max(action.option_strings, key=len)
+            value = str(action.choices[0]) if action.choices else "1"
+            for argv in ([option, value, option, value], [f"{option}={value}", option, value]):
+                assert cli.main([command, *argv]) == cli.EXIT_USAGE, (command, argv)
+                out, err = capsys.readouterr()
+                assert err == f"error: {option} is given twice ({value} and {value}); see " + (
+                    f"`explorer {command} --help`\n"
+                ), err
+            checked += 1
+    assert checked >= 20  # --db, --threads, --trials, --repeat, --format, ... all of them
+
+
+def test_resuming_with_a_time_budget_the_run_lacks_says_so_in_words(files, capsys):
+    before = snapshot(files["db"])
+    code = cli.main(["tune", "--resume", "1", "--seconds", "1", "--db", str(files["db"])])
+    out, err = capsys.readouterr()
+    check_one_error(code, out, err, 2, "--seconds 1 (the run has no time budget)")
+    assert snapshot(files["db"]) == before
+
+
 # A representative subset as a user runs them: a real process, its real stderr and exit status.
 REAL = [
     ["tune", *SMALL, "--seed", "-1"],
+    ["tune", *SMALL, "--trials", "0"],
+    ["tune", *SMALL, "--strategy", "random", "--strategy", "droplet"],
+    ["tune", *SMALL, "--refit"],
     ["tune", *SMALL, "--resume", "999"],
     ["measure", *SMALL, "--trace", "{root}/binary.json"],
     ["show", "expr", "--expr", "C[i] = A[i] / 0", "--shape", "A=4"],
@@ -381,5 +454,6 @@ def test_random_argument_lists_never_give_a_traceback(argv, tmp_path, monkeypatc
     out, err = capsys.readouterr()
     assert code in cli.EXIT_CODES, (argv, err)
     assert "Traceback" not in err + out and "internal error" not in err, (argv, err)
+    assert "usage:" not in err, (argv, err)  # argparse's usage block never comes back
     if code in (cli.EXIT_USAGE, cli.EXIT_ENVIRONMENT) and "usage:" not in out:
         assert len(ERROR_LINE.findall(err)) == 1, (argv, err)
