@@ -1,7 +1,9 @@
 """The record-database subcommands: ``runs``, ``export``, ``import``, ``backup``, ``check``.
 
 Reading commands open the database read-only: they never create a file or a folder, and work in
-a read-only folder.
+a read-only folder. Every command checks the file with SQLite's ``quick_check`` before it reads or
+prints anything, so a damaged database is one plain error, never half a table or SQLite's raw text.
+Counts say trials and re-measurements apart, as ``explorer runs`` and ``explorer tune`` do.
 """
 
 from __future__ import annotations
@@ -9,15 +11,40 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from explorer._cli_args import EXIT_FAILED, EXIT_OK, UsageError, format_secs, plural
 from explorer.errors import ExplorerError
 
+if TYPE_CHECKING:
+    from explorer.storage import RecordStore
+
+
+def _open(args: argparse.Namespace, *, read_only: bool) -> RecordStore:
+    """The database of ``--db``, checked intact (``SQLiteStore.ensure_intact``) before use."""
+    from explorer.storage import get_store
+
+    store = get_store(_db_path(args), read_only=read_only)
+    try:
+        check = getattr(store, "ensure_intact", None)
+        if check is not None:
+            check()
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def _counted(trials: int, remeasures: int) -> str:
+    """``16 trials`` or ``16 trials + 3 re-measurements`` (re-timings are not trials)."""
+    text = plural(trials, "trial")
+    return f"{text} + {plural(remeasures, 're-measurement')}" if remeasures else text
+
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from explorer.storage import get_store, summarize_run
+    from explorer.storage import summarize_run
 
-    store = get_store(args.db, read_only=True)
+    store = _open(args, read_only=True)
     runs = store.runs()
     if not runs:
         print(f"no runs in {getattr(store, 'path', args.db)}")
@@ -39,29 +66,36 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from explorer import storage
 
-    store = storage.get_store(args.db, read_only=True)
+    store = _open(args, read_only=True)
     out = Path(args.out)
     # "Nothing found" is not success: refuse before an empty output file is written.
     if args.run is not None and args.run not in {run.id for run in store.runs()}:
         raise UsageError(f"no run {args.run} in {getattr(store, 'path', args.db)}")
-    if store.count_trials(run_id=args.run) == 0:
+    total = store.count_trials(run_id=args.run)
+    if total == 0:
         where = f"run {args.run}" if args.run is not None else getattr(store, "path", args.db)
         raise UsageError(f"nothing to export: {where} has no trials")
-    if args.format == "csv":
-        n = storage.export_csv(store, out, run_id=args.run)
-    elif args.format == "jsonl":
-        n = storage.export_jsonl(store, out, run_id=args.run)
-    else:
+    remeasures = total - store.count_trials(run_id=args.run, remeasures=False)
+    if args.format == "metaschedule":
         n = storage.export_metaschedule(store, out, run_id=args.run)
-    print(f"exported {n} trials to {out}")
+        # Records, not trials: failures are left out, and records already in `out` too.
+        print(f"exported {plural(n, 'MetaSchedule tuning record')} to {out}")
+        return EXIT_OK
+    export = storage.export_csv if args.format == "csv" else storage.export_jsonl
+    n = export(store, out, run_id=args.run)
+    # Every row is written; a search storing into the run meanwhile adds plain trials.
+    print(f"exported {_counted(n - remeasures, remeasures)} to {out}")
     return EXIT_OK
 
 
 def cmd_import(args: argparse.Namespace) -> int:
     from explorer import storage
 
-    store = storage.get_store(args.db)
-    summary = storage.import_metaschedule(store, Path(args.work_dir))
+    # Import writes: the work_dir is checked before a database is created or opened, and the
+    # database before anything is read from it.
+    work_dir = storage.check_work_dir(args.work_dir)
+    store = _open(args, read_only=False)
+    summary = storage.import_metaschedule(store, work_dir)
     print(
         f"imported {summary.imported} records into run(s) {list(summary.run_ids)}; "
         f"{summary.duplicates} already in the database, "
@@ -77,11 +111,13 @@ def cmd_backup(args: argparse.Namespace) -> int:
     from explorer.storage import SQLiteStore
 
     # Read-only: a backup of a missing database is an error, and the source is never written.
+    # A damaged one is refused (`backup` checks it): its copy would be damaged too.
     with SQLiteStore(_db_path(args), read_only=True) as store:
         dest = store.backup(args.dest, overwrite=args.force)
     with SQLiteStore(dest, read_only=True) as copy:  # the copy reads back, and says what it holds
-        runs, trials = len(copy.runs()), copy.count_trials()
-    print(f"backed up {plural(runs, 'run')}, {plural(trials, 'trial')} to {dest}")
+        runs, total = len(copy.runs()), copy.count_trials()
+        trials = copy.count_trials(remeasures=False)
+    print(f"backed up {plural(runs, 'run')}, {_counted(trials, total - trials)} to {dest}")
     return EXIT_OK
 
 
@@ -89,9 +125,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from explorer.measure import LocalMeasurer
-    from explorer.storage import check_unchecked, get_store
+    from explorer.storage import check_unchecked
 
-    store = get_store(args.db)
+    store = _open(args, read_only=False)
     if args.run is not None:
         try:
             store.get_run(args.run)
@@ -118,6 +154,12 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def _db_path(args: argparse.Namespace) -> Path:
+    """``--db``, or the default database when it is not given; an empty ``--db`` is refused
+    (it would otherwise name the current folder, or silently mean the default)."""
     from explorer.storage import default_store_path
 
-    return Path(args.db) if args.db else default_store_path()
+    if args.db is None:
+        return default_store_path()
+    if not args.db.strip():
+        raise UsageError("--db needs a file name (it was given an empty one)")
+    return Path(args.db)

@@ -25,7 +25,12 @@ from explorer.storage._base import (
 from explorer.storage._check import CheckSummary, check_unchecked
 from explorer.storage._environment import environment
 from explorer.storage._export import export_csv, export_jsonl
-from explorer.storage._metaschedule import ImportSummary, export_metaschedule, import_metaschedule
+from explorer.storage._metaschedule import (
+    ImportSummary,
+    check_work_dir,
+    export_metaschedule,
+    import_metaschedule,
+)
 from explorer.storage._sqlite import SCHEMA_VERSION, SQLiteStore
 from explorer.storage._summary import RunSummary, summarize_run
 
@@ -94,6 +99,7 @@ __all__ = [
     "TrialRecord",
     "TrialRow",
     "check_unchecked",
+    "check_work_dir",
     "default_store_path",
     "environment",
     "export_csv",

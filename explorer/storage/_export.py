@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from explorer.storage._base import RecordStore, RunInfo, TrialRecord
+from explorer.storage._files import check_output_file
 from explorer.target import Target
 from explorer.workloads import Workload
 
@@ -54,7 +55,10 @@ def export_csv(
         target: Only trials on this target.
 
     Returns:
-        How many rows (trials) were written.
+        How many rows were written: trials and re-measurements (``is_remeasure``) alike.
+
+    Raises:
+        StoreError: ``path`` is a directory or its folder does not exist (checked first).
 
     Example:
         >>> import tempfile, os
@@ -63,6 +67,7 @@ def export_csv(
         >>> export_csv(SQLiteStore(":memory:"), out)
         0
     """
+    path = check_output_file(path, doing="export to", what="the CSV file")
     trials = store.trials(run_id=run_id, workload=workload, target=target)
     runs = _runs(store, trials)
     num_repeats = max((len(t.result.run_secs) for t in trials), default=0)
@@ -125,8 +130,12 @@ def export_jsonl(
         target: Only trials on this target.
 
     Returns:
-        How many lines (trials) were written.
+        How many lines were written: trials and re-measurements (``is_remeasure``) alike.
+
+    Raises:
+        StoreError: ``path`` is a directory or its folder does not exist (checked first).
     """
+    path = check_output_file(path, doing="export to", what="the JSON Lines file")
     trials = store.trials(run_id=run_id, workload=workload, target=target)
     runs = _runs(store, trials)
     with open(path, "w", encoding="utf-8") as fh:

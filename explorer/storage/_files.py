@@ -35,6 +35,8 @@ def check_file(path: str, *, read_only: bool) -> None:
     with SQLite's header is refused from the header alone: sqlite3 would not refuse it until
     its first query, and setting WAL mode is a write.
     """
+    if not path:
+        raise StoreError("no record database file named (the path is empty)")
     file = Path(path)
     try:
         if file.is_dir():
@@ -167,6 +169,28 @@ def checkpoint(conn: sqlite3.Connection, path: str) -> None:
         logger.warning("%s: checkpoint on close failed: %s", path, exc)
 
 
+# -- output files ------------------------------------------------------------------------------
+def check_output_file(dest: str | Path, *, doing: str, what: str = "the file") -> Path:
+    """``dest`` as a ``Path``, refused (``StoreError``) unless a file can be written there: it
+    must not be a directory, and its folder must exist (a typo never creates a tree of folders)."""
+    if not str(dest).strip():  # Path("") would be the current folder
+        raise StoreError(f"cannot {doing} an empty path: name {what}")
+    dest = Path(dest)
+    if dest.is_dir():
+        raise StoreError(f"cannot {doing} {dest}: it is a directory; name {what}")
+    check_output_folder(dest, doing=doing)
+    return dest
+
+
+def check_output_folder(dest: Path, *, doing: str) -> None:
+    """Refuse ``dest`` when its folder does not exist or is not a folder."""
+    folder = dest.absolute().parent
+    if not folder.exists():
+        raise StoreError(f"cannot {doing} {dest}: the folder {dest.parent} does not exist")
+    if not folder.is_dir():
+        raise StoreError(f"cannot {doing} {dest}: {dest.parent} is a file, not a folder")
+
+
 # -- backups -----------------------------------------------------------------------------------
 def backup(conn: sqlite3.Connection, source: str, dest: str | Path, *, overwrite: bool) -> Path:
     """Copy the database through SQLite's online backup API into ``dest`` (one file).
@@ -176,11 +200,7 @@ def backup(conn: sqlite3.Connection, source: str, dest: str | Path, *, overwrite
     so ``dest`` is never half-written, and switched to rollback-journal mode so that the file
     alone is the whole database (the store switches it back to WAL when it opens it to write).
     """
-    dest = Path(dest)
-    if dest.is_dir():
-        raise StoreError(f"cannot back up to {dest}: it is a directory; name the backup file")
-    if not dest.parent.is_dir():
-        raise StoreError(f"cannot back up to {dest}: the folder {dest.parent} does not exist")
+    dest = check_output_file(dest, doing="back up to", what="the backup file")
     if dest.exists():
         if source != ":memory:" and dest.resolve() == Path(source).resolve():
             raise StoreError(f"cannot back up {source} onto itself")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from explorer.errors import StoreError, TargetError
 from explorer.measure._base import Candidate, MeasureResult
 from explorer.session._trace_check import check_trace_on_module
 from explorer.storage._base import NewTrial, RecordStore, trace_hash
+from explorer.storage._files import check_output_folder
 from explorer.target import Target
 from explorer.types import MeasureStatus
 from explorer.workloads import Workload, get_workload, presets
@@ -101,7 +103,8 @@ def export_metaschedule(
 
     Args:
         store: The source.
-        work_dir: The MetaSchedule work directory (created if missing).
+        work_dir: The MetaSchedule work directory (created if missing; the folder it is in
+            must exist).
         run_id: Only this run's trials.
         workload: Only trials of this workload.
         target: Only trials on this target.
@@ -111,12 +114,19 @@ def export_metaschedule(
         How many tuning records were written.
 
     Raises:
-        StoreError: A successful trial's trace no longer replays on its workload.
+        StoreError: ``work_dir`` is a file or its folder does not exist (checked before
+            anything is read), or a successful trial's trace no longer replays on its workload.
     """
     ms = _tvm.ms
-    trials = store.trials(run_id=run_id, workload=workload, target=target)
+    if not str(work_dir).strip():  # Path("") would be the current folder
+        raise StoreError("cannot export to an empty path: name the MetaSchedule folder")
     path = Path(work_dir)
-    path.mkdir(parents=True, exist_ok=True)
+    _check_export_dir(path)
+    trials = store.trials(run_id=run_id, workload=workload, target=target)
+    try:
+        path.mkdir(exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create the folder {path}: {exc.strerror or exc}") from exc
     database = ms.database.JSONDatabase(work_dir=str(path))
     present = {
         _record_key(r.workload.mod, r.trace, r.run_secs) for r in database.get_all_tuning_records()
@@ -179,6 +189,37 @@ def export_metaschedule(
 
 
 _TIMED = (MeasureStatus.OK, MeasureStatus.UNCHECKED)
+
+
+def _check_export_dir(path: Path) -> None:
+    if path.exists() and not path.is_dir():
+        raise StoreError(
+            f"cannot export to {path}: it is a file, and the MetaSchedule format writes a folder "
+            "(name a new folder, or one that holds a MetaSchedule database)"
+        )
+    check_output_folder(path, doing="export to")
+
+
+def check_work_dir(path: str | Path) -> Path:
+    """``path`` as a ``Path`` if it holds a MetaSchedule JSON database, else ``StoreError``
+    saying what is missing (checked before any database is opened)."""
+    if not str(path).strip():  # Path("") would be the current folder
+        raise StoreError("cannot import an empty path: name a MetaSchedule work_dir")
+    path = Path(path)
+    if not path.exists():
+        raise StoreError(
+            f"cannot import {path}: the folder {path} does not exist (name a MetaSchedule "
+            "work_dir)"
+        )
+    if not path.is_dir():
+        raise StoreError(
+            f"cannot import {path}: it is a file; a MetaSchedule work_dir is a folder holding "
+            f"{WORKLOAD_FILE} and {RECORD_FILE}"
+        )
+    for name in (WORKLOAD_FILE, RECORD_FILE):
+        if not (path / name).is_file():
+            raise StoreError(f"{path} is not a MetaSchedule JSON database (no {name})")
+    return path
 
 
 def _record_key(mod: Any, trace: Any, run_secs: Any) -> tuple[int, int, tuple[float, ...]]:
@@ -258,9 +299,7 @@ def _read(path: Path) -> tuple[list[Any], list[tuple[int, str]]]:
     ``JSONDatabase.get_all_tuning_records()`` sorts by latency, which loses the order a search
     measured in, so the files are parsed directly.
     """
-    for name in (WORKLOAD_FILE, RECORD_FILE):
-        if not (path / name).is_file():
-            raise StoreError(f"{path} is not a MetaSchedule JSON database (no {name})")
+    check_work_dir(path)
     workloads: list[Any] = []
     for lineno, line in _lines(path / WORKLOAD_FILE):
         try:
@@ -305,7 +344,8 @@ def import_metaschedule(
         The runs created and the counts of imported, unmatched and unreadable records.
 
     Raises:
-        StoreError: ``work_dir`` holds no MetaSchedule JSON database.
+        StoreError: ``work_dir`` does not exist, is a file, or holds no MetaSchedule JSON
+            database.
 
     Example:
         >>> import tempfile
@@ -318,7 +358,7 @@ def import_metaschedule(
         ImportSummary(run_ids=(), imported=0, unmatched=0, failed=0, duplicates=0)
     """
     ms = _tvm.ms
-    path = Path(work_dir)
+    path = check_work_dir(work_dir)
     ms_workloads, lines = _read(path)
     # Step 1. Candidates, explicit ones first; duplicates by key are tried once.
     runs = store.runs()
@@ -334,7 +374,7 @@ def import_metaschedule(
     unmatched = failed = 0
     for lineno, line in lines:
         try:
-            index, record_json = json.loads(line)
+            index, record_json = _parse_record(line, len(ms_workloads))
             ms_workload = ms_workloads[index]
             if ms_workload is None:
                 raise ValueError(f"its workload #{index} is unreadable")
@@ -343,7 +383,10 @@ def import_metaschedule(
             check_trace_on_module(
                 ms_workload.mod, record_json[0], name=f"MetaSchedule workload #{index}"
             )
-            record = ms.database.TuningRecord.from_json(record_json, ms_workload)
+            try:
+                record = ms.database.TuningRecord.from_json(record_json, ms_workload)
+            except Exception as exc:  # TVM's text names its own types: say what failed first
+                raise ValueError(f"TVM cannot read the record ({_message_line(exc)})") from exc
         except Exception as exc:  # one bad line (e.g. truncated by a kill) must not hide others
             logger.warning("%s:%d: unreadable tuning record: %s", path / RECORD_FILE, lineno, exc)
             failed += 1
@@ -405,6 +448,46 @@ def import_metaschedule(
         run_ids.append(run.id)
     imported = sum(len(trials) for _, _, trials in groups.values())
     return ImportSummary(tuple(run_ids), imported, unmatched, failed, duplicates)
+
+
+def _parse_record(line: str, num_workloads: int) -> tuple[int, list[Any]]:
+    """A record line's ``(workload index, record)``, checked enough that TVM never sees a shape
+    it would answer with its internals; ``ValueError`` says in plain words what is wrong.
+
+    A record is ``[trace, run_secs, target, args_info]``; ``run_secs`` is ``null`` (never
+    measured) or a list of positive, finite seconds (``1e10`` is MetaSchedule's failure mark).
+    """
+    try:
+        data = json.loads(line)
+    except ValueError:
+        raise ValueError("not valid JSON (truncated, or not a MetaSchedule record)") from None
+    if not (isinstance(data, list) and len(data) == 2):
+        raise ValueError("not a [workload index, record] pair")
+    index, record = data
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise ValueError(f"the workload index is not a whole number (got {index!r:.40})")
+    if not 0 <= index < num_workloads:
+        raise ValueError(
+            f"workload #{index} is not in {WORKLOAD_FILE} (it has {num_workloads} workloads)"
+        )
+    if not (isinstance(record, list) and 2 <= len(record) <= 4):
+        raise ValueError("the record is not a [trace, run_secs, target, args_info] list")
+    run_secs = record[1]
+    if run_secs is not None:
+        if not isinstance(run_secs, list):
+            raise ValueError(f"run_secs is not a list of seconds (got {run_secs!r:.40})")
+        for secs in run_secs:
+            is_number = isinstance(secs, (int, float)) and not isinstance(secs, bool)
+            if not (is_number and math.isfinite(secs) and secs > 0):
+                raise ValueError(
+                    f"run_secs holds {secs!r:.40}, not a positive, finite number of seconds"
+                )
+    return index, record
+
+
+def _message_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__
 
 
 def _lines(path: Path) -> Iterable[tuple[int, str]]:
