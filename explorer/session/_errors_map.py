@@ -234,7 +234,7 @@ _RULES: list[tuple[str, str, Reason]] = [
     ),
 ]
 
-_OBJECT_REF = re.compile(r"\b(s_tir\.SBlock|tirx\.For)#\d+")
+_OBJECT_REF = re.compile(r"\b(?:a |an )?(?:s_tir\.|tirx\.)?(SBlock|For)#\d+")
 
 
 def error_sentence(exc: BaseException) -> str:
@@ -273,9 +273,7 @@ def translate(primitive: str, exc: BaseException, args: Mapping[str, Any]) -> Pr
         )
     arg = _fallback_arg(args)
     cleaned = plain_sentence(
-        _OBJECT_REF.sub(
-            lambda m: "(block)" if m.group(1).endswith("SBlock") else "(loop)", sentence
-        )
+        _OBJECT_REF.sub(lambda m: "a block" if m.group(1) == "SBlock" else "a loop", sentence)
     )
     return PrimitiveError(
         primitive,
@@ -325,8 +323,22 @@ def plain_sentence(sentence: str) -> str:
     if match and match.group(1).strip():
         sentence = match.group(1).strip()
     elif "Check failed" in sentence:
-        return "an internal check of TVM failed (see the detail)"
+        return "these instructions do not fit together here (an internal check of TVM failed)"
     sentence = re.sub(
         r"`?\b((?:ffi|ir|s_tir|tirx)\.\w+)`?", lambda m: _type_words(m.group(1)), sentence
     )
     return re.sub(r"\s*\b0x[0-9a-fA-F]+\b", "", sentence)
+
+
+# Stand-ins for the names a trace instruction does not have (its loops are variables, not names).
+_LOOP, _BLOCK = "\x00loop", "\x00block"
+
+
+def step_sentence(kind: str, exc: BaseException) -> str:
+    """TVM's refusal of one trace instruction (``Vectorize``, ``Reorder``...) in plain words:
+    ``translate`` with "the loop" and "the block" for the objects it names."""
+    reason = translate(kind.lower(), exc, {"loop": _LOOP, "loops": _LOOP, "block": _BLOCK}).reason
+    for placeholder, words in ((_LOOP, "the loop"), (_BLOCK, "the block")):
+        reason = reason.replace(f"{words.split()[1]} {placeholder}", words)
+        reason = reason.replace(placeholder, words)
+    return reason

@@ -18,7 +18,7 @@ from explorer.session._names import NestIndex, index_schedule
 from explorer.session._params import REQUIRED
 from explorer.session._primitives import PRIMITIVES, Primitive, StepContext
 from explorer.session._snapshot import Snapshot, Step, script_diff, trace_python
-from explorer.session._trace_check import check_trace, compare_decisions
+from explorer.session._trace_check import check_trace, compare_decisions, read_json_file
 from explorer.target import Target
 from explorer.types import JSON
 from explorer.workloads import Workload
@@ -298,6 +298,12 @@ class ScheduleSession:
             target = Target.from_json(data["target"]) if data.get("target") else None
         except (ExplorerError, TypeError, ValueError, KeyError) as exc:
             raise ExplorerError(f"the session's workload or target is not valid: {exc}") from None
+        if _plain_json(workload.to_json()) != data.get("workload"):
+            # A missing parameter would silently take its default, "32" would pass for 32.
+            raise ExplorerError(
+                f"the session's workload must describe it exactly as {workload.key()} does "
+                f"(every shape parameter, numbers as numbers): {json.dumps(workload.to_json())}"
+            )
         steps = data.get("steps", [])
         if not isinstance(steps, list):
             raise ExplorerError("the session's 'steps' must be a list of steps")
@@ -344,8 +350,19 @@ class ScheduleSession:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> ScheduleSession:
-        """Read a session written by ``save``."""
-        return cls.from_json(json.loads(Path(path).read_text()))
+        """Read a session written by ``save``.
+
+        Raises:
+            ExplorerError: the file cannot be read or is not a saved session (the message
+                names the file); ``from_json``'s errors otherwise.
+        """
+        data = read_json_file(path, what="a saved session", error=ExplorerError)
+        try:
+            return cls.from_json(data)
+        except PrimitiveError:
+            raise
+        except ExplorerError as exc:
+            raise ExplorerError(f"{os.fspath(path)}: {exc}") from None
 
     # -- events -------------------------------------------------------------------------------
     def on_change(self, callback: Callable[[Snapshot], None]) -> Callable[[], None]:
@@ -469,3 +486,8 @@ def _saved_step(number: int, step: Any) -> tuple[str, dict[str, Any]]:
     if not isinstance(args, Mapping) or not all(isinstance(k, str) for k in args):
         raise ExplorerError(f"step {number} ({primitive}) must have 'args' as an object")
     return primitive, dict(args)
+
+
+def _plain_json(value: Any) -> Any:
+    """``value`` as it reads back from a JSON file (tuples become lists)."""
+    return json.loads(json.dumps(value))

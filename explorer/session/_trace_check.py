@@ -28,7 +28,6 @@ import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from explorer import _tvm
@@ -344,24 +343,20 @@ def read_trace_file(
             that would not replay as written (``check_trace``).
     """
     name = os.fspath(path)
-    try:
-        data = json.loads(Path(path).read_bytes().decode("utf-8"))
-    except OSError as exc:
-        raise TraceError(f"{name}: cannot read it ({exc.strerror or exc})") from None
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise TraceError(f"{name}: not a JSON file (a trace or a saved session)") from None
-    if isinstance(data, dict):  # a saved session or a record: take its trace
+    data = read_json_file(path, what="a trace or a saved session", error=TraceError)
+    if isinstance(data, dict) and isinstance(data.get("candidate"), dict):
+        data = data["candidate"]  # a record, as `explorer export --format jsonl` writes one
+    if isinstance(data, dict):  # a saved session or a candidate: take its trace
         if "trace" not in data:
             raise TraceError(f"{name}: a JSON object without a 'trace' field is not a trace")
         saved_for = data.get("workload")
-        same = saved_for == workload.to_json() or (
-            refit and isinstance(saved_for, dict) and saved_for.get("family") == workload.family
-        )
-        if saved_for is not None and not same:
+        same_family = isinstance(saved_for, dict) and saved_for.get("family") == workload.family
+        exact = saved_for == json.loads(json.dumps(workload.to_json()))
+        if saved_for is not None and not exact and not (refit and same_family):
+            hint = " (--refit re-fits one to another shape of its operator)" if same_family else ""
             raise TraceError(
                 f"{name} was saved for {_workload_key(saved_for)}, not {workload.key()}; "
-                "a schedule does not carry over to another workload"
-                + ("" if refit else " (--refit re-fits one to another shape of its operator)")
+                f"a schedule does not carry over to another workload{hint}"
             )
         data = data["trace"]
     try:
@@ -370,6 +365,32 @@ def read_trace_file(
         return CheckedTrace(check_trace(workload, data), ())
     except TraceError as exc:
         raise TraceError(f"{name}: {exc}", detail=exc.detail) from None
+
+
+MAX_FILE_BYTES = 64 << 20
+"""The largest trace or session file read: a real one is kilobytes (``/dev/zero`` is endless)."""
+
+
+def read_json_file(path: str | os.PathLike[str], *, what: str, error: type[Exception]) -> Any:
+    """The JSON value in a file, or ``error`` naming the file and what is wrong with it.
+
+    Reads at most ``MAX_FILE_BYTES`` (a device or a huge file is refused, not read whole) and
+    accepts a UTF-8 byte-order mark, as editors on some systems write one.
+    """
+    name = os.fspath(path)
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_FILE_BYTES + 1)
+    except IsADirectoryError:
+        raise error(f"{name} is a folder, not {what}") from None
+    except OSError as exc:
+        raise error(f"{name}: cannot read it ({exc.strerror or exc})") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise error(f"{name} is larger than {MAX_FILE_BYTES >> 20} MiB: not {what}")
+    try:
+        return json.loads(raw.decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise error(f"{name}: not a JSON file ({what})") from None
 
 
 def _workload_key(data: Any) -> str:
@@ -444,14 +465,15 @@ def replay_decisions(mod: Any, trace_json: JSON) -> dict[str, Any]:
     (the isolated worker runs this): TVM can still kill the process for inputs no static
     check foresees.
     """
-    from explorer.session._errors_map import error_sentence, plain_sentence
+    from explorer.session._errors_map import step_sentence
 
     sch = _tvm.Schedule(mod)
     try:
         _tvm.apply_trace_json(trace_json, sch)
     except Exception as exc:  # noqa: BLE001  (any refusal is the trace's)
-        sentence = plain_sentence(error_sentence(exc))
         index = _first_failing(mod, trace_json)
+        kind = trace_json[0][index][0] if index is not None else "replay"
+        sentence = step_sentence(kind, exc)
         return {"ok": False, "error": sentence, "index": index, "detail": str(exc)}
     return {"ok": True, "decisions": _tvm.trace_to_json(sch.trace)[1]}
 

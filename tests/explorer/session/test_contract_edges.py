@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from explorer.errors import ExplorerError, PrimitiveError
-from explorer.session import ScheduleSession, refit_trace
+from explorer.errors import ExplorerError, PrimitiveError, TraceError
+from explorer.session import ScheduleSession, read_trace_file, refit_trace
 from explorer.testing.recordings import SMALL, open_recording, recorded_trials
 from explorer.workloads import get_workload, parse_expression
 
@@ -152,3 +152,86 @@ def test_refit_from_the_cli_prints_the_changes(tmp_path, capsys) -> None:
     assert main([*argv, *db, "--refit"]) == 0
     out = capsys.readouterr().out
     assert "refit: instruction" in out and "matches NumPy" in out
+
+
+# -- found by trying it as a new user ------------------------------------------------------------
+def _cache_write_trace(tmp_path):
+    store = open_recording(tmp_path)
+    trace = next(
+        t.candidate.trace
+        for t in recorded_trials(store, SMALL)
+        if "CacheWrite" in json.dumps(t.candidate.trace)
+    )
+    store.close()
+    return trace
+
+
+def test_tvm_refusals_inside_a_trace_are_told_in_words(tmp_path) -> None:
+    trace = _cache_write_trace(tmp_path)
+    kinds = [inst[0] for inst in trace[0]]
+    outer = [inst for inst in trace[0] if inst[0] == "GetLoops"][-1][3][0]
+    vectorize_outer = json.loads(json.dumps(trace))
+    vectorize_outer[0].append(["Vectorize", [outer], [], []])
+    bad_index = json.loads(json.dumps(trace))
+    bad_index[0][kinds.index("CacheWrite")][2][0] = 5
+    repeated = json.loads(json.dumps(trace))
+    reorder = repeated[0][kinds.index("Reorder")][1]
+    reorder[1] = reorder[0]
+    session = ScheduleSession(SMALL)
+    for bad, words in (
+        (vectorize_outer, "cannot be vectorized"),
+        (bad_index, "the index must be in 0..0"),
+        (repeated, "names a loop twice"),
+    ):
+        with pytest.raises(PrimitiveError) as info:
+            session.load_trace(bad)
+        text = _plain(info.value)
+        assert words in text, text
+        for raw in ("For#", "SBlock#", "SRef", "buffer_index", "\x00"):
+            assert raw not in text, text
+
+
+def test_files_that_are_not_sessions_get_one_sentence_naming_them(tmp_path) -> None:
+    big = tmp_path / "big.json"
+    with open(big, "wb") as fh:  # sparse: 65 MiB of zeros without writing them
+        fh.truncate(65 << 20)
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(bytes(range(256)))
+    cases = {big: "larger than 64 MiB", binary: "not a JSON file", tmp_path: "is a folder"}
+    for path, words in cases.items():
+        with pytest.raises(ExplorerError) as info:
+            ScheduleSession.load(path)
+        assert words in _plain(info.value) and str(path) in str(info.value)
+        with pytest.raises(ExplorerError, match=words):
+            read_trace_file(path, SMALL)
+
+
+def test_a_saved_workload_must_be_described_exactly(tmp_path) -> None:
+    session = ScheduleSession(SMALL)
+    session.apply("split", loop="i", factors=[None, 16])
+    for edit in (
+        lambda w: w["params"].pop("K"),  # would silently become K=256
+        lambda w: w["params"].__setitem__("M", "64"),  # "64" would pass for 64
+    ):
+        data = json.loads(json.dumps(session.to_json()))
+        edit(data["workload"])
+        with pytest.raises(ExplorerError, match="exactly"):
+            ScheduleSession.from_json(data)
+
+
+def test_bom_records_and_other_operators(tmp_path) -> None:
+    session = ScheduleSession(SMALL)
+    session.apply("split", loop="i", factors=[None, 16])
+    with_bom = tmp_path / "bom.json"
+    with_bom.write_bytes(b"\xef\xbb\xbf" + json.dumps(session.to_json()).encode())
+    assert read_trace_file(with_bom, SMALL).trace == session.candidate().trace
+    record = tmp_path / "record.json"  # one line of `explorer export --format jsonl`
+    record.write_text(json.dumps({"id": 1, "candidate": session.candidate().to_json()}))
+    assert read_trace_file(record, SMALL).trace == session.candidate().trace
+    conv = get_workload("conv2d", N=1, CI=4, CO=4, H=8, W=8)
+    with pytest.raises(TraceError) as info:
+        read_trace_file(with_bom, conv)
+    assert "--refit" not in str(info.value)  # re-fitting changes shapes, not operators
+    other_shape = get_workload("matmul", M=64, N=64, K=32)
+    with pytest.raises(TraceError, match="--refit"):
+        read_trace_file(with_bom, other_shape)

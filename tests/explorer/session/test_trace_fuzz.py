@@ -171,20 +171,19 @@ def _mutations(draw: st.DrawFn) -> object:
         insts, decisions = (
             trace if is_pair and all(isinstance(p, list) for p in trace) else ([], [])
         )
+        # Decision entries still shaped [index, value] (an earlier op may have broken some).
+        pairs = [d for d in decisions if isinstance(d, list) and len(d) == 2]
         op = draw(st.integers(0, 12))
-        if op == 0 and decisions:  # a decision's value: a tile, an index, anything
-            i = draw(st.integers(0, len(decisions) - 1))
-            decisions[i][1] = draw(
-                st.one_of(st.lists(_SMALL_INTS, max_size=6), _SMALL_INTS, _JSON)
-            )
-        elif op == 1 and decisions:  # a tile re-factored with the same product, or permuted
-            i = draw(st.integers(0, len(decisions) - 1))
-            value = decisions[i][1]
-            if isinstance(value, list) and value:
-                decisions[i][1] = draw(st.permutations(value))
-        elif op == 2 and decisions:  # a decision's index
-            i = draw(st.integers(0, len(decisions) - 1))
-            decisions[i][0] = draw(st.one_of(st.integers(-5, len(insts) + 5), _JSON))
+        if op == 0 and pairs:  # a decision's value: a tile, an index, anything
+            pair = pairs[draw(st.integers(0, len(pairs) - 1))]
+            pair[1] = draw(st.one_of(st.lists(_SMALL_INTS, max_size=6), _SMALL_INTS, _JSON))
+        elif op == 1 and pairs:  # a tile re-factored with the same product, or permuted
+            pair = pairs[draw(st.integers(0, len(pairs) - 1))]
+            if isinstance(pair[1], list) and pair[1]:
+                pair[1] = draw(st.permutations(pair[1]))
+        elif op == 2 and pairs:  # a decision's index
+            pair = pairs[draw(st.integers(0, len(pairs) - 1))]
+            pair[0] = draw(st.one_of(st.integers(-5, len(insts) + 5), _JSON))
         elif op == 3 and decisions:  # drop, duplicate or truncate decisions
             i = draw(st.integers(0, len(decisions) - 1))
             choice = draw(st.integers(0, 2))
