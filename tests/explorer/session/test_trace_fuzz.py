@@ -146,6 +146,10 @@ _KINDS = [
     "Bogus",
     "",
 ]
+# Messages echo a bit of the bad value; without "x", "." and "#" no random text can look like
+# the TVM internals a message must not contain (0x addresses, ffi. types, For#0 objects).
+_TEXT = st.text(alphabet=st.characters(blacklist_characters="x.#"), max_size=6)
+_KEYS = st.text(alphabet=st.characters(blacklist_characters="x.#"), max_size=3)
 _LEAVES = st.one_of(
     st.none(),
     st.booleans(),
@@ -153,11 +157,11 @@ _LEAVES = st.one_of(
     st.integers(-3, 130),
     st.floats(allow_nan=True, allow_infinity=True),
     st.sampled_from(_NAMES),
-    st.text(max_size=6),
+    _TEXT,
 )
 _JSON = st.recursive(
     _LEAVES,
-    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=3), inner),
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(_KEYS, inner),
     max_leaves=10,
 )
 _SMALL_INTS = st.integers(-3, 130)
