@@ -82,9 +82,7 @@ class StartPlan:
         done = {trace_key(r.candidate.trace) for r in history}
         done |= {p for r in history if (p := _point_key(r.candidate)) is not None}
         todo = [self.reference] + ([self.nearest] if self.nearest is not None else [])
-        return [
-            c for c in todo if trace_key(c.trace) not in done and _point_key(c) not in done
-        ]
+        return [c for c in todo if trace_key(c.trace) not in done and _point_key(c) not in done]
 
 
 def _point_key(candidate: Candidate) -> str | None:

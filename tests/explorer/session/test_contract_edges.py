@@ -42,17 +42,22 @@ def test_a_factor_beyond_int32_is_refused_in_words() -> None:
     assert info.value.arg == "factors" and "int32" in _plain(info.value)
 
 
-@pytest.fixture(scope="module")
-def loaded() -> ScheduleSession:
-    store = open_recording()
+def _recorded_trace(directory, needle: str, *, ok: bool = False) -> list:
+    """The first recorded matmul 64^3 trace that contains ``needle`` (and measured ok)."""
+    store = open_recording(directory)
     trace = next(
         t.candidate.trace
         for t in recorded_trials(store, SMALL)
-        if "DecomposeReduction" in json.dumps(t.candidate.trace)
+        if needle in json.dumps(t.candidate.trace) and (t.result.is_ok or not ok)
     )
     store.close()
+    return trace
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory) -> ScheduleSession:
     session = ScheduleSession(SMALL)
-    session.load_trace(trace)
+    session.load_trace(_recorded_trace(tmp_path_factory.mktemp("rec"), "DecomposeReduction"))
     return session
 
 
@@ -111,13 +116,7 @@ def test_edited_trace_is_not_blamed_on_the_tvm_version() -> None:
 
 
 def test_refit_is_explicit_and_names_every_change(tmp_path) -> None:
-    store = open_recording(tmp_path)
-    trace = next(
-        t.candidate.trace
-        for t in recorded_trials(store, SMALL)
-        if "SamplePerfectTile" in json.dumps(t.candidate.trace)
-    )
-    store.close()
+    trace = _recorded_trace(tmp_path, "SamplePerfectTile")
     other = get_workload("matmul", M=60, N=64, K=50)
     with pytest.raises(PrimitiveError, match="--refit"):  # never implicitly
         ScheduleSession(other).load_trace(trace)
@@ -137,13 +136,7 @@ def test_refit_is_explicit_and_names_every_change(tmp_path) -> None:
 def test_refit_from_the_cli_prints_the_changes(tmp_path, capsys) -> None:
     from explorer.cli import main
 
-    store = open_recording(tmp_path)
-    trace = next(
-        t.candidate.trace
-        for t in recorded_trials(store, SMALL)
-        if t.result.is_ok and "SamplePerfectTile" in json.dumps(t.candidate.trace)
-    )
-    store.close()
+    trace = _recorded_trace(tmp_path, "SamplePerfectTile", ok=True)
     path = tmp_path / "t.json"
     path.write_text(json.dumps(trace))
     argv = ["measure", "matmul", "-p", "M=48", "-p", "N=64", "-p", "K=64", "--trace", str(path)]
@@ -155,19 +148,8 @@ def test_refit_from_the_cli_prints_the_changes(tmp_path, capsys) -> None:
 
 
 # -- found by trying it as a new user ------------------------------------------------------------
-def _cache_write_trace(tmp_path):
-    store = open_recording(tmp_path)
-    trace = next(
-        t.candidate.trace
-        for t in recorded_trials(store, SMALL)
-        if "CacheWrite" in json.dumps(t.candidate.trace)
-    )
-    store.close()
-    return trace
-
-
 def test_tvm_refusals_inside_a_trace_are_told_in_words(tmp_path) -> None:
-    trace = _cache_write_trace(tmp_path)
+    trace = _recorded_trace(tmp_path, "CacheWrite")
     kinds = [inst[0] for inst in trace[0]]
     outer = [inst for inst in trace[0] if inst[0] == "GetLoops"][-1][3][0]
     vectorize_outer = json.loads(json.dumps(trace))
