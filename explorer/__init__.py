@@ -5,6 +5,9 @@ The core library; it imports without any notebook package. The notebook UI lives
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 from explorer.errors import (
     ExplorerError,
     PrimitiveError,
@@ -14,9 +17,24 @@ from explorer.errors import (
     UnknownPluginError,
     WorkloadError,
 )
-from explorer.target import Target
 from explorer.types import MeasureStatus
-from explorer.workloads import Workload, get_workload
+
+# Imported on first use: they import TVM (about a second), and `explorer` itself must stay light
+# so that the command line can catch a Ctrl-C pressed while TVM is still loading.
+_LAZY = {
+    "Target": "explorer.target",
+    "Workload": "explorer.workloads",
+    "get_workload": "explorer.workloads",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'explorer' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
 
 __version__ = "0.1.0"
 
