@@ -24,7 +24,6 @@ import math
 import os
 import re
 import shutil
-import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -499,6 +498,7 @@ class _Checker:
         self._log_dir: str | None = None
 
     def replay(self, mod: Any, trace_json: JSON) -> Mapping[str, Any]:
+        from explorer._process import owned_temp_dir
         from explorer.measure._pool import Worker, WorkerLost
 
         # The module itself, not the workload's description: any workload replays, custom
@@ -507,7 +507,8 @@ class _Checker:
         with self._lock:
             if self._worker is None or not self._worker.is_alive:
                 if self._log_dir is None:
-                    self._log_dir = tempfile.mkdtemp(prefix="explorer-trace-check-")
+                    # Named after this process, so the next one removes it after a kill -9.
+                    self._log_dir = owned_temp_dir("explorer-trace-check-")
                 self._worker = Worker(
                     "build", num_threads=1, memory_limit_bytes=2 << 30, log_dir=self._log_dir
                 )
