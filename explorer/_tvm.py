@@ -49,6 +49,7 @@ __all__ = [
     "make_target",
     "metaschedule_logging_guard",
     "ms",
+    "parse_tvmscript",
     "save_json",
     "te",
     "tirx",
@@ -112,6 +113,14 @@ def save_json(node: Any) -> str:
 def load_json(text: str) -> Any:
     """The IR node that ``save_json`` wrote."""
     return tvm.ir.load_json(text)
+
+
+def parse_tvmscript(text: str) -> tvm.IRModule:
+    """An IRModule with ``main`` from the TVMScript text of one ``@T.prim_func`` (``T`` is
+    ``tvm.script.tirx``; the text has no import lines)."""
+    import tvm.script
+
+    return tvm.IRModule({"main": tvm.script.from_source(text)})
 
 
 def compile_mod(mod: tvm.IRModule, target: tvm.target.Target) -> Any:

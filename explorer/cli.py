@@ -429,6 +429,30 @@ REFIT_HELP = (
 )
 
 
+def cmd_peak(args: argparse.Namespace) -> int:
+    import datetime
+
+    from explorer.machine import cache_path, cached_peak, measured_peak
+
+    target = _target(args)
+    if args.remeasure or cached_peak(target) is None:
+        print(f"measuring {target.key()} (a few seconds)...", flush=True)
+    peak = measured_peak(target, remeasure=args.remeasure)
+    when = datetime.datetime.fromtimestamp(peak.measured_at).strftime("%Y-%m-%d %H:%M")
+    print(
+        f"{peak.cpu_model} ({target.key()}): fp32 peak {peak.gflops_f32:.1f} GFLOPS, "
+        f"memory bandwidth {peak.bandwidth_gbs:.1f} GB/s\n"
+        f"measured {when} on {plural(peak.num_threads, 'thread')} with TVM {peak.tvm_version}; "
+        f"kept in {cache_path()} (--remeasure measures again)"
+    )
+    if peak.was_busy:
+        print(
+            f"warning: other processes used {peak.busy_elsewhere:.0%} of the CPUs meanwhile; "
+            "the numbers may be low: --remeasure when the machine is quiet"
+        )
+    return EXIT_OK
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="explorer",
@@ -524,6 +548,20 @@ def _parser() -> argparse.ArgumentParser:
     _add_common(p, target=False)
     p.add_argument("--run", type=positive_int, default=None, metavar="RUN", help="only this run")
     p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser(
+        "peak", help="this CPU's measured fp32 peak and memory bandwidth (the roofline)"
+    )
+    p.add_argument(
+        "--threads",
+        type=positive_int,
+        default=None,
+        help="cores to measure on, at most the cores available (default: all of them)",
+    )
+    p.add_argument(
+        "--remeasure", action="store_true", help="measure again, replacing the kept one"
+    )
+    p.set_defaults(func=cmd_peak, target="cpu")
     return parser
 
 

@@ -122,10 +122,13 @@ class Target:
         return self.vector_bits // 32
 
     @property
-    def peak_gflops_f32(self) -> float:
-        """A rough fp32 peak for the roofline: 2 FMA units x lanes x 2 flops x cores x 3 GHz.
+    def nominal_peak_gflops_f32(self) -> float:
+        """A nominal fp32 rate from a formula: 2 FMA units x lanes x 2 flops x cores x 3 GHz.
 
-        It is an upper bound for orientation, not a promise; the clock is not readable here.
+        Only an order of magnitude: neither the clock nor how many full-width FMA units a core
+        has is readable here, and the formula misses both ways (384 GFLOPS on a 2-core AMD
+        EPYC whose FMA kernel measures 235). Never a ceiling: for one, use
+        ``explorer.machine.measured_peak``.
         """
         if self.kind == "cuda":
             return float("nan")

@@ -21,6 +21,7 @@ import ipywidgets as w
 import numpy as np
 
 from explorer.cost_models import CostModel, make_cost_model
+from explorer.machine import MachinePeak, PeakMeasureError, measured_peak
 from explorer.measure import Candidate, MeasureResult, trace_key
 from explorer.session import ScheduleSession, Snapshot
 from explorer.storage import NewTrial, TrialRecord
@@ -86,6 +87,8 @@ class Measurement:
     rank: int  # 1 = the fastest correct schedule known for this workload and target
     num_ok: int
     best_secs: float | None
+    peak: MachinePeak | None = None  # the CPU's measured roofline (None for a GPU)
+    peak_note: str = ""  # why there is no peak, when measuring it failed
 
     @property
     def result(self) -> MeasureResult:
@@ -391,7 +394,16 @@ class CostPanel:
         best_secs = best[0].median_secs if best else None
         mine = result.median_secs
         rank = 1 + sum(1 for r in ok if mine is not None and (r.median_secs or 0) < mine)
-        return Measurement(record, label, rank if result.is_ok else 0, len(ok), best_secs)
+        # After the timing, never during it; measured once per machine, then read from disk.
+        peak, note = None, ""
+        if candidate.target.kind == "llvm":
+            try:
+                peak = measured_peak(candidate.target)
+            except PeakMeasureError as exc:
+                note = str(exc)
+        return Measurement(
+            record, label, rank if result.is_ok else 0, len(ok), best_secs, peak, note
+        )
 
     def _measured_done(self, job: Job) -> None:
         # Worker thread. A "still busy" notice is moot now.
@@ -421,7 +433,7 @@ class CostPanel:
         current = self._measured.get(self._current_key or "")
         if current is not None:  # measured before (also after an undo back to it)
             self.latency.value = latency_html(current.result)
-            self.details.value = details_html(current, self.ctx.target)
+            self.details.value = details_html(current)
         elif self.measure_job is not None and self.measure_job.is_active:
             return  # "Measuring..." stays until the job reports
         elif self._last is not None:
@@ -524,7 +536,7 @@ def latency_html(result: MeasureResult, *, stale: str | None = None) -> str:
     return f"{prefix}<b style='color:#a00'>no valid timing</b>: the schedule {words}"
 
 
-def details_html(m: Measurement, target: Target) -> str:
+def details_html(m: Measurement) -> str:
     result = m.result
     lines = [f"Check: {html.escape(STATUS_WORDS.get(result.status, result.status.value))}."]
     if result.is_ok and result.median_secs:
@@ -536,7 +548,9 @@ def details_html(m: Measurement, target: Target) -> str:
                 f"{format_secs(m.best_secs)} (this one is {result.median_secs / m.best_secs:.2f}"
                 "\u00d7 slower)."
             )
-        lines.append(roofline_text(m.record.candidate.workload, result, target))
+        lines.append(html.escape(roofline_text(m.record.candidate.workload, result, m.peak)))
+        if m.peak_note:
+            lines.append(html.escape(f"No roofline: {m.peak_note}."))
     if result.build_secs is not None:
         lines.append(f"Built in {result.build_secs:.2f} s.")
     body = "<br>".join(lines)
@@ -548,18 +562,14 @@ def details_html(m: Measurement, target: Target) -> str:
     return f"<div style='font-size:90%'>{body}</div>"
 
 
-def roofline_text(workload: Workload, result: MeasureResult, target: Target) -> str:
-    """Where the schedule sits against the machine's fp32 peak (a rough upper bound)."""
+def roofline_text(workload: Workload, result: MeasureResult, peak: MachinePeak | None) -> str:
+    """Where the schedule sits under this CPU's measured roofline (``None``: no peak known)."""
     secs = result.median_secs or 0.0
     gflops = workload.flops() / secs / 1e9 if secs else 0.0
-    peak = target.peak_gflops_f32
     intensity = workload.flops() / max(workload.bytes_moved(), 1)
-    if not peak or peak != peak:  # NaN for GPUs: no CPU peak to compare with
+    if peak is None:
         return f"Arithmetic intensity {intensity:.2f} FLOP/byte."
-    return (
-        f"Roofline: {gflops:.2f} GFLOP/s is {gflops / peak:.1%} of this CPU's fp32 peak "
-        f"(~{peak:.0f} GFLOP/s); arithmetic intensity {intensity:.2f} FLOP/byte."
-    )
+    return peak.describe(gflops, intensity)
 
 
 def _error_html(head: str, exc: BaseException) -> str:

@@ -7,9 +7,25 @@ from explorer.machine._numpy import (
     NumpyTimer,
     numpy_baseline,
 )
+from explorer.machine._peak import (
+    CACHE_ENV,
+    MachinePeak,
+    PeakMeasureError,
+    cache_path,
+    cached_peak,
+    measure_peak,
+    measured_peak,
+)
 
 __all__ = [
     "BLAS_OVERRIDES",
+    "CACHE_ENV",
+    "MachinePeak",
+    "PeakMeasureError",
+    "cache_path",
+    "cached_peak",
+    "measure_peak",
+    "measured_peak",
     "NumpyBaseline",
     "NumpyBaselineError",
     "NumpyTimer",

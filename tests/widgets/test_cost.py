@@ -9,13 +9,14 @@ from collections.abc import Callable
 
 import pytest
 
-from explorer.measure import LocalMeasurer, Measurer
+from explorer.machine import MachinePeak, cached_peak
+from explorer.measure import LocalMeasurer, Measurer, MeasureResult
 from explorer.session import ScheduleSession
 from explorer.types import MeasureStatus
 from explorer.workloads import get_workload
 from widgets._context import MANUAL, Context
 from widgets._jobs import Job, JobState
-from widgets.cost import MODELS, CostPanel, format_secs
+from widgets.cost import MODELS, CostPanel, format_secs, roofline_text
 from widgets.editor import ScheduleEditor
 
 WAIT = 120.0
@@ -125,7 +126,10 @@ def test_measure_shows_latency_gflops_check_rank_roofline_and_stores_it(
     details = text_of(p.details.value)
     assert "correct" in details
     assert "the fastest of 1" in details
-    assert "of this CPU's fp32 peak" in details and "%" in details
+    # against the CPU's measured roofline (measured on first use, then kept)
+    peak = cached_peak(session.target)
+    assert peak is not None and "Roofline:" in details and "% of " in details
+    assert f"measured fp32 peak {peak.gflops_f32:.0f} GFLOP/s" in details
     # Stored as a manual trial, with the models' predictions of this very schedule.
     (record,) = records
     assert ctx.store.get_run(record.run_id).strategy == MANUAL
@@ -133,6 +137,17 @@ def test_measure_shows_latency_gflops_check_rank_roofline_and_stores_it(
     assert set(record.predicted) == {"static"}
     assert record.predicted["static"] == pytest.approx(p.last_predictions["static"].score)
     p.close()
+
+
+def test_a_rate_above_the_measured_peak_is_never_a_silent_percentage(matmul64) -> None:
+    peak = MachinePeak(10.0, 5.0, "llvm:znver4:2", "AMD EPYC", "0.27.0", 2, 0.0, 0.0)
+    secs = matmul64.flops() / 20e9  # 20 GFLOP/s, twice the peak
+    text = roofline_text(matmul64, MeasureResult(MeasureStatus.OK, run_secs=(secs,)), peak)
+    assert "above this CPU's measured fp32 peak" in text and "--remeasure" in text
+    assert "%" not in text
+    assert roofline_text(matmul64, MeasureResult(MeasureStatus.OK, run_secs=(secs,)), None) == (
+        f"Arithmetic intensity {matmul64.flops() / matmul64.bytes_moved():.2f} FLOP/byte."
+    )
 
 
 def test_rank_against_the_best_known(ctx: Context, session: ScheduleSession) -> None:

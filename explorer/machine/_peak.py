@@ -1,0 +1,240 @@
+"""This machine's measured fp32 peak and memory bandwidth, measured once and kept on disk.
+
+A roofline needs a ceiling nothing measured here can pass. A formula cannot give one: it needs
+the clock and the number and width of the FMA units, none of them readable here (the formula
+once used, an assumed 3 GHz and two full-width FMA units, said 384 GFLOPS for a machine whose
+schedules measured up to 470, and for one whose FMA kernel measures 235). So the ceiling is
+measured: an FMA-bound kernel and a STREAM triad, both compiled by TVM for the target and run
+on all its cores (``_peak_kernels``), in a child process so a crash cannot take the caller.
+
+The result is cached per target key, CPU model and TVM version in
+``$SCHEDULE_EXPLORER_PEAK_CACHE`` or else ``$XDG_CACHE_HOME/schedule-explorer/peak.json``
+(``~/.cache`` without ``XDG_CACHE_HOME``). A missing, unreadable or corrupt file is measured
+again. ``explorer peak --remeasure`` measures again on purpose (the machine was busy, say).
+
+Example:
+    >>> from explorer.machine import measured_peak
+    >>> from explorer.target import Target
+    >>> peak = measured_peak(Target.local_cpu())      # doctest: +SKIP
+    >>> round(peak.gflops_f32), round(peak.bandwidth_gbs)  # doctest: +SKIP
+    (235, 33)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from explorer.errors import ExplorerError, TargetError
+from explorer.target import Target
+
+CACHE_ENV = "SCHEDULE_EXPLORER_PEAK_CACHE"
+MEASURE_TIMEOUT_SECS = 300.0
+REMEASURE_HINT = "re-measure it with `explorer peak --remeasure`"
+BUSY = 0.25  # as _peak_kernels.QUIET
+
+
+class PeakMeasureError(ExplorerError):
+    """The peak kernels failed to compile or run (the reason is TVM's or the child's)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MachinePeak:
+    """What the machine's cores sustain, measured by TVM-compiled kernels.
+
+    Attributes:
+        gflops_f32: fp32 GFLOP/s of an FMA-bound kernel on all the target's cores.
+        bandwidth_gbs: GB/s of a STREAM triad over arrays far larger than the caches.
+        target_key: ``Target.key()`` of the target measured.
+        cpu_model: the CPU's model name.
+        tvm_version: the TVM that compiled the kernels.
+        num_threads: threads the kernels ran on.
+        measured_at: when (unix seconds).
+        busy_elsewhere: the share of the CPUs' time other processes used during the last
+            attempt (0 to 1). The kernels try again while it is high and keep their fastest
+            call, but a machine busy throughout can still give too low a peak.
+    """
+
+    gflops_f32: float
+    bandwidth_gbs: float
+    target_key: str
+    cpu_model: str
+    tvm_version: str
+    num_threads: int
+    measured_at: float
+    busy_elsewhere: float
+
+    @property
+    def was_busy(self) -> bool:
+        """Whether other processes used much of the CPUs while this was measured."""
+        return self.busy_elsewhere >= BUSY
+
+    def roofline_gflops(self, intensity: float) -> float:
+        """The roofline at ``intensity`` FLOP/byte: min(peak, intensity x bandwidth)."""
+        return min(self.gflops_f32, intensity * self.bandwidth_gbs)
+
+    def describe(self, gflops: float, intensity: float) -> str:
+        """Where ``gflops`` at ``intensity`` FLOP/byte sits under this roofline, in one
+        sentence; it says so plainly when the rate is above the measured peak."""
+        peak, bw = self.gflops_f32, self.bandwidth_gbs
+        memory = intensity * bw
+        measured = f"measured fp32 peak {peak:.0f} GFLOP/s, memory {bw:.1f} GB/s"
+        at = f"arithmetic intensity {intensity:.2f} FLOP/byte"
+        if gflops > peak:
+            busy = (
+                f" (other processes used {self.busy_elsewhere:.0%} of the CPUs meanwhile)"
+                if self.was_busy
+                else ""
+            )
+            return (
+                f"Roofline: {gflops:.2f} GFLOP/s is above this CPU's measured fp32 peak "
+                f"({peak:.0f} GFLOP/s): the peak measurement may have been disturbed{busy}; "
+                f"{REMEASURE_HINT}. ({at})"
+            )
+        if memory >= peak:
+            return (
+                f"Roofline: {gflops:.2f} GFLOP/s is {gflops / peak:.1%} of this CPU's fp32 peak "
+                f"({measured}); {at}: compute-bound."
+            )
+        if gflops > memory:
+            return (
+                f"Roofline: {gflops:.2f} GFLOP/s is {gflops / peak:.1%} of this CPU's fp32 peak "
+                f"and above what main memory allows at {intensity:.2f} FLOP/byte "
+                f"({memory:.1f} GFLOP/s): its data stays in the caches ({measured})."
+            )
+        return (
+            f"Roofline: {gflops:.2f} GFLOP/s is {gflops / memory:.1%} of the memory-bound "
+            f"roofline at {intensity:.2f} FLOP/byte ({memory:.1f} GFLOP/s; {measured})."
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def from_json(data: Any) -> MachinePeak:
+        """Raises ``ValueError`` for anything but a complete, plausible record."""
+        if not isinstance(data, dict) or set(data) != {f.name for f in fields(MachinePeak)}:
+            raise ValueError(f"not a peak record: {data!r}")
+        peak = MachinePeak(**data)
+        for name in ("gflops_f32", "bandwidth_gbs"):
+            value = getattr(peak, name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise ValueError(f"not a peak record: {name}={value!r}")
+        return peak
+
+
+def cache_path() -> Path:
+    """The cache file: ``$SCHEDULE_EXPLORER_PEAK_CACHE``, else under the user's cache dir."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return Path(base) / "schedule-explorer" / "peak.json"
+
+
+def measured_peak(target: Target, *, remeasure: bool = False) -> MachinePeak:
+    """The measured peak of ``target`` (a CPU), from the cache or else measured now (seconds).
+
+    ``remeasure=True`` measures even when a cached value exists and replaces it.
+    """
+    _check_cpu(target)
+    cached = None if remeasure else cached_peak(target)
+    if cached is not None:
+        return cached
+    peak = measure_peak(target)
+    entries = _read_cache()  # another process may have added its own meanwhile
+    entries[_cache_key(target)] = peak
+    _write_cache(entries)
+    return peak
+
+
+def cached_peak(target: Target) -> MachinePeak | None:
+    """The kept measurement of ``target``, or ``None`` (nothing is measured here)."""
+    return _read_cache().get(_cache_key(target))
+
+
+def measure_peak(target: Target) -> MachinePeak:
+    """Measure now, in a child process, with ``target.num_cores`` threads (no cache)."""
+    _check_cpu(target)
+    from explorer import _tvm
+    from explorer.target import _cpu_model
+
+    env = dict(os.environ, TVM_NUM_THREADS=str(target.num_cores))
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "explorer.machine._peak_kernels", json.dumps(target.to_json())],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=MEASURE_TIMEOUT_SECS,
+        )
+    except subprocess.TimeoutExpired:
+        raise PeakMeasureError(
+            f"measuring the peak took more than {MEASURE_TIMEOUT_SECS:.0f} s"
+        ) from None
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        raise PeakMeasureError(f"measuring the peak failed: {why}")
+    reply = json.loads(lines[-1])
+    return MachinePeak(
+        gflops_f32=float(reply["gflops_f32"]),
+        bandwidth_gbs=float(reply["bandwidth_gbs"]),
+        target_key=target.key(),
+        cpu_model=_cpu_model(),
+        tvm_version=_tvm.TVM_VERSION,
+        num_threads=int(reply["num_threads"]),
+        measured_at=time.time(),
+        busy_elsewhere=float(reply["busy_elsewhere"]),
+    )
+
+
+def _check_cpu(target: Target) -> None:
+    if target.kind != "llvm":
+        raise TargetError(f"a measured peak is for CPU targets only (got {target.kind!r})")
+
+
+def _cache_key(target: Target) -> str:
+    from explorer import _tvm
+    from explorer.target import _cpu_model
+
+    return f"{target.key()}|{_cpu_model()}|tvm {_tvm.TVM_VERSION}"
+
+
+def _read_cache() -> dict[str, MachinePeak]:
+    """The cached entries; a missing or corrupt file, or a bad entry, counts as absent."""
+    try:
+        data = json.loads(cache_path().read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    entries = {}
+    for key, value in data.items():
+        with contextlib.suppress(TypeError, ValueError):
+            entries[key] = MachinePeak.from_json(value)
+    return entries
+
+
+def _write_cache(entries: dict[str, MachinePeak]) -> None:
+    """Replace the file atomically: a reader never sees half of it. A cache that cannot be
+    written (read-only home) only costs a measurement next time."""
+    path = cache_path()
+    text = json.dumps({k: v.to_json() for k, v in entries.items()}, indent=1, sort_keys=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".peak-", dir=path.parent)
+        with os.fdopen(fd, "w") as f:
+            f.write(text + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError, UnboundLocalError):
+            os.unlink(tmp)

@@ -1,0 +1,106 @@
+"""The measured peak: real TVM kernels, really timed, kept on disk (a private cache file here)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from explorer.errors import TargetError
+from explorer.machine import (
+    CACHE_ENV,
+    MachinePeak,
+    NumpyTimer,
+    cached_peak,
+    measure_peak,
+    measured_peak,
+)
+from explorer.measure import LocalMeasurer, MeasureConfig
+from explorer.target import Target
+from explorer.testing.recordings import SMALL, open_recording, recorded_trials
+from explorer.workloads import get_workload
+
+
+@pytest.fixture(scope="module")
+def kept(tmp_path_factory):
+    """A private cache file, and the peak measured into it (once for this module: seconds)."""
+    path = tmp_path_factory.mktemp("cache") / "peak.json"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(CACHE_ENV, str(path))
+        assert cached_peak(Target.local_cpu()) is None
+        yield path, measured_peak(Target.local_cpu())
+
+
+def _best_gflops(flops: int, run_secs) -> float:
+    return flops / min(run_secs) / 1e9
+
+
+def test_the_peak_is_above_what_tuned_matmuls_and_numpy_reach(tmp_path, kept):
+    target, (_, peak) = Target.local_cpu(), kept
+    store = open_recording(tmp_path)
+    fastest = sorted(
+        (t for t in recorded_trials(store, SMALL) if t.result.is_ok and t.median_secs),
+        key=lambda t: t.median_secs,
+    )[:3]
+    # the recording's fastest schedules, compiled for this machine
+    candidates = [replace(t.candidate, target=target) for t in fastest]
+    big = get_workload("matmul", M=512, N=512, K=512)
+    kernels = []
+    config = MeasureConfig(repeat=5, min_repeat_secs=0.01)
+    with LocalMeasurer(config, num_build_workers=1) as measurer, NumpyTimer() as numpy:
+        for result in measurer.measure(candidates):
+            if result.run_secs:
+                kernels.append(_best_gflops(SMALL.flops(), result.run_secs))
+        kernels.append(_best_gflops(big.flops(), numpy.time(big, repeat=3).run_secs))
+    assert len(kernels) > 2, "the recorded schedules did not run here"
+    # The peak is the fastest of many short calls, tried again while the machine is busy; the
+    # kernels' fastest repeats cannot beat it unless it is not a peak.
+    assert peak.gflops_f32 > max(kernels), (peak, sorted(kernels))
+    # same order of magnitude as the formula (which cannot know the clock or the FMA width)
+    nominal = target.nominal_peak_gflops_f32
+    assert nominal / 10 < peak.gflops_f32 < nominal * 10, (peak, nominal)
+    assert 0.1 < peak.bandwidth_gbs < 10_000, peak
+    assert peak.target_key == target.key() and peak.num_threads == target.num_cores
+    assert 0 <= peak.busy_elsewhere <= 1
+
+
+def test_kept_on_disk_and_a_corrupt_file_is_measured_again(kept, monkeypatch):
+    (cache, first), target = kept, Target.local_cpu()
+    monkeypatch.setenv(CACHE_ENV, str(cache))
+    assert cached_peak(target) == first
+    assert measured_peak(target) == first  # read back, not measured again
+    (key,) = json.loads(cache.read_text())
+    assert target.key() in key
+
+    cache.write_text('{"llvm:znver4:2|AMD": {"gflops_f32": ')  # cut off mid-write
+    assert cached_peak(target) is None
+    second = measured_peak(target)
+    assert second.measured_at > first.measured_at
+    assert MachinePeak.from_json(json.loads(cache.read_text())[key]) == second
+
+
+def test_a_record_that_is_not_a_measurement_is_refused():
+    good = MachinePeak(235.0, 31.0, "llvm:znver4:2", "AMD EPYC", "0.27.0", 2, 1.0, 0.0)
+    assert MachinePeak.from_json(good.to_json()) == good
+    for bad in ({**good.to_json(), "gflops_f32": -1.0}, {"gflops_f32": 235.0}, [1, 2]):
+        with pytest.raises(ValueError, match="not a peak record"):
+            MachinePeak.from_json(bad)
+
+
+def test_a_rate_above_the_peak_is_said_plainly():
+    peak = MachinePeak(200.0, 20.0, "llvm:znver4:2", "AMD EPYC", "0.27.0", 2, 1.0, 0.0)
+    above = peak.describe(230.0, intensity=50.0)
+    assert "above this CPU's measured fp32 peak" in above and "--remeasure" in above
+    assert "%" not in above
+    assert "50.0% of this CPU's fp32 peak" in peak.describe(100.0, intensity=50.0)
+    assert peak.roofline_gflops(0.5) == 10.0 and peak.roofline_gflops(50.0) == 200.0
+    assert "90.0% of the memory-bound roofline" in peak.describe(9.0, intensity=0.5)
+    assert "stays in the caches" in peak.describe(15.0, intensity=0.5)
+
+
+def test_gpu_targets_have_no_measured_cpu_peak():
+    with pytest.raises(TargetError, match="CPU targets only"):
+        measured_peak(Target(kind="cuda", arch="sm_90"))
+    with pytest.raises(TargetError, match="CPU targets only"):
+        measure_peak(Target(kind="cuda", arch="sm_90"))
