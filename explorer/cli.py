@@ -253,20 +253,23 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_measure(args: argparse.Namespace) -> int:
-    from explorer.measure import Candidate, LocalMeasurer, MeasureConfig
-    from explorer.storage import NewTrial, get_store
+    from explorer.measure import Candidate, LocalMeasurer, MeasureConfig  # no TVM import yet
 
     only_with(args, "--refit", "--trace")
-    workload = _workload(args)
-    target = _target(args)
-    trace = (
-        _read_trace(Path(args.trace), workload, refit=args.refit)
-        if args.trace
-        else _empty_trace(workload)
-    )
-    candidate = Candidate(workload, target, trace)
-    store = get_store(args.db)  # a database that cannot be used is found before measuring
     with LocalMeasurer(MeasureConfig(repeat=args.repeat)) as measurer:
+        # Workers first: they import TVM while this process does the same (storage, workload).
+        measurer.start_workers(num_candidates=1, num_threads=args.threads)
+        from explorer.storage import NewTrial, get_store
+
+        workload = _workload(args)
+        target = _target(args)
+        trace = (
+            _read_trace(Path(args.trace), workload, refit=args.refit)
+            if args.trace
+            else _empty_trace(workload)
+        )
+        candidate = Candidate(workload, target, trace)
+        store = get_store(args.db)  # a database that cannot be used is found before measuring
         (result,) = measurer.measure([candidate])
     run = store.create_run(workload, target, "manual", settings={"trace_file": args.trace})
     try:

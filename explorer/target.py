@@ -10,7 +10,6 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from explorer import _tvm
 from explorer.errors import TargetError
 
 # LLVM CPU names TVM 0.27 accepts here. `native` or a typo silently falls back to `generic`, which
@@ -73,6 +72,8 @@ class Target:
     @classmethod
     def cuda(cls, device_id: int = 0) -> Target:
         """Describe a local CUDA GPU; raises ``TargetError`` when none is present."""
+        from explorer import _tvm
+
         dev = _tvm.tvm.cuda(device_id)
         if not dev.exist:
             raise TargetError(f"no CUDA device {device_id} on this machine")
@@ -115,6 +116,8 @@ class Target:
         return spec
 
     def to_tvm(self) -> Any:
+        from explorer import _tvm
+
         return _tvm.make_target(self.to_tvm_dict())
 
     @property
@@ -177,13 +180,16 @@ def _cpu_model() -> str:
 
 @functools.cache
 def _detect_cpu() -> Target:
+    # TVM is imported here, not at the top: `explorer.measure` imports this module and must stay
+    # light, so that the command line can start its workers while TVM loads in this process.
+    from explorer import _tvm
+
     detected = str(_tvm.tvm.target.Target.from_device(_tvm.tvm.cpu()).attrs.get("mcpu", "generic"))
     mcpu = detected if detected in KNOWN_MCPUS else _mcpu_from_flags(_cpu_flags())
     flags = _cpu_flags()
     vector_bits = 512 if "avx512f" in flags else 256 if "avx2" in flags else 128
     caches = _read_cache_sizes()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    cores = cores or 1
+    cores = available_cores()
     return Target(
         kind="llvm",
         mcpu=mcpu,
@@ -194,6 +200,12 @@ def _detect_cpu() -> Target:
         l3_bytes=caches.get("l3", 0),
         name=f"{_cpu_model()} ({mcpu}, {cores} cores)",
     )
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its affinity mask), without importing TVM."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return cores or 1
 
 
 def _mcpu_from_flags(flags: set[str]) -> str:

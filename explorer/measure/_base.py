@@ -6,11 +6,13 @@ import abc
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from explorer.target import Target
 from explorer.types import JSON, MeasureStatus
-from explorer.workloads import Workload
+
+if TYPE_CHECKING:  # importing workloads imports TVM; `explorer.measure` stays light without it
+    from explorer.workloads import Workload
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,8 @@ class Candidate:
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> Candidate:
+        from explorer.workloads import Workload
+
         return Candidate(
             workload=Workload.from_json(data["workload"]),
             target=Target.from_json(data["target"]),

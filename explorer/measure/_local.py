@@ -37,15 +37,17 @@ import threading
 import uuid
 import weakref
 from collections.abc import Sequence
-from concurrent.futures import wait
-from typing import Any
+from concurrent.futures import Future, wait
+from typing import TYPE_CHECKING, Any
 
 from explorer._process import owned_temp_dir
 from explorer.measure._base import Candidate, MeasureConfig, Measurer, MeasureResult
 from explorer.measure._pool import WorkerLost, WorkerPool, shutdown_pool
-from explorer.target import Target
+from explorer.target import Target, available_cores
 from explorer.types import MeasureStatus
-from explorer.workloads import Workload
+
+if TYPE_CHECKING:  # imports TVM, which this module does not need (see ``start_workers``)
+    from explorer.workloads import Workload
 
 
 class LocalMeasurer(Measurer):
@@ -151,6 +153,28 @@ class LocalMeasurer(Measurer):
             self._check_open()
             return self._measure(cands, rounds=rounds, previous=previous)
 
+    def start_workers(
+        self, *, num_candidates: int | None = None, num_threads: int | None = None
+    ) -> None:
+        """Start the workers in the background and return at once; ``measure`` waits for them.
+
+        Each worker imports TVM (about a second of CPU). Started before the caller prepares
+        its candidates (which imports TVM in the caller too), they load at the same time; the
+        command line's ``explorer measure`` does this. Without it the first ``measure`` starts
+        them itself.
+
+        Args:
+            num_candidates: the size of the coming batch: no more builders than this start.
+            num_threads: the runner's thread count (default: ``config.num_threads``, else every
+                core available); a ``measure`` on a target of another core count replaces it.
+        """
+        with self._lock:
+            self._check_open()
+            threads = int(num_threads or self.config.num_threads or available_cores())
+            self._ensure_pool().start(
+                threads, num_builders=_builders_for(num_candidates), wait=False
+            )
+
     def worker_pids(self) -> dict[str, list[int]]:
         """Process ids of the live workers by role (``"build"``, ``"run"``); empty if none."""
         return self._pool.pids() if self._pool is not None else {"build": [], "run": []}
@@ -181,7 +205,7 @@ class LocalMeasurer(Measurer):
 
     def _ensure_pool(self) -> WorkerPool:
         if self._pool is None:
-            workers = self.num_build_workers or Target.local_cpu().num_cores
+            workers = self.num_build_workers or available_cores()
             # Named after this process: the next measurer removes it if we die with kill -9.
             self._artifact_dir = owned_temp_dir("explorer-measure-")
             self._pool = WorkerPool(
@@ -221,20 +245,23 @@ class LocalMeasurer(Measurer):
             return _finished(results)
         pool = self._ensure_pool()
         assert self._artifact_dir is not None
-        pool.start(runner_threads=self._threads(cands[todo[0]].target))
+        # Not waiting: each request waits for its own worker, so builds begin as soon as a
+        # builder is ready while the runner is still starting.
+        first_threads = self._threads(cands[todo[0]].target)
+        pool.start(first_threads, num_builders=_builders_for(len(todo)), wait=False)
 
         # Step 2. Build in parallel; with `overlap`, each candidate runs as soon as it is built.
         paths = {i: os.path.join(self._artifact_dir, f"{uuid.uuid4().hex}.so") for i in todo}
-        futures = dict(
-            zip(
-                todo,
-                pool.submit_builds(
-                    [self._build_request(cands[i], paths[i]) for i in todo],
-                    cfg.build_timeout_secs,
-                ),
-                strict=True,
+        requests = [self._build_request(cands[i], paths[i]) for i in todo]
+        if len(todo) == 1:  # see _builders_for: the runner builds it, then runs it
+            solo: Future[dict[str, Any] | WorkerLost] = Future()
+            solo.set_result(
+                pool.run(requests[0], num_threads=first_threads, timeout=cfg.build_timeout_secs)
             )
-        )
+            futures = {todo[0]: solo}
+        else:
+            builds = pool.submit_builds(requests, cfg.build_timeout_secs)
+            futures = dict(zip(todo, builds, strict=True))
         build_secs: dict[int, float] = {}
         run_secs: dict[int, list[float]] = {i: [] for i in todo}
         threads: dict[int, int] = {}
@@ -353,6 +380,15 @@ class LocalMeasurer(Measurer):
         wrong = reply.get("stage") == "wrong"
         status = MeasureStatus.WRONG_RESULT if wrong else MeasureStatus.RUN_ERROR
         return MeasureResult(status, error_msg=str(reply.get("error")), **common)
+
+
+def _builders_for(num_candidates: int | None) -> int | None:
+    """Builder processes a batch needs: one each, up to the pool's size (``None``: all).
+
+    A batch of one needs none: the runner builds it. A builder would cost a process start (a
+    TVM import, about a second of CPU) for one compile, during which nothing else would run.
+    """
+    return 0 if num_candidates == 1 else num_candidates
 
 
 def _checked(candidates: Sequence[Candidate]) -> list[Candidate]:

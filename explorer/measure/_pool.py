@@ -147,8 +147,12 @@ class Worker:
                 stream.close()  # type: ignore[union-attr]
 
     def close(self, timeout: float = 2.0) -> None:
-        """Ask the worker to leave, kill it if it does not, and remove its log."""
-        if self._proc.poll() is None:
+        """Ask the worker to leave, kill it if it does not, and remove its log.
+
+        A worker that never said it is ready is killed at once: it may still be importing TVM
+        and would read the request to leave only after that (up to a second or more).
+        """
+        if self._proc.poll() is None and self._ready:
             with contextlib.suppress(OSError):
                 self._write({"op": "exit"})
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -278,8 +282,10 @@ class WorkerPool:
         self._own_log_dir = log_dir is None
         self.log_dir = log_dir or tempfile.mkdtemp(prefix="explorer-workers-")
         self._builders: list[Worker | None] = [None] * self.num_build_workers
-        self._idle: queue.Queue[int] = queue.Queue()
-        for slot in range(self.num_build_workers):
+        # Last in, first out: a build goes to the builder that finished last, which is alive,
+        # rather than to a slot whose worker was never started (see ``start``'s num_builders).
+        self._idle: queue.LifoQueue[int] = queue.LifoQueue()
+        for slot in reversed(range(self.num_build_workers)):
             self._idle.put(slot)
         self._runner: Worker | None = None
         self._executor = ThreadPoolExecutor(self.num_build_workers, thread_name_prefix="build")
@@ -296,18 +302,35 @@ class WorkerPool:
             log_dir=self.log_dir,
         )
 
-    def start(self, runner_threads: int | None = None) -> None:
-        """Start every missing worker at once and wait until all are ready."""
+    def start(
+        self,
+        runner_threads: int | None = None,
+        *,
+        num_builders: int | None = None,
+        wait: bool = True,
+    ) -> None:
+        """Start missing workers at once and (with ``wait``) wait until they are ready.
+
+        Args:
+            runner_threads: start (or replace) the runner with this many threads too.
+            num_builders: how many builders a batch will use (default: all of them); only
+                that many are started (0: none). Each costs a TVM import (~1 s of CPU) that
+                competes with the others' on a small machine.
+            wait: block until the workers are ready. Without it they start in the background
+                and the first request to each waits for it.
+        """
+        count = self.num_build_workers if num_builders is None else max(0, num_builders)
         started = []
-        for slot, worker in enumerate(self._builders):
+        for slot, worker in enumerate(self._builders[:count]):
             if worker is None or not worker.is_alive:
                 self._builders[slot] = worker = self._new_worker("build", 1)
                 started.append(worker)
         if runner_threads is not None and not self._runner_matches(runner_threads):
             self._replace_runner(runner_threads, wait=False)
             started.append(self._runner)
-        for worker in started:
-            worker.wait_ready()  # type: ignore[union-attr]
+        if wait:
+            for worker in started:
+                worker.wait_ready()  # type: ignore[union-attr]
 
     def _runner_matches(self, num_threads: int) -> bool:
         r = self._runner
