@@ -1,30 +1,41 @@
-"""The search benchmark: every strategy on one suite at equal budgets, with the papers' targets.
+"""The search benchmark: every strategy against TVM's own ``tune_tir``, in one run, with the
+papers' targets.
 
-Every run goes through the same Tuner, measurer and database, so results are comparable; the
-ratios printed at the end are measured in this run (nothing is compared with numbers from
-elsewhere). Output: a table on stdout, ``bench_results/search.csv`` (one row per run),
-``bench_results/search.html`` (plotly convergence curves, when plotly is installed) and the
-database itself (``bench_results/search.db``), which the notebooks can open.
+Every row is one search (workload, strategy, trial budget, seed) stored in one database. Our
+strategies run through the same ``Tuner`` and ``LocalMeasurer``; MetaSchedule's ``tune_tir`` runs
+as TVM ships it (``tune_tir``) and with the field guide's fast builder (``tune_tir_fast``), its
+trials streamed into the same database. At the end every row's best few schedules are re-timed
+in interleaved rounds with one timer (``_retime``), NumPy's own kernel is timed between those
+rounds in a clean subprocess, and the machine's fp32 peak is measured: every ratio printed is
+between numbers measured in this run.
 
-    python benchmarks/bench_search.py            # the full suite (hours on 2 cores)
-    python benchmarks/bench_search.py --quick    # one workload, small budgets (minutes)
+    python benchmarks/bench_search.py --quick    # one workload, 32 trials, 2 seeds (minutes)
+    python benchmarks/bench_search.py --targets  # what `make bench-targets` runs (about 1.5 h)
+    python benchmarks/bench_search.py            # the full suite (many hours on 2 cores)
+
+Output: a table and the targets on stdout, ``bench_results/search.csv`` (one row per search,
+``best_gflops`` as found and ``confirmed_gflops`` re-timed), ``bench_results/search.db`` (the
+database; ``benchmarks/plot_reproduction.py`` draws the reproduction page's plots from it).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import logging
 import math
 import statistics
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-import numpy as np
+from _retime import retime, top_candidates
 
 from explorer.cost_models._metrics import record_latency, spearman
+from explorer.machine import NumpyTimer, measured_peak
 from explorer.measure import LocalMeasurer, MeasureConfig
 from explorer.search import make_strategy
+from explorer.search._metaschedule import run_metaschedule
 from explorer.storage import get_store
 from explorer.target import Target
 from explorer.tuner import Tuner
@@ -39,286 +50,293 @@ FULL_SUITE = (
     "resnet18_c12",
     "depthwise_112",
     "batch_matmul_8x128",
-    "softmax_128x1024",
+    "matmul:M=127,N=255,K=63",  # odd shapes: no perfect tiling fits
 )
-STRATEGIES = ("random", "autotvm", "evolutionary", "droplet", "evolutionary+droplet")
+OURS = ("random", "autotvm", "evolutionary", "droplet", "evolutionary+droplet")
+VENDOR = ("tune_tir_fast", "tune_tir")  # MetaSchedule with the fast builder / as shipped
+BATCH = 8
 
 
 @dataclass(frozen=True)
 class RunRow:
     workload: str
     strategy: str
-    budget: str
+    budget: int
     seed: int
     trials: int
     secs: float
-    best_gflops: float
-    trials_to_95: int | None
-    secs_to_95: float | None
-    spearman: float
+    best_gflops: float  # the row's own pick, on its own timings
+    confirmed_gflops: float  # its best few re-timed at the end, interleaved with every row's
     trials_per_min: float
+    spearman: float
     run_id: int
+    failed: int = 0  # trials without a timing (build or run errors, timeouts, noisy)
 
 
-def _options(strategy: str, trials: int) -> dict:
-    # Scale the papers' batch sizes down to small budgets, so a model is fitted at least once.
-    plan = max(8, min(64, trials // 4))
-    return {
-        "autotvm": {"plan_size": plan},
-        "evolutionary": {"num_trials_per_iter": plan, "num_warmup_samples": plan},
-        "evolutionary+droplet": {
-            "explore_trials": max(8, int(trials * 0.3)),
-            "num_trials_per_iter": plan,
-            "num_warmup_samples": plan,
-        },
-    }.get(strategy, {})
+def _workload(name: str):
+    if ":" not in name:
+        return get_workload(name)
+    family, _, params = name.partition(":")
+    return get_workload(
+        family, **{k: int(v) for k, v in (p.split("=") for p in params.split(","))}
+    )
 
 
-def run_one(tuner, store, workload, target, strategy, *, trials, secs, seed, budget) -> RunRow:
+def _search(tuner, store, workload, target, strategy, budget, seed) -> RunRow:
     t0 = time.monotonic()
-    result = tuner.run(
-        workload,
-        target,
-        make_strategy(strategy, **_options(strategy, trials)),
-        max_trials=trials,
-        max_secs=secs,
-        seed=seed,
-    )
-    elapsed = time.monotonic() - t0
-    records = store.trials(run_id=result.run.id)[: result.num_trials]  # confirmations excluded
-    lat = np.array([record_latency(r) for r in records])
-    best = np.minimum.accumulate(lat) if len(lat) else lat
-    final = result.best_secs or math.inf
-    hit = np.nonzero(best <= final / 0.95)[0] if len(best) else []
-    t_hit = int(hit[0]) + 1 if len(hit) else None
-    s_hit = records[t_hit - 1].created_at - result.run.started_at if t_hit else None
-    predicted = [(r.predicted, record_latency(r)) for r in records if r.predicted]
-    rho = math.nan
-    if predicted:
-        name = next(iter(predicted[0][0]))
-        pairs = [(p[name], lat) for p, lat in predicted if name in p]
-        rho = spearman([p for p, _ in pairs], [lat for _, lat in pairs])
+    if strategy in VENDOR:
+        run = run_metaschedule(
+            workload,
+            target,
+            store,
+            max_trials=budget,
+            num_trials_per_iter=min(64, budget),
+            seed=seed,
+            shipped=strategy == "tune_tir",
+        )
+        run_id, rho = run.id, math.nan
+    else:
+        result = tuner.run(workload, target, make_strategy(strategy), max_trials=budget, seed=seed)
+        run_id, rho = result.run.id, _spearman(store, result.run.id)
+    secs = time.monotonic() - t0
+    trials = [t for t in store.trials(run_id=run_id) if not t.is_remeasure][:budget]
+    timed = [t.median_secs for t in trials if t.median_secs and _timed(t)]
     return RunRow(
-        workload.key(),
-        strategy,
-        budget,
-        seed,
-        result.num_trials,
-        elapsed,
-        result.best_gflops or 0.0,
-        t_hit,
-        s_hit,
-        rho,
-        60 * result.num_trials / max(elapsed, 1e-9),
-        result.run.id,
-    )
+        workload.key(), strategy, budget, seed, len(trials), secs,
+        _gflops(workload, min(timed, default=None)), math.nan,
+        60 * len(trials) / max(secs, 1e-9), rho, run_id, len(trials) - len(timed),
+    )  # fmt: skip
 
 
-def numpy_gflops(workload) -> float | None:
-    """What NumPy (OpenBLAS) reaches on the same matmul, timed the same way (median of 5)."""
-    if workload.family not in ("matmul", "batch_matmul"):
-        return None
-    a, b = workload.random_inputs()
-    (a @ b).sum()
-    times = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        n = 0
-        while time.perf_counter() - t0 < 0.05:
-            a @ b
-            n += 1
-        times.append((time.perf_counter() - t0) / n)
-    return workload.flops() / statistics.median(times) / 1e9
+def _timed(trial) -> bool:
+    return trial.result.is_ok or trial.status.value == "unchecked"
+
+
+def _spearman(store, run_id: int) -> float:
+    records = [t for t in store.trials(run_id=run_id) if t.predicted and not t.is_remeasure]
+    if len(records) < 3:
+        return math.nan
+    name = next(iter(records[0].predicted))
+    pairs = [(r.predicted[name], record_latency(r)) for r in records if name in r.predicted]
+    return spearman([p for p, _ in pairs], [lat for _, lat in pairs])
+
+
+def _gflops(workload, secs: float | None) -> float:
+    return workload.flops() / secs / 1e9 if secs and math.isfinite(secs) else 0.0
+
+
+def plan(args, light: bool = False) -> list[tuple[str, int, int]]:
+    """The searches of one workload: (strategy, budget, seed), cheapest first.
+
+    A ``light`` workload gets one seed at the smallest budget and no papers' extra rows: enough
+    for its best ÷ NumPy and ÷ peak, at a fraction of the time.
+    """
+    if light:
+        n = args.budgets[0]
+        return [(s, n, 0) for s in (*OURS, "tune_tir_fast")]
+    small = [b for b in args.budgets if b <= 64]
+    runs: list[tuple[str, int, int]] = []
+    for budget in args.budgets:
+        seeds = args.small_seeds if budget in small else args.seeds
+        for seed in range(seeds):
+            runs += [(s, budget, seed) for s in (*OURS, "tune_tir_fast")]
+            if budget == args.budgets[0]:
+                runs.append(("tune_tir", budget, seed))  # the throughput reference
+    n = args.budgets[0]
+    for seed in range(args.seeds):
+        runs.append(("random", 2 * n, seed))  # AutoTVM's paper: autotvm@N vs random@2N
+        runs.append(("static", 8, seed))  # Tuna: top-1 of 8 measurements
+        runs.append(("value", 32, seed))  # value learning: 32 measurements
+    if args.long:
+        runs.append(("evolutionary+droplet", args.droplet, 0))  # Droplet: 300 vs Ansor's 1000+
+        runs.append(("tune_tir_fast", args.long, 0))
+    return list(dict.fromkeys(runs))
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true", help="one workload, small budgets")
+    p.add_argument("--quick", action="store_true", help="one workload, 32 trials, 2 seeds")
+    p.add_argument("--targets", action="store_true", help="the runs of `make bench-targets`")
     p.add_argument("--workloads", nargs="*", default=None)
-    p.add_argument("--strategies", nargs="*", default=None)
-    p.add_argument("--seeds", type=int, default=None)
-    p.add_argument(
-        "--targets",
-        action="store_true",
-        help="only the runs the papers' targets compare (no budget grid, no wall-clock runs)",
-    )
+    p.add_argument("--light", nargs="*", default=None, help="workloads run with one seed only")
+    p.add_argument("--budgets", nargs="*", type=int, default=None)
+    p.add_argument("--seeds", type=int, default=None, help="seeds per budget above 64")
+    p.add_argument("--small-seeds", type=int, default=None, help="seeds per budget up to 64")
+    p.add_argument("--long", type=int, default=None, help="tune_tir_fast's long budget (0: none)")
+    p.add_argument("--droplet", type=int, default=300, help="evolutionary+droplet vs --long")
+    p.add_argument("--out", type=Path, default=OUT)
     args = p.parse_args()
-    quick = args.quick
-    suite = args.workloads or (["matmul_512"] if quick else list(FULL_SUITE))
-    strategies = args.strategies or list(STRATEGIES)
-    seeds = range(args.seeds or (1 if quick else 3))
-    budgets = [32] if quick else [64, 256]
-    wall_secs = 60.0 if quick else 300.0
-    long_budget = 100 if quick else 1000  # evolutionary's long run (the Droplet paper's 1000)
-    droplet_budget = 30 if quick else 300
+    if args.quick:
+        defaults = (["matmul_512"], [], [32], 2, 2, 0)
+    elif args.targets:
+        defaults = (["matmul_512", "matmul_1024"], ["matmul_1024"], [64, 256], 1, 3, 1000)
+    else:
+        defaults = (list(FULL_SUITE), [], [64, 256], 3, 5, 1000)
+    names = ("workloads", "light", "budgets", "seeds", "small_seeds", "long")
+    for name, value in zip(names, defaults, strict=True):
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
 
-    OUT.mkdir(exist_ok=True)
-    db = OUT / ("search_quick.db" if quick else "search.db")
+    args.out.mkdir(exist_ok=True)
+    db = args.out / "search.db"
     db.unlink(missing_ok=True)
     store = get_store(db)
     target = Target.local_cpu()
+    print(f"target {target} {target.to_tvm_dict()}", flush=True)
     rows: list[RunRow] = []
-    refs: dict[str, float | None] = {}
-    with LocalMeasurer(MeasureConfig(repeat=5, min_repeat_secs=0.02)) as measurer:
-        tuner = Tuner(measurer=measurer, store=store, batch_size=8, confirm_top=3)
-
-        def go(workload, strategy, trials, secs, seed, budget):
-            row = run_one(
-                tuner,
-                store,
-                workload,
-                target,
-                strategy,
-                trials=trials,
-                secs=secs,
-                seed=seed,
-                budget=budget,
-            )
-            rows.append(row)
-            print(
-                f"{row.workload:48s} {strategy:22s} {budget:>8s} seed {seed}: "
-                f"{row.best_gflops:8.1f} GFLOPS in {row.trials} trials, {row.secs:6.1f} s",
-                flush=True,
-            )
-            return row
-
-        for name in suite:
-            w = get_workload(name)
-            refs[w.key()] = numpy_gflops(w)
-            for seed in seeds:
-                if args.targets:
-                    n = budgets[0]
-                    long = go(w, "evolutionary", long_budget, None, seed, f"{long_budget}")
-                    # evolutionary@256 is the first 256 trials of the same seeded run: with the
-                    # same settings TVM proposes exactly the same batches up to that point.
-                    rows.append(_prefix(store, long, budgets[-1]))
-                    go(w, "evolutionary+droplet", droplet_budget, None, seed, f"{droplet_budget}")
-                    go(w, "droplet", droplet_budget, None, seed, f"{droplet_budget}")
-                    go(w, "autotvm", n, None, seed, f"{n}")
-                    go(w, "random", 2 * n, None, seed, f"2x{n}")
-                    go(w, "static", 8, None, seed, "8")
-                    go(w, "value", 32, None, seed, "32")
-                    continue
-                for strategy in strategies:
-                    for n in budgets:
-                        go(w, strategy, n, None, seed, f"{n}")
-                    go(w, strategy, 10**6, wall_secs, seed, f"{wall_secs:.0f}s")
-                # the papers' own comparisons
-                go(w, "random", 2 * budgets[-1], None, seed, f"2x{budgets[-1]}")
-                go(w, "evolutionary", long_budget, None, seed, f"{long_budget}")
-                go(w, "droplet", droplet_budget, None, seed, f"{droplet_budget}")
-                go(w, "evolutionary+droplet", droplet_budget, None, seed, f"{droplet_budget}")
-                go(w, "static", 8, None, seed, "8")
-                go(w, "value", 32, None, seed, "32")  # trained on every record above
-    _write(rows)
-    pair = budgets[0] if args.targets else budgets[-1]  # autotvm@pair vs random@2*pair
-    _report(rows, refs, pair, budgets[-1], long_budget, droplet_budget)
-    _html(store, rows)
+    numpy: dict[str, NumpyRow] = {}
+    with (
+        LocalMeasurer(MeasureConfig(repeat=5, min_repeat_secs=0.02)) as measurer,
+        NumpyTimer() as numpy_timer,
+    ):
+        tuner = Tuner(measurer=measurer, store=store, batch_size=BATCH, confirm_top=3)
+        for name in args.workloads:
+            workload = _workload(name)
+            mine = []
+            for strategy, budget, seed in plan(args, light=name in args.light):
+                row = _search(tuner, store, workload, target, strategy, budget, seed)
+                mine.append(row)
+                print(
+                    f"{row.workload[:44]:44s} {strategy:22s} {budget:>5d} seed {seed}: "
+                    f"{row.best_gflops:7.1f} GFLOPS, {row.trials} trials "
+                    f"({row.failed} failed) in {row.secs:6.1f} s",
+                    flush=True,
+                )
+            rows += _confirm(store, measurer, numpy_timer, workload, mine, numpy)
+    peak = measured_peak(target)
+    _write(args.out / "search.csv", rows)
+    _write(args.out / "targets.csv", _report(rows, numpy, peak, args))
 
 
-def _prefix(store, row: RunRow, n: int) -> RunRow:
-    """The row a run would have had if it had stopped after ``n`` trials (unconfirmed best)."""
-    curve = store.best_so_far(row.run_id)
-    secs = curve.best_secs[min(n, row.trials) - 1]
-    flops = store.get_run(row.run_id).workload.flops()
-    gflops = flops / secs / 1e9 if math.isfinite(secs) and secs > 0 else 0.0
-    return RunRow(
-        row.workload, row.strategy, f"{n}", row.seed, min(n, row.trials),
-        curve.elapsed_secs[min(n, row.trials) - 1], gflops, None, None, row.spearman,
-        row.trials_per_min, row.run_id,
-    )  # fmt: skip
+@dataclass(frozen=True)
+class NumpyRow:
+    gflops: float
+    kernel: str
 
 
-def _best(rows, workload, strategy, budget) -> float:
-    vals = [
-        r.best_gflops
+def _confirm(store, measurer, numpy_timer, workload, rows, numpy) -> list[RunRow]:
+    """Re-time every row's best few schedules, interleaved, NumPy timed between rounds."""
+    baseline = []
+
+    def time_numpy() -> float:
+        b = numpy_timer.time(workload)
+        baseline.append(b)
+        return b.median_secs
+
+    has_numpy = workload.family in ("matmul", "batch_matmul")
+    retimed = retime(
+        measurer,
+        [(r.run_id, top_candidates(store, r.run_id, r.budget)) for r in rows],
+        time_numpy if has_numpy else None,
+    )
+    if baseline:
+        best = min(baseline, key=lambda b: b.median_secs)
+        numpy[workload.key()] = NumpyRow(_gflops(workload, best.median_secs), best.kernel)
+    out = []
+    for r in rows:
+        gflops = _gflops(workload, retimed.best_secs.get(r.run_id))
+        out.append(replace(r, confirmed_gflops=gflops))
+        print(f"  re-timed {r.strategy:22s} {r.budget:>5d} seed {r.seed}: "
+              f"{r.best_gflops:7.1f} -> {gflops:7.1f} GFLOPS", flush=True)  # fmt: skip
+    return out
+
+
+def _values(rows, workload, strategy, budget, field="confirmed_gflops") -> list[float]:
+    return [
+        getattr(r, field)
         for r in rows
         if (r.workload, r.strategy, r.budget) == (workload, strategy, budget)
     ]
-    return statistics.median(vals) if vals else math.nan
 
 
-def _report(rows, refs, n, n_evo, long_budget, droplet_budget) -> None:
-    print(
-        f"\n{'workload':48s} {'strategy':22s} {'budget':>8s} {'GFLOPS':>8s} {'vs evo':>7s} "
-        f"{'vs numpy':>8s} {'t95':>5s} {'rho':>6s} {'trials/min':>10s}"
-    )
-    for r in rows:
-        evo = _best(rows, r.workload, "evolutionary", r.budget)
-        ref = refs.get(r.workload)
-        print(
-            f"{r.workload:48s} {r.strategy:22s} {r.budget:>8s} {r.best_gflops:8.1f} "
-            f"{r.best_gflops / evo if evo else math.nan:7.2f} "
-            f"{(r.best_gflops / ref) if ref else math.nan:8.2f} {r.trials_to_95 or '-':>5} "
-            f"{r.spearman:6.2f} {r.trials_per_min:10.1f}"
-        )
-    print("\nTargets (median over seeds; ratio >= 1 means met):")
+def _median(values) -> float:
+    values = [v for v in values if math.isfinite(v)]
+    return statistics.median(values) if values else math.nan
+
+
+@dataclass(frozen=True)
+class Goal:
+    """One of the papers' targets: ``ratio`` (of medians over seeds) must reach ``goal``."""
+
+    workload: str
+    name: str
+    ratio: float
+    goal: float
+
+    def line(self) -> str:
+        if not math.isfinite(self.ratio):
+            return f"    {self.name}: not measured in this run"
+        met = "met" if self.ratio >= self.goal else "NOT met"
+        return f"    {self.name}: {self.ratio:.2f} (target >= {self.goal:g}: {met})"
+
+
+def goals(rows: list[RunRow], numpy: dict, peak_gflops: float, args) -> list[Goal]:
+    """Every target of issue 9, per workload, from this run's rows."""
+    n, long, top = args.budgets[0], args.long, args.budgets[-1]
+    out = []
     for w in sorted({r.workload for r in rows}):
-        evo_long = _best(rows, w, "evolutionary", f"{long_budget}")
-        drop = max(
-            _best(rows, w, "droplet", f"{droplet_budget}"),
-            _best(rows, w, "evolutionary+droplet", f"{droplet_budget}"),
-        )
-        print(f"  {w}")
-        print(
-            f"    droplet-or-hybrid@{droplet_budget} / evolutionary@{long_budget}: "
-            f"{drop / evo_long:.2f}"
-        )
-        print(
-            f"    autotvm@{n} / random@{2 * n}: "
-            f"{_best(rows, w, 'autotvm', f'{n}') / _best(rows, w, 'random', f'2x{n}'):.2f}"
-        )
-        best_any = max(r.best_gflops for r in rows if r.workload == w)
-        print(
-            f"    static@8 / best measured (target >= 1/1.5 = 0.67): "
-            f"{_best(rows, w, 'static', '8') / best_any:.2f}"
-        )
-        print(
-            f"    value@32 / evolutionary@{n_evo} (target >= 0.90): "
-            f"{_best(rows, w, 'value', '32') / _best(rows, w, 'evolutionary', f'{n_evo}'):.2f}"
-        )
-        if refs.get(w):
-            print(
-                f"    best / NumPy (target >= 0.80 for matmul 1024): {best_any / refs[w]:.2f}"
-                f"  (NumPy {refs[w]:.1f} GFLOPS)"
+
+        def med(strategy, budget, field="confirmed_gflops", w=w):
+            return _median(_values(rows, w, strategy, budget, field))
+
+        def add(name, ratio, goal, w=w):
+            out.append(Goal(w, name, ratio, goal))
+
+        for budget in args.budgets:
+            for s in OURS:
+                ref = med("tune_tir_fast", budget)
+                add(f"{s}@{budget} / tune_tir_fast@{budget}", med(s, budget) / ref, 1)
+        if long:
+            ref = med("tune_tir_fast", long)
+            add(f"evolutionary+droplet@{args.droplet} / tune_tir_fast@{long}",
+                med("evolutionary+droplet", args.droplet) / ref, 1)  # fmt: skip
+        add(f"autotvm@{n} / random@{2 * n}", med("autotvm", n) / med("random", 2 * n), 1)
+        add(f"value@32 / tune_tir_fast@{top}", med("value", 32) / med("tune_tir_fast", top), 0.9)
+        best = max((r.confirmed_gflops for r in rows if r.workload == w), default=math.nan)
+        add("static@8 / best measured", med("static", 8) / best, 0.67)
+        if w in numpy:
+            ref = numpy[w]
+            add(f"best / NumPy ({ref.gflops:.0f} GFLOPS, OpenBLAS {ref.kernel})",
+                best / ref.gflops, 1)  # fmt: skip
+        add(f"best / measured peak ({best:.0f} of {peak_gflops:.0f} GFLOPS)",
+            best / peak_gflops, 0.85)  # fmt: skip
+        shipped = med("tune_tir", n, "trials_per_min")
+        for s in OURS:
+            add(
+                f"trials/min {s}@{n} / tune_tir (shipped)",
+                med(s, n, "trials_per_min") / shipped,
+                5,
             )
+    return out
 
 
-def _write(rows) -> None:
-    path = OUT / "search.csv"
+def _report(rows: list[RunRow], numpy: dict, peak, args) -> list[Goal]:
+    head = ("workload", "strategy", "budget", "GFLOPS re-timed: median [range] n", "trials/min")
+    print("\n{:44s} {:22s} {:>6s} {:>34s} {:>10s}".format(*head))
+    for w, s, b in sorted({(r.workload, r.strategy, r.budget) for r in rows}):
+        values = _values(rows, w, s, b)
+        spread = f"{_median(values):6.1f} [{min(values):.0f}-{max(values):.0f}] {len(values)}"
+        tpm = _median(_values(rows, w, s, b, "trials_per_min"))
+        print(f"{w[:44]:44s} {s:22s} {b:>6d} {spread:>34s} {tpm:10.1f}")
+    print(f"\nMachine: measured fp32 peak {peak.gflops_f32:.0f} GFLOPS, "
+          f"memory bandwidth {peak.bandwidth_gbs:.1f} GB/s")  # fmt: skip
+    print("\nTargets (ratios of medians over seeds; every number measured in this run):")
+    found = goals(rows, numpy, peak.gflops_f32, args)
+    for w in dict.fromkeys(g.workload for g in found):
+        print(f"  {w}")
+        for g in found:
+            if g.workload == w:
+                print(g.line())
+    return found
+
+
+def _write(path: Path, rows: list) -> None:
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(asdict(rows[0])))
         writer.writeheader()
         writer.writerows(asdict(r) for r in rows)
     print(f"\nwrote {path}")
-
-
-def _html(store, rows) -> None:
-    try:
-        import plotly.graph_objects as go
-    except ImportError:
-        print("plotly not installed: no HTML report")
-        return
-    fig = go.Figure()
-    for r in rows:
-        curve = store.best_so_far(r.run_id)
-        gflops = [
-            store.get_run(r.run_id).workload.flops() / s / 1e9 if math.isfinite(s) else 0
-            for s in curve.best_secs[: r.trials]
-        ]
-        fig.add_trace(
-            go.Scattergl(
-                x=list(range(1, len(gflops) + 1)),
-                y=gflops,
-                mode="lines",
-                name=f"{r.workload[:20]} {r.strategy} {r.budget} s{r.seed}",
-            )
-        )
-    fig.update_layout(
-        title="Best-so-far GFLOPS vs trials", xaxis_title="trials", yaxis_title="GFLOPS"
-    )
-    fig.write_html(OUT / "search.html", include_plotlyjs=True)
-    print(f"wrote {OUT / 'search.html'}")
 
 
 if __name__ == "__main__":

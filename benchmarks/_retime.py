@@ -1,0 +1,97 @@
+"""The benchmarks' final word on a row: its best schedules re-timed, interleaved, with one timer.
+
+A search row's own "best" is chosen on the timings taken while it searched (for ``tune_tir``,
+single noisy timings from MetaSchedule's runner, never checked against NumPy). Before rows are
+compared, each row's fastest few schedules (within the row's own trial budget, re-measurements
+excluded) are re-timed with the same ``LocalMeasurer`` in interleaved rounds: every round visits
+every schedule of the workload once, so a change in machine load hits all rows alike. The NumPy
+baseline is timed between rounds, in its own clean subprocess.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from explorer.measure import Candidate, LocalMeasurer, trace_key
+from explorer.storage._base import RecordStore, TrialRecord
+from explorer.types import MeasureStatus
+
+TOP = 3  # schedules re-timed per row: its first timings may have ranked them wrongly
+ROUNDS = 3  # interleaved rounds over all the rows of one workload
+TIMED = (MeasureStatus.OK, MeasureStatus.UNCHECKED)
+
+
+@dataclass(frozen=True)
+class Retimed:
+    """One workload's re-timing: the best pooled median of each row (by run id), and the
+    NumPy baselines timed between the rounds."""
+
+    best_secs: dict[int, float]
+    numpy_secs: tuple[float, ...]
+
+
+def searched_trials(store: RecordStore, run_id: int, budget: int) -> list[TrialRecord]:
+    """The run's first ``budget`` searched trials: no re-timings, no baseline, no repeats."""
+    out, seen = [], set()
+    for t in store.trials(run_id=run_id):
+        if t.is_remeasure:
+            continue
+        key = trace_key(t.candidate.trace)
+        if key not in seen:
+            seen.add(key)
+            out.append(t)
+    return out[:budget]
+
+
+def top_candidates(store: RecordStore, run_id: int, budget: int) -> list[Candidate]:
+    """The row's ``TOP`` fastest schedules by its own timings."""
+    timed = [
+        t for t in searched_trials(store, run_id, budget) if t.status in TIMED and t.median_secs
+    ]
+    timed.sort(key=lambda t: t.median_secs or 0.0)
+    return [t.candidate for t in timed[:TOP]]
+
+
+def retime(
+    measurer: LocalMeasurer,
+    rows: Sequence[tuple[int, Sequence[Candidate]]],
+    numpy_secs: Callable[[], float] | None = None,
+) -> Retimed:
+    """Re-time every row's candidates in ``ROUNDS`` interleaved rounds (NumPy between rounds).
+
+    Args:
+        rows: ``(run_id, candidates)`` per row, all of one workload; a schedule found by several
+            rows is timed once and counts for each.
+        numpy_secs: times the NumPy baseline once (seconds per call); ``None``: no baseline.
+    """
+    unique: dict[str, Candidate] = {}
+    for _, cands in rows:
+        for c in cands:
+            unique.setdefault(trace_key(c.trace), c)
+    keys = list(unique)
+    pooled: dict[str, list[float]] = {k: [] for k in keys}
+    failed: set[str] = set()
+    numpy: list[float] = []
+    for _ in range(ROUNDS):
+        if numpy_secs is not None:
+            numpy.append(numpy_secs())
+        results = measurer.remeasure([unique[k] for k in keys], rounds=1)
+        for k, r in zip(keys, results, strict=True):
+            if r.is_ok and r.run_secs:
+                pooled[k].extend(r.run_secs)
+            else:
+                failed.add(k)  # wrong results or crashes: never a row's best
+    if numpy_secs is not None:
+        numpy.append(numpy_secs())
+    best: dict[int, float] = {}
+    for run_id, cands in rows:
+        medians = [
+            statistics.median(pooled[k])
+            for c in cands
+            if (k := trace_key(c.trace)) not in failed and pooled[k]
+        ]
+        if medians:
+            best[run_id] = min(medians)
+    return Retimed(best, tuple(numpy))
