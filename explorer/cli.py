@@ -254,6 +254,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_measure(args: argparse.Namespace) -> int:
     from explorer.measure import Candidate, LocalMeasurer, MeasureConfig  # no TVM import yet
+    from explorer.types import MeasureStatus
 
     only_with(args, "--refit", "--trace")
     with LocalMeasurer(MeasureConfig(repeat=args.repeat)) as measurer:
@@ -277,14 +278,20 @@ def cmd_measure(args: argparse.Namespace) -> int:
     finally:  # a manual run is never left running, even when storing failed
         store.finish_run(run.id)
     if result.is_ok:
-        noisy = " (noisy: spread %.0f%%)" % (100 * (result.spread or 0)) if result.is_noisy else ""
         gflops = f", {result.gflops:.2f} GFLOPS" if result.gflops is not None else ""
         print(
             f"ok: median {format_secs(result.median_secs)} over "
             f"{plural(len(result.run_secs), 'repeat')}{gflops}, "
-            f"{plural(result.num_threads or 1, 'thread')}{noisy}; matches NumPy"
+            f"{plural(result.num_threads or 1, 'thread')}; matches NumPy"
         )
         return EXIT_OK
+    if result.status is MeasureStatus.NOISY:  # correct, but no timing to trust
+        print(
+            f"noisy: median {format_secs(result.median_secs or 0)} over "
+            f"{plural(len(result.run_secs), 'repeat')}, stored but not ranked; "
+            f"{result.error_msg}; matches NumPy"
+        )
+        return EXIT_FAILED
     print(f"{result.status.value}: {result.error_msg}")
     return EXIT_FAILED
 

@@ -15,6 +15,13 @@ class MeasureStatus(str, Enum):
     ``UNCHECKED`` is a timing nobody compared with the NumPy reference (MetaSchedule's runner,
     imported or streamed): it has ``run_secs``, but it is not ``is_ok`` and is never ranked as
     best until our measurer re-measures the schedule (``explorer.storage.check_unchecked``).
+
+    ``NOISY`` is a correct kernel whose repeats still spread more than ``max_spread`` after the
+    measurer's extra timing rounds (something else used the cores): its ``run_secs`` are kept,
+    but it is not ``is_ok``, so it is never ranked; re-measure it for a trustworthy time.
+
+    ``UNCHECKED`` and ``NOISY`` are ``is_inconclusive``: neither a success nor a failure, so
+    cost models and strategies leave them out of their training data.
     """
 
     OK = "ok"
@@ -24,7 +31,13 @@ class MeasureStatus(str, Enum):
     WRONG_RESULT = "wrong_result"  # it ran, but the output differs from the NumPy reference
     INVALID = "invalid"  # the point does not denote a legal schedule (search spaces only)
     UNCHECKED = "unchecked"  # timed elsewhere (MetaSchedule), output never checked against NumPy
+    NOISY = "noisy"  # correct, but its timings stayed too spread to trust (the machine was busy)
 
     @property
     def is_ok(self) -> bool:
         return self is MeasureStatus.OK
+
+    @property
+    def is_inconclusive(self) -> bool:
+        """Timed, but the timing says nothing reliable: neither a success nor a failure."""
+        return self in (MeasureStatus.UNCHECKED, MeasureStatus.NOISY)

@@ -56,6 +56,10 @@ STATUS_WORDS = {
         "was timed by MetaSchedule, but its output was never checked against NumPy "
         "(`explorer check` checks it)"
     ),
+    MeasureStatus.NOISY: (
+        "is correct (the output matches NumPy's), but its timings were too spread to trust: "
+        "something else was using the cores. It is not ranked; press Measure again"
+    ),
 }
 
 
@@ -370,6 +374,7 @@ class CostPanel:
         # Before submitting: a fast measurement may report before submit() returns.
         self._clear_notice()
         self.latency.value = f"<i>Measuring {html.escape(label)}\u2026</i>"
+        self.measure_button.description = "Measure"
         self.details.value = ""
         try:
             job = runner.submit(
@@ -431,6 +436,9 @@ class CostPanel:
 
     def _show_measurement(self) -> None:
         current = self._measured.get(self._current_key or "")
+        noisy = current is not None and current.result.status is MeasureStatus.NOISY
+        # A noisy timing is no answer: the button offers to measure again.
+        self.measure_button.description = "Measure again" if noisy else "Measure"
         if current is not None:  # measured before (also after an undo back to it)
             self.latency.value = latency_html(current.result)
             self.details.value = details_html(current)
@@ -524,13 +532,14 @@ def latency_html(result: MeasureResult, *, stale: str | None = None) -> str:
     if result.is_ok and secs:
         gflops = result.gflops
         rate = f" \u00b7 {gflops:.2f} GFLOP/s" if gflops is not None else ""
-        noisy = (
-            f" <span style='color:#a60'>(noisy: runs spread {result.spread:.0%})</span>"
-            if result.is_noisy and result.spread is not None
-            else ""
-        )
+        return f"{prefix}<b>{format_secs(secs)}</b> (median of {len(result.run_secs)}){rate}"
+    if result.status is MeasureStatus.NOISY and secs:
+        # Shown, never as the answer: not bold, not ranked, not trained on.
+        spread = f"runs spread {result.spread:.0%}" if result.spread is not None else "noisy"
         return (
-            f"{prefix}<b>{format_secs(secs)}</b> (median of {len(result.run_secs)}){rate}{noisy}"
+            f"{prefix}<span class='se-noisy' style='color:#a60'>noisy, not trusted</span>: "
+            f"median {format_secs(secs)} of {len(result.run_secs)} ({spread}); "
+            "press Measure again"
         )
     words = STATUS_WORDS.get(result.status, result.status.value)
     return f"{prefix}<b style='color:#a00'>no valid timing</b>: the schedule {words}"

@@ -182,7 +182,7 @@ def knob_effects_info(
         latency_ms=tuple(float(v) * 1e3 for v in latency[shown]),
         num_trials=table.num_trials,
         num_used=len(used),
-        num_failed=int(np.count_nonzero(in_fam & ~ok & ~table.is_unchecked)),
+        num_failed=int(np.count_nonzero(in_fam & ~ok & ~table.is_inconclusive)),
         num_unmapped=int(np.count_nonzero((row_family < 0) & trial)),
         num_elsewhere=int(np.count_nonzero((row_family >= 0) & (row_family != fam) & trial)),
         max_lines=max_lines,

@@ -106,7 +106,7 @@ def predicted_vs_measured_info(
                 spearman=spearman(s, lat) if len(s) else math.nan,
                 kendall=kendall(s, lat) if len(s) else math.nan,
                 num_points=len(rows),
-                num_failed=int(np.count_nonzero(has & ~ok & ~table.is_unchecked)),
+                num_failed=int(np.count_nonzero(has & ~ok & ~table.is_inconclusive)),
                 trial_ids=tuple(int(i) for i in table.ids[rows[shown]]),
                 predicted=tuple(float(v) for v in s[shown]),
                 predicted_rank=tuple(float(v) for v in rank[shown]),

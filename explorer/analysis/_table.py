@@ -118,14 +118,28 @@ class TrialTable:
 
     @property
     def num_failed(self) -> int:
-        """Failed trials, re-measurements and unchecked timings not counted."""
-        return int(np.count_nonzero(~self.is_ok & ~self.is_remeasure & ~self.is_unchecked))
+        """Failed trials, re-measurements and inconclusive (unchecked, noisy) timings not
+        counted."""
+        return int(np.count_nonzero(~self.is_ok & ~self.is_remeasure & ~self.is_inconclusive))
 
     @property
     def is_unchecked(self) -> np.ndarray:
         """Rows timed elsewhere (MetaSchedule) and never checked against NumPy: neither a
         success (their timing is not used) nor a failure."""
         return self.status_codes == _STATUS_CODE[MeasureStatus.UNCHECKED]
+
+    @property
+    def is_inconclusive(self) -> np.ndarray:
+        """Unchecked rows and noisy ones (correct, but timed while the machine was busy):
+        neither a success nor a failure."""
+        noisy = self.status_codes == _STATUS_CODE[MeasureStatus.NOISY]
+        return self.is_unchecked | noisy
+
+    @property
+    def num_noisy(self) -> int:
+        """Noisy trials, re-measurements not counted."""
+        noisy = self.status_codes == _STATUS_CODE[MeasureStatus.NOISY]
+        return int(np.count_nonzero(noisy & ~self.is_remeasure))
 
     @property
     def num_unchecked(self) -> int:

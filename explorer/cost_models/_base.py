@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from explorer.measure._base import Candidate
+from explorer.measure._gate import cpu_heavy
 from explorer.storage._base import TrialRecord
 from explorer.types import JSON
 
@@ -28,9 +29,30 @@ class CostModel(abc.ABC):
         * Randomness comes from the ``seed`` constructor argument only.
         * Constructor arguments are keyword-only hyper-parameters stored verbatim; fitted state
           ends in ``_`` (scikit-learn style).
+
+    Training and prediction keep off the cores while a kernel is timed: every subclass's
+    methods named in ``GATED_METHODS`` run inside ``explorer.measure._gate.TIMING_GATE.work()``
+    (wrapped when the class is defined, so a new model cannot forget it). xgboost training
+    next to a timed kernel made its timings 100x too slow (issue 9).
     """
 
     name: ClassVar[str] = ""
+    GATED_METHODS: ClassVar[tuple[str, ...]] = (
+        "update",
+        "predict",
+        "fit",
+        "fit_rows",
+        "predict_rows",
+        "calibrate",
+        "values",
+    )
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for method in cls.GATED_METHODS:
+            fn = cls.__dict__.get(method)
+            if callable(fn) and not getattr(fn, "__isabstractmethod__", False):
+                setattr(cls, method, cpu_heavy(fn))
 
     @abc.abstractmethod
     def update(self, records: Sequence[TrialRecord]) -> None:

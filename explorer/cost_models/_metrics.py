@@ -146,9 +146,11 @@ def evaluate(
 ) -> CostModelAccuracy:
     """Train ``model`` on ``train_records`` (via ``update``: the model is modified), predict
     ``test_records`` and score the ranking. Meant for trials of one workload: latencies of
-    different workloads are not comparable.
+    different workloads are not comparable. Inconclusive test records (unchecked or noisy
+    timings) are left out: they are neither fast nor failed.
     """
     model.update(list(train_records))
+    test_records = [r for r in test_records if not r.status.is_inconclusive]
     cands: list[Candidate] = [r.candidate for r in test_records]
     scores = np.asarray(model.predict(cands), dtype=np.float64) if cands else np.zeros(0)
     lat = [record_latency(r) for r in test_records]

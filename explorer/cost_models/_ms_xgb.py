@@ -32,7 +32,6 @@ from explorer.measure._base import Candidate
 from explorer.measure._replay import trace_key
 from explorer.space import DesignSpace
 from explorer.storage._base import TrialRecord
-from explorer.types import MeasureStatus
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +107,8 @@ class MetaScheduleXGBCostModel(CostModel):
 
     def update(self, records: Sequence[TrialRecord]) -> None:
         ms = _tvm.ms
-        # An unchecked timing (MetaSchedule's) is neither a success nor a failure: left out.
-        records = [r for r in records if r.status is not MeasureStatus.UNCHECKED]
+        # An unchecked (MetaSchedule's) or noisy timing is neither a success nor a failure.
+        records = [r for r in records if not r.status.is_inconclusive]
         for context, idx, cands in self._grouped([r.candidate for r in records]):
             results = []
             for i in idx:

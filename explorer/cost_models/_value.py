@@ -49,7 +49,7 @@ from explorer.measure._base import Candidate
 from explorer.space import DesignSpace, KnobSpace
 from explorer.storage._base import RecordStore, TrialRecord
 from explorer.target import Target
-from explorer.types import JSON, MeasureStatus
+from explorer.types import JSON
 from explorer.workloads import Workload
 
 MAX_SKETCHES = 4
@@ -128,7 +128,7 @@ def samples_from_records(records: Iterable[TrialRecord]) -> list[ValueSample]:
     """Measured records as value samples (records that are not knob-space points are skipped)."""
     out = []
     for r in records:
-        if r.status is MeasureStatus.UNCHECKED:  # neither a success nor a failure: unknown
+        if r.status.is_inconclusive:  # unchecked or noisy: neither a success nor a failure
             continue
         c = r.candidate
         where = locate(knob_space(c.workload, c.target), c)

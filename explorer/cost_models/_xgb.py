@@ -33,7 +33,6 @@ from explorer.cost_models._features import FEATURE_KINDS, FeatureExtractor, fit_
 from explorer.cost_models._metrics import average_recall_curve
 from explorer.measure._base import Candidate
 from explorer.storage._base import TrialRecord
-from explorer.types import MeasureStatus
 
 log = logging.getLogger(__name__)
 
@@ -179,8 +178,8 @@ class XGBCostModel(CostModel):
         Training is skipped (the previous fit stays) while fewer than two trials are known or
         none succeeded, as AutoTVM does (``max(ys) > 1e-6``).
         """
-        # An unchecked timing (MetaSchedule's) is neither a success nor a failure: left out.
-        records = [r for r in records if r.status is not MeasureStatus.UNCHECKED]
+        # An unchecked (MetaSchedule's) or noisy timing is neither a success nor a failure.
+        records = [r for r in records if not r.status.is_inconclusive]
         if not records:
             return
         rows = self._extractor([r.candidate for r in records])

@@ -55,13 +55,21 @@ class MeasureConfig:
 
     Each repeat runs the kernel ``number`` times back to back, with ``number`` grown until one
     repeat lasts at least ``min_repeat_secs`` (TVM's ``min_repeat_ms``), so the timer's resolution
-    never dominates. The median over ``repeat`` repeats is reported; when the relative spread
-    ``(max - min) / median`` exceeds ``max_spread`` the result is flagged noisy.
+    never dominates. The median over ``repeat`` repeats is reported.
+
+    Before timing, the kernel runs untimed for ``warmup_secs`` (the runtime's thread pool
+    sleeps after idle and the caches are cold: the first repeats after a pause were slow). When
+    the relative spread ``(max - min) / median`` of the repeats exceeds ``max_spread``, the
+    kernel is timed again, up to ``timing_rounds`` rounds in all (fewer if they would take more
+    than half of ``run_timeout_secs``); the round with the lowest spread is kept whole, rounds
+    are never mixed. A result whose kept round is still too spread is ``MeasureStatus.NOISY``.
     """
 
     repeat: int = 5
     min_repeat_secs: float = 0.02
     max_spread: float = 0.25
+    warmup_secs: float = 0.02
+    timing_rounds: int = 3
     build_timeout_secs: float = 60.0
     run_timeout_secs: float = 20.0
     memory_limit_bytes: int = 4 << 30
@@ -72,7 +80,11 @@ class MeasureConfig:
     def __post_init__(self) -> None:
         if self.repeat < 1:
             raise ValueError(f"MeasureConfig.repeat must be at least 1 (got {self.repeat})")
-        for name in ("min_repeat_secs", "build_timeout_secs", "run_timeout_secs"):
+        if self.timing_rounds < 1:
+            raise ValueError(
+                f"MeasureConfig.timing_rounds must be at least 1 (got {self.timing_rounds})"
+            )
+        for name in ("min_repeat_secs", "warmup_secs", "build_timeout_secs", "run_timeout_secs"):
             if getattr(self, name) < 0:
                 raise ValueError(f"MeasureConfig.{name} must be >= 0 (got {getattr(self, name)})")
 

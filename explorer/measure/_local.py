@@ -7,9 +7,15 @@ Pipeline for one ``measure`` call (a batch):
    for the target and ``export_library`` to a temporary ``.so``.
 2. Run the built ones one after another on a single runner process, so two kernels never
    compete for the cores while one is timed: load the ``.so``, run it once on
-   ``Workload.random_inputs(seed)`` and compare with the NumPy reference, then time it with
-   ``time_evaluator``. The runner's ``TVM_NUM_THREADS`` is ``config.num_threads`` or else the
-   target's core count, set in its environment before TVM's thread pool starts.
+   ``Workload.random_inputs(seed)`` and compare with the NumPy reference, warm it up, then time
+   it with ``time_evaluator`` (more rounds while the repeats spread wide; ``MeasureConfig``).
+   The runner's ``TVM_NUM_THREADS`` is ``config.num_threads`` or else the target's core count,
+   set in its environment before TVM's thread pool starts.
+
+While one candidate is timed, this measurer holds ``TIMING_GATE.timing()`` (``_gate``): cost
+models of this process wait to train or predict until the kernel is timed, and the timing
+waits for one in progress. Builds do not hold it, so other work interleaves between kernels. A
+result whose repeats still spread more than ``max_spread`` is ``NOISY``: kept, never ranked.
 
 By default the runs start once the whole batch is built. On a 2-core machine a compile next to
 a timed kernel skews that timing: measured on 16 MetaSchedule samples of matmul 256^3,
@@ -38,10 +44,12 @@ import uuid
 import weakref
 from collections.abc import Sequence
 from concurrent.futures import Future, wait
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from explorer._process import owned_temp_dir
 from explorer.measure._base import Candidate, MeasureConfig, Measurer, MeasureResult
+from explorer.measure._gate import TIMING_GATE
 from explorer.measure._pool import WorkerLost, WorkerPool, shutdown_pool
 from explorer.target import Target, available_cores
 from explorer.types import MeasureStatus
@@ -264,6 +272,7 @@ class LocalMeasurer(Measurer):
             futures = dict(zip(todo, builds, strict=True))
         build_secs: dict[int, float] = {}
         run_secs: dict[int, list[float]] = {i: [] for i in todo}
+        timing_rounds: dict[int, int] = {i: 0 for i in todo}
         threads: dict[int, int] = {}
         try:
             if not self.overlap:
@@ -282,17 +291,20 @@ class LocalMeasurer(Measurer):
                     cand = cands[i]
                     num_threads = self._threads(cand.target)
                     check = rnd == 0 and cfg.check_correctness
-                    reply = pool.run(
-                        self._run_request(cand, paths[i], check),
-                        num_threads=num_threads,
-                        timeout=cfg.run_timeout_secs,
-                    )
+                    # Per candidate, so the explorer's own work can run between two kernels.
+                    with TIMING_GATE.timing():
+                        reply = pool.run(
+                            self._run_request(cand, paths[i], check),
+                            num_threads=num_threads,
+                            timeout=cfg.run_timeout_secs,
+                        )
                     failure = self._run_failure(reply, cand, build_secs[i], num_threads)
                     if failure is not None:
                         results[i] = failure
                         continue
                     assert isinstance(reply, dict)
                     run_secs[i].extend(float(x) for x in reply["run_secs"])
+                    timing_rounds[i] = max(timing_rounds[i], int(reply.get("timing_rounds", 1)))
                     threads[i] = int(reply["num_threads"])
         except BaseException:
             pool.cancel(list(futures.values()))  # interrupted: stop the builders mid-batch
@@ -307,7 +319,7 @@ class LocalMeasurer(Measurer):
             if results[i] is not None:
                 continue
             before = previous[i].run_secs if previous is not None and previous[i].is_ok else ()
-            results[i] = MeasureResult(
+            result = MeasureResult(
                 MeasureStatus.OK,
                 run_secs=tuple(before) + tuple(secs),
                 build_secs=build_secs[i],
@@ -315,6 +327,7 @@ class LocalMeasurer(Measurer):
                 num_threads=threads[i],
                 max_spread=cfg.max_spread,
             )
+            results[i] = _noisy(result, timing_rounds[i]) if result.is_noisy else result
         return _finished(results)
 
     def _build_request(self, cand: Candidate, path: str) -> dict[str, Any]:
@@ -343,6 +356,11 @@ class LocalMeasurer(Measurer):
             "repeat": cfg.repeat,
             "min_repeat_secs": cfg.min_repeat_secs,
             "cache_flush_bytes": flush,
+            "warmup_secs": cfg.warmup_secs,
+            "timing_rounds": cfg.timing_rounds,
+            "max_spread": cfg.max_spread,
+            # Extra rounds must not turn a good kernel into a TIMEOUT.
+            "timing_budget_secs": cfg.run_timeout_secs / 2,
         }
 
     def _build_failure(self, reply: dict[str, Any] | WorkerLost) -> MeasureResult | None:
@@ -380,6 +398,16 @@ class LocalMeasurer(Measurer):
         wrong = reply.get("stage") == "wrong"
         status = MeasureStatus.WRONG_RESULT if wrong else MeasureStatus.RUN_ERROR
         return MeasureResult(status, error_msg=str(reply.get("error")), **common)
+
+
+def _noisy(result: MeasureResult, rounds: int) -> MeasureResult:
+    """``result`` as ``NOISY``: its timings kept, with a sentence saying why they are not used."""
+    msg = (
+        f"the timings spread {result.spread:.0%} (more than max_spread {result.max_spread:.0%}) "
+        f"in the best of {rounds} timing round(s): the machine was busy, or the kernel's run "
+        "time varies; measure it again"
+    )
+    return replace(result, status=MeasureStatus.NOISY, error_msg=msg)
 
 
 def _builders_for(num_candidates: int | None) -> int | None:

@@ -14,8 +14,10 @@ never charged to a candidate's timeout. Requests (``op``):
   compile for the target and ``export_library`` to ``path``. Reply ``build_secs`` or an error
   with ``stage`` = ``"apply"`` (the trace does not replay) or ``"compile"``.
 * ``run``: load the shared library (cached), run once on ``Workload.random_inputs(seed)`` and
-  compare with the NumPy reference (cached) -- ``stage="wrong"`` on a mismatch -- then time it
-  with ``time_evaluator``. Reply ``run_secs`` (one per repeat) and ``num_threads``.
+  compare with the NumPy reference (cached) -- ``stage="wrong"`` on a mismatch -- run it untimed
+  for ``warmup_secs``, then time it with ``time_evaluator``, again (up to ``timing_rounds``
+  rounds) while the repeats spread more than ``max_spread``. Reply ``run_secs`` (one per repeat,
+  of the tightest round), ``timing_rounds`` (how many ran) and ``num_threads``.
 * ``replay``: replay an untrusted JSON trace on a module (``save_json`` text) and reply the
   decisions TVM used (``explorer.session._trace_check``): if the trace kills TVM, it kills
   this process only.
@@ -32,12 +34,15 @@ from __future__ import annotations
 import argparse
 import collections
 import importlib
+import math
 import os
 import signal
+import statistics
 import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -149,6 +154,7 @@ class _Worker:
                 mismatch = workload.check_output(out.numpy(), expected)
                 if mismatch is not None:
                     return {"ok": False, "stage": "wrong", "error": mismatch}
+            _warm_up(module["main"], args, float(req.get("warmup_secs", 0.0)))
             timer = module.time_evaluator(
                 "main",
                 dev,
@@ -159,15 +165,24 @@ class _Worker:
                 repeats_to_cooldown=1,
                 cache_flush_bytes=int(req.get("cache_flush_bytes", 0)),
             )
-            result = timer(*args)
-            run_secs = [float(x) for x in result.results]
+            run_secs, rounds = _timed_rounds(
+                lambda: [float(x) for x in timer(*args).results],
+                max_rounds=int(req.get("timing_rounds", 1)),
+                max_spread=float(req.get("max_spread", math.inf)),
+                budget_secs=float(req.get("timing_budget_secs", math.inf)),
+            )
         except Exception as exc:  # noqa: BLE001
             msg = _message(exc)
             if isinstance(exc, MemoryError) or "alloc" in msg.lower():
                 limit = self.memory_limit_bytes >> 20
                 msg += f"\n(allocation failed under the worker's memory limit of {limit} MiB)"
             return {"ok": False, "stage": "run", "error": msg}
-        return {"ok": True, "run_secs": run_secs, "num_threads": int(tvm.runtime.num_threads())}
+        return {
+            "ok": True,
+            "run_secs": run_secs,
+            "timing_rounds": rounds,
+            "num_threads": int(tvm.runtime.num_threads()),
+        }
 
     def call(self, req: dict[str, Any]) -> dict[str, Any]:
         module_name, _, func_name = str(req["target"]).partition(":")
@@ -177,6 +192,43 @@ class _Worker:
         except Exception as exc:  # noqa: BLE001
             return {"ok": False, "stage": "call", "error": _message(exc)}
         return {"ok": True, "value": value}
+
+
+def _warm_up(kernel: Any, args: list[Any], secs: float) -> None:
+    """Run the kernel untimed for about ``secs`` (at least once): after idle the runtime's
+    worker threads sleep and the caches are cold, and the first timed repeats paid for it."""
+    start = time.perf_counter()
+    kernel(*args)
+    while time.perf_counter() - start < secs:
+        kernel(*args)
+
+
+def _spread(secs: list[float]) -> float:
+    med = statistics.median(secs)
+    return (max(secs) - min(secs)) / med if med > 0 else math.inf
+
+
+def _timed_rounds(
+    time_once: Callable[[], list[float]], *, max_rounds: int, max_spread: float, budget_secs: float
+) -> tuple[list[float], int]:
+    """Time up to ``max_rounds`` rounds until one spreads at most ``max_spread``.
+
+    Returns the round with the lowest spread, whole, and how many rounds ran. Rounds are never
+    mixed: interference only adds slow, uneven repeats, so the tightest round is the one least
+    touched by it, and its repeats belong together. Another round starts only while the time
+    spent plus one more round stays within ``budget_secs`` (part of the run timeout).
+    """
+    start = time.perf_counter()
+    rounds: list[list[float]] = []
+    while True:
+        before = time.perf_counter()
+        rounds.append(time_once())
+        took = time.perf_counter() - before
+        if _spread(rounds[-1]) <= max_spread or len(rounds) >= max_rounds:
+            break
+        if time.perf_counter() - start + took > budget_secs:
+            break
+    return min(rounds, key=_spread), len(rounds)
 
 
 def _message(exc: BaseException) -> str:

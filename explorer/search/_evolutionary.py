@@ -29,6 +29,7 @@ import numpy as np
 
 from explorer import _tvm
 from explorer.measure._base import Candidate, MeasureResult
+from explorer.measure._gate import TIMING_GATE
 from explorer.measure._replay import trace_key
 from explorer.search._base import SearchStrategy
 from explorer.search._start import StartPlan, first_candidates, is_hand_start, plan_start
@@ -286,7 +287,8 @@ class EvolutionarySearch(SearchStrategy):
     # -- MetaSchedule round -------------------------------------------------------------------
     def _new_round(self) -> None:
         for _ in range(self.max_empty_rounds):
-            with _numpy_global_seed(self.rng):
+            # Not while a kernel is timed in another thread (the notebook): it uses every core.
+            with _numpy_global_seed(self.rng), TIMING_GATE.work():
                 generated = self.context_.generate_measure_candidates()
             if generated is None:  # MetaSchedule's own "search finished"
                 break
@@ -306,7 +308,7 @@ class EvolutionarySearch(SearchStrategy):
                     fresh.append((key, mc, cand))
             if not fresh:
                 continue
-            with _numpy_global_seed(self.rng):
+            with _numpy_global_seed(self.rng), TIMING_GATE.work():
                 scores = self.cost_model_.predict(self.context_, [mc for _, mc, _ in fresh])
             for (key, mc, cand), score in zip(fresh, scores, strict=True):
                 self._round[key] = mc
@@ -352,17 +354,25 @@ class EvolutionarySearch(SearchStrategy):
             )
         kept = [(mc, rr) for mc, (rr, built) in zip(cands, results, strict=True) if built]
         if kept:
-            self.cost_model_.update(self.context_, [mc for mc, _ in kept], [rr for _, rr in kept])
+            with TIMING_GATE.work():
+                self.cost_model_.update(
+                    self.context_, [mc for mc, _ in kept], [rr for _, rr in kept]
+                )
 
 
 def _runner_result(result: MeasureResult) -> tuple[Any, bool]:
-    """Our result as MetaSchedule's ``RunnerResult``, and whether the candidate was built."""
+    """Our result as MetaSchedule's ``RunnerResult``, and whether its cost model learns from it.
+
+    Build failures are left out as MetaSchedule does; so are inconclusive timings (noisy,
+    unchecked), which are neither a success nor a failure. All are stored in its database as
+    failed, so none becomes a parent of the next population.
+    """
     ok = result.is_ok and result.run_secs and math.fsum(result.run_secs) > 0
     rr = _tvm.ms.runner.RunnerResult(
         run_secs=[float(x) for x in result.run_secs] if ok else None,
         error_msg=None if ok else (result.error_msg or result.status.value),
     )
-    return rr, result.status not in _BUILD_FAILURES
+    return rr, result.status not in _BUILD_FAILURES and not result.status.is_inconclusive
 
 
 def _replay(mod: Any, trace_json: JSON) -> Any | None:

@@ -19,6 +19,14 @@ Kinds (one 16-element float32 input ``A``, output ``B``):
 * ``crash``: ``B[i] = A[i * 10**8]``, a wild read gigabytes past ``A`` -> ``SIGSEGV``.
 * ``hang``: a 1e9 x 1e9 reduction per element -> never finishes in practice.
 * ``hog``: fills a 1 GiB intermediate buffer -> trips a memory limit below ~1.3 GiB.
+* ``jitter``: ``B = 2 * A`` computed by a packed-function call (``UNEVEN_FUNC``) that pauses
+  10 ms and 50 ms on alternate calls, so every timing round spreads wide -> ``NOISY`` (with
+  ``min_repeat_secs=0`` each repeat is one call).
+* ``settle``: the same, but alternating only for the first ``SETTLE_CALLS`` calls of the
+  process, then a steady 10 ms: the first timing round is noisy, a re-timing is not.
+
+Importing the module registers ``UNEVEN_FUNC``, the packed function those two kernels call, in
+TVM's global registry (a test-only name; nothing else uses it).
 
 Measurement workers need no registration: the measurer forwards the module that defines a
 workload's family (``Workload.spec.build.__module__``) and a worker imports it and adopts the
@@ -44,13 +52,19 @@ from explorer import _tvm
 from explorer.workloads import FAMILIES, OperatorFamily, Workload, get_workload
 from explorer.workloads._base import Params, ShapeParam
 
-KINDS = ("ok", "wrong", "crash", "hang", "hog")
+KINDS = ("ok", "wrong", "crash", "hang", "hog", "jitter", "settle")
 SIZE = 16
 HOG_ELEMENTS = 1 << 28  # 1 GiB of float32, the largest tensor a workload may declare
 _WILD_STRIDE = 100_000_000  # 15 * 1e8 still fits int32 index arithmetic; 400 MB per step
 # 1e9 x 1e9 iterations per element never finish; at 2e9 it is TVM 0.27's *compiler* that never
 # finishes (and grows without bound), which is not what this kernel is meant to test.
 _HANG_EXTENT = 1_000_000_000
+UNEVEN_FUNC = "explorer.testing.hooks.uneven_double"
+# Uneven through the first timing round (the correctness check, one warm-up call, the untimed
+# call TVM's time_evaluator makes first, then 5 repeats), steady from the second on.
+SETTLE_CALLS = 7
+_STEADY_SECS, _SLOW_SECS = 0.010, 0.050
+_uneven_calls = {"jitter": 0, "settle": 0}
 
 te = _tvm.te
 
@@ -71,6 +85,14 @@ def _build(p: Params) -> list[Any]:
     elif kind == "hog":
         T = te.compute((HOG_ELEMENTS,), lambda i: A[i % SIZE] + 1.0, name="T")
         B = te.compute((SIZE,), lambda i: T[i * (HOG_ELEMENTS // SIZE)], name="B")
+    elif kind in ("jitter", "settle"):
+        B = te.extern(
+            (SIZE,),
+            [A],
+            lambda ins, outs: _tvm.tirx.call_packed(UNEVEN_FUNC, kind, ins[0], outs[0]),
+            name="B",
+            dtype="float32",
+        )
     else:
         B = te.compute((SIZE,), lambda i: A[i] * 2.0, name="B")
     return [A, B]
@@ -79,7 +101,7 @@ def _build(p: Params) -> list[Any]:
 def _reference(inputs: Sequence[np.ndarray], p: Params) -> np.ndarray:
     a = inputs[0]
     kind = p["kind"]
-    if kind == "ok":
+    if kind in ("ok", "jitter", "settle"):
         return 2 * a
     if kind == "wrong":
         return 2 * a + 1  # deliberately not what the kernel computes
@@ -135,6 +157,23 @@ def allocate_forever(step_mib: int = 32, pause_secs: float = 0.002) -> None:
     while True:
         hoard.append(np.ones(step_mib << 18, dtype=np.float32))  # touched, so it is resident
         time.sleep(pause_secs)
+
+
+def _uneven_double(kind: str, a: Any, b: Any) -> None:
+    """``b = 2 * a`` after a pause that depends on how often ``kind`` was called here."""
+    n = _uneven_calls[kind]
+    _uneven_calls[kind] = n + 1
+    jittery = kind == "jitter" or n < SETTLE_CALLS
+    time.sleep(_SLOW_SECS if jittery and n % 2 else _STEADY_SECS)
+    b.copyfrom(a.numpy() * 2)
+
+
+_tvm.tvm.register_global_func(UNEVEN_FUNC, _uneven_double, override=True)
+
+
+def uneven_calls(kind: str) -> int:
+    """How many times this process ran a ``jitter`` or ``settle`` kernel (a ``call`` hook)."""
+    return _uneven_calls[kind]
 
 
 def sleep(secs: float) -> float:

@@ -244,6 +244,28 @@ def test_failures_in_plain_words(
     p.close()
 
 
+def test_a_noisy_measurement_is_shown_as_noisy_not_ranked_and_offers_measuring_again(
+    make_ctx: Callable[..., Context], make_replay: Callable[..., Measurer]
+) -> None:
+    ctx = make_ctx(make_replay(MeasureStatus.NOISY))
+    ctx.set_session(ScheduleSession(get_workload("matmul", M=64, N=64, K=64), ctx.target))
+    p = CostPanel(ctx)
+    assert p.measure_button.description == "Measure"
+    job = measure(p)
+    assert job.result.result.status is MeasureStatus.NOISY
+    (stored,) = ctx.store.trials(status=MeasureStatus.NOISY)  # kept, with its timings
+    assert stored.result.run_secs == job.result.result.run_secs
+    latency = text_of(p.latency.value)
+    assert "noisy, not trusted" in latency and "Measure again" in latency
+    assert format_secs(job.result.result.median_secs) in latency
+    assert "<b>" not in p.latency.value  # never in bold as the answer
+    details = text_of(p.details.value)
+    assert "too spread to trust" in details and "Rank" not in details
+    assert job.result.rank == 0 and ctx.store.best(stored.candidate.workload, ctx.target) == []
+    assert p.measure_button.description == "Measure again"
+    p.close()
+
+
 def test_auto_measure_after_every_edit(ctx: Context, session: ScheduleSession) -> None:
     p = CostPanel(ctx)
     e = ScheduleEditor(ctx)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import tempfile
 
 from explorer.measure import MEASURERS, LocalMeasurer, MeasureConfig
@@ -15,7 +16,9 @@ def test_every_registered_measurer_has_a_contract_test():
 
 class TestLocal(MeasurerContract):
     def make_measurer(self):
-        return LocalMeasurer(MeasureConfig(repeat=3, min_repeat_secs=0.002))
+        # The contract is about results, not timing quality: on the shared test machine 2 ms
+        # repeats often spread wide, which would make a correct kernel NOISY (test_timing.py).
+        return LocalMeasurer(MeasureConfig(repeat=3, min_repeat_secs=0.002, max_spread=math.inf))
 
 
 class TestReplay(MeasurerContract):

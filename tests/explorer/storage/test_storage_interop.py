@@ -4,6 +4,7 @@ measurer has checked them. Real TVM, real SQLite files, real measurements, the r
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -29,7 +30,9 @@ from widgets.cost import latency_html
 
 ROOT = Path(__file__).resolve().parents[3]
 SMALL = ["matmul", "-p", "M=16", "-p", "N=16", "-p", "K=16"]
-QUICK = MeasureConfig(repeat=2, min_repeat_secs=0.001)
+# Statuses, not timing quality, are checked here: a correct kernel must not turn NOISY because
+# the shared test machine disturbed its 1 ms repeats.
+QUICK = MeasureConfig(repeat=2, min_repeat_secs=0.001, max_spread=math.inf)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
