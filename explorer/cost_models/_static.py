@@ -24,12 +24,16 @@ features):
 * **No learning during search**: ``update`` is a no-op on purpose (Tuna's point is that the
   model needs no measurements of the workload being tuned); call ``calibrate`` explicitly.
 
-Compiling a candidate costs ~0.05-0.3 s, so features are cached per (workload, target, trace).
+Compiling a candidate costs ~0.05-0.5 s, so features are cached per (workload, target, trace),
+and a batch of many new candidates is compiled in worker processes, one per core (the measurement
+workers of ``explorer.measure``): a search that scores a thousand candidates is bound by these
+compiles, and a schedule that kills TVM then kills a worker, not the caller.
 """
 
 from __future__ import annotations
 
 import json
+import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,8 +44,15 @@ from scipy import optimize
 from explorer.cost_models import _static_features as sf
 from explorer.cost_models._base import CostModel
 from explorer.measure._base import Candidate
+from explorer.measure._pool import WorkerPool, shutdown_pool
 from explorer.measure._replay import trace_key
 from explorer.storage._base import TrialRecord
+from explorer.target import available_cores
+
+# Fewer new candidates than this are compiled in this process: starting the workers (a TVM
+# import each, ~1 s of CPU) would cost more than the parallel compiles save.
+MIN_WORKER_BATCH = 8
+_EXTRACT_TIMEOUT_SECS = 120.0  # one compile; a candidate past it scores 0 like an unbuildable one
 
 CLOCK_GHZ = 3.0  # turns cycles/FLOP into GFLOP/s; only the scale of the score depends on it
 
@@ -82,6 +93,9 @@ class StaticCostModel(CostModel):
         tie_tolerance: pairs whose latencies differ by less than this fraction are ignored by
             ``calibrate`` (measurement noise, not order).
         cache_size: how many candidates' features are kept.
+        num_workers: processes that compile batches of at least ``MIN_WORKER_BATCH`` new
+            candidates (default: one per core available); 0 compiles everything in this
+            process. They start on first use and stay until ``close`` (or garbage collection).
 
     Example:
         >>> model = StaticCostModel()
@@ -98,8 +112,14 @@ class StaticCostModel(CostModel):
         l2_penalty: float = 0.05,
         tie_tolerance: float = 0.05,
         cache_size: int = 4096,
+        num_workers: int | None = None,
     ):
+        if num_workers is not None and num_workers < 0:
+            raise ValueError(f"StaticCostModel: num_workers must be >= 0 (got {num_workers})")
         self.weights = weights
+        self.num_workers = num_workers
+        self._pool: WorkerPool | None = None
+        self._finalizer: weakref.finalize | None = None
         self.l2_penalty = l2_penalty
         self.tie_tolerance = tie_tolerance
         self.cache_size = cache_size
@@ -127,11 +147,52 @@ class StaticCostModel(CostModel):
 
     def feature_matrix(self, candidates: Sequence[Candidate]) -> tuple[np.ndarray, np.ndarray]:
         """``(X, ok)``: one row of ``COST_FEATURES`` per candidate and whether it compiled."""
+        self._extract_in_workers(candidates)
         feats = [self.features(c) for c in candidates]
         X = np.array([f.values for f in feats], dtype=np.float64).reshape(
             len(feats), len(sf.COST_FEATURES)
         )
         return X, np.array([f.ok for f in feats], dtype=bool)
+
+    def _extract_in_workers(self, candidates: Sequence[Candidate]) -> None:
+        """Fill the cache for the new candidates in parallel, when there are enough of them."""
+        workers = available_cores() if self.num_workers is None else self.num_workers
+        new: dict[str, Candidate] = {}
+        for c in candidates:
+            key = f"{c.workload.key()}|{c.target.key()}|{trace_key(c.trace)}"
+            if key not in self._cache:
+                new.setdefault(key, c)
+        if workers < 1 or len(new) < MIN_WORKER_BATCH:
+            return  # `features` compiles them here
+        if self._pool is None:
+            self._pool = WorkerPool(num_build_workers=workers, memory_limit_bytes=0)
+            self._finalizer = weakref.finalize(self, shutdown_pool, self._pool)
+        requests = [
+            {
+                "op": "call",
+                "target": "explorer.cost_models._static_features:extract_json",
+                "args": (c.to_json(),),
+                "kwargs": {},
+            }
+            for c in new.values()
+        ]
+        replies = self._pool.build_many(requests, _EXTRACT_TIMEOUT_SECS)
+        for key, reply in zip(new, replies, strict=True):
+            if isinstance(reply, dict) and reply.get("ok"):
+                self._cache[key] = reply["value"]
+            elif not isinstance(reply, dict):  # the compile killed or hung its worker
+                self._cache[key] = sf.failed_features()
+            # else: the worker could not even decode it (e.g. a family registered only here):
+            # left out, so `features` compiles it in this process.
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
+    def close(self) -> None:
+        """Stop the feature workers (they start again on the next large batch)."""
+        if self._finalizer is not None:
+            self._finalizer()
+        self._pool = None
+        self._finalizer = None
 
     # -- CostModel ----------------------------------------------------------------------------
     def predict(self, candidates: Sequence[Candidate]) -> np.ndarray:

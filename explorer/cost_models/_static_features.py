@@ -95,6 +95,11 @@ def failed_features() -> StaticFeatures:
     return StaticFeatures(np.zeros(len(COST_FEATURES)), {}, 1, 1.0, 1, ok=False)
 
 
+def extract_json(candidate: dict) -> StaticFeatures:
+    """``extract`` of ``Candidate.to_json()``: what a worker process runs for the static model."""
+    return extract(Candidate.from_json(candidate))
+
+
 def extract(candidate: Candidate) -> StaticFeatures:
     """Replay, compile and analyse one candidate (``ok=False`` when TVM refuses it)."""
     target = candidate.target

@@ -17,7 +17,7 @@ unknown here; ours:
   returns ``[]``. ``tell`` does not change them (the static model does not learn).
 
 The whole ES runs on the first ``ask`` (compiling ~16 + 64 x 20 candidates costs minutes on 2
-cores; scores are cached per trace).
+cores, in one worker process per core; scores are cached per trace).
 """
 
 from __future__ import annotations
@@ -90,7 +90,10 @@ class StaticSearch(SearchStrategy):
 
     def ask(self, n: int) -> list[Candidate]:
         if self._proposals is None:
-            self._proposals = self._evolve()
+            try:
+                self._proposals = self._evolve()
+            finally:
+                self.model_.close()  # its compile workers are not needed after the search
         out, rest = self._proposals[:n], self._proposals[n:]
         self._proposals = rest
         return out

@@ -95,3 +95,24 @@ def test_calibration_changes_weights_improves_rank_and_round_trips(tmp_path):
     assert np.array_equal(loaded.predict(probe), model.predict(probe))
     with pytest.raises(ValueError):
         StaticCostModel(weights={"no_such_feature": 1.0})
+
+
+def test_worker_processes_give_the_features_this_process_gives(candidates, cpu_target):
+    # A batch of new candidates is compiled in one worker per core; the scores must not change.
+    batch = [*candidates[:10], unscheduled(cpu_target)]
+    broken = Candidate(MM64, cpu_target, [[["NoSuchInstruction", [], [], []]], []])
+    here = StaticCostModel(num_workers=0)
+    there = StaticCostModel(num_workers=2)
+    try:
+        expected = here.predict([*batch, broken])
+        got = there.predict([*batch, broken])
+        assert there._pool is not None and len(there._pool.pids()["build"]) == 2
+        assert np.array_equal(got, expected) and got[-1] == 0.0
+        for c in batch:
+            a, b = here.features(c), there.features(c)
+            assert np.array_equal(a.values, b.values) and a.asm_counts == b.asm_counts
+    finally:
+        there.close()
+    assert there._pool is None
+    with pytest.raises(ValueError, match="num_workers"):
+        StaticCostModel(num_workers=-1)
