@@ -52,12 +52,19 @@ def cmd_runs(args: argparse.Namespace) -> int:
     # Trials and best as `explorer tune` reports them (one summary for both): re-measurements
     # are not trials, and the best is the confirmed (re-timed) one. A run whose process is gone
     # reads as interrupted (resume it with `explorer tune --resume ID`).
-    print(f"{'id':>4} {'strategy':12} {'trials':>6} {'best':>10}  {'status':11} workload")
+    # "vs unscheduled": how many times faster the best is than the run's own baseline (the
+    # unscheduled program, measured in the same run; "-" for runs made before baselines).
+    print(
+        f"{'id':>4} {'strategy':12} {'trials':>6} {'best':>10} {'vs unscheduled':>14}  "
+        f"{'status':11} workload"
+    )
     for run in runs:
         summary = summarize_run(run.id, store.trial_rows(run_id=run.id))
+        speedup = summary.speedup_over_baseline
+        versus = "-" if speedup is None else f"{speedup:.2f}x"
         print(
             f"{run.id:>4} {run.strategy:12} {summary.num_trials:>6} "
-            f"{format_secs(summary.best_secs):>10}  {run.status:11} "
+            f"{format_secs(summary.best_secs):>10} {versus:>14}  {run.status:11} "
             f"{run.workload.key()} on {run.target.key()}"
         )
     return EXIT_OK

@@ -375,10 +375,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print("no successful trial")
         return EXIT_FAILED
     gflops = f", {result.best_gflops:.2f} GFLOPS" if result.best_gflops is not None else ""
-    print(
-        f"best: trial {result.best.id}, median {format_secs(result.best_secs)} "
-        f"(re-measured){gflops}"
-    )
+    which = f"trial {result.best.id}"
+    if result.best_is_baseline:
+        which = f"the unscheduled program (measurement {result.best.id})"
+    print(f"best: {which}, median {format_secs(result.best_secs)} (re-measured){gflops}")
+    print(_baseline_verdict(result))
     if result.start is not None:
         print(_start_verdict(result))
     if args.save_trace:
@@ -399,6 +400,27 @@ def _start_candidate(args: argparse.Namespace, workload: Any, target: Any) -> An
     mapping = nearest_point(KnobSpace(DesignSpace.of(workload, target)), candidate)
     print(f"start: {args.start}, {mapping.describe()}")
     return candidate
+
+
+def _baseline_verdict(result: Any) -> str:
+    """One line comparing the best with the unscheduled program, re-timed beside it."""
+    baseline = result.baseline
+    if baseline is None:
+        return "no unscheduled baseline in this run (made before runs measured one)"
+    if result.baseline_secs is None:
+        return (
+            f"the unscheduled program (measurement {baseline.id}) gave no timing: "
+            f"{baseline.status.value}"
+        )
+    if result.best_is_baseline:
+        return (
+            f"no schedule beat the unscheduled program ({format_secs(result.baseline_secs)}); "
+            "it is the answer"
+        )
+    return (
+        f"{result.speedup_over_baseline:.2f}x faster than unscheduled "
+        f"({format_secs(result.baseline_secs)} re-measured)"
+    )
 
 
 def _start_verdict(result: Any) -> str:

@@ -10,18 +10,29 @@ import contextlib
 import inspect
 import logging
 import math
+import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from explorer._tune_result import TuneResult
 from explorer.errors import RunInUseError, SearchError, SettingError, SettingTypeError
-from explorer.measure import Candidate, Measurer, confirm_best, trace_key
+from explorer.measure import Candidate, Measurer, MeasureResult, trace_key
 from explorer.search import STRATEGIES, SearchStrategy, make_strategy
+from explorer.search._baseline import baseline_candidate, baseline_trial, is_baseline
 from explorer.search._start import start_trial
 from explorer.space import DesignSpace
-from explorer.storage._base import NewTrial, RecordStore, RunInfo, RunStatus, TrialRecord
+from explorer.storage._base import (
+    NewTrial,
+    RecordStore,
+    RunInfo,
+    RunStatus,
+    TrialRecord,
+    TrialRow,
+)
+from explorer.storage._marks import BASELINE_MARK, has_mark
 from explorer.storage._summary import summarize_run
 from explorer.target import Target
 from explorer.workloads import Workload
@@ -75,44 +86,6 @@ class TuneProgress:
     elapsed_secs: float
     best_secs: float | None
     batch: tuple[TrialRecord, ...]
-
-
-@dataclass(frozen=True)
-class TuneResult:
-    """How a run ended.
-
-    ``best`` is the trial with the lowest *confirmed* median: the top candidates are measured
-    again at the end and their repeats pooled, so one lucky timing cannot win.
-
-    ``start`` is the user's own schedule when the strategy was given one (the run's reference,
-    re-measured with the best candidates): ``best`` is never slower than it, because the start
-    itself is the answer when nothing measured faster.
-    """
-
-    run: RunInfo
-    num_trials: int
-    best: TrialRecord | None
-    best_secs: float | None
-    stopped_because: str  # "budget" | "time" | "exhausted" | "cancelled"
-    start: TrialRecord | None = None
-    start_secs: float | None = None
-
-    @property
-    def speedup_over_start(self) -> float | None:
-        """How many times faster ``best`` is than the start (1.0: the start is the answer)."""
-        if not self.start_secs or not self.best_secs:
-            return None
-        return self.start_secs / self.best_secs
-
-    @property
-    def best_is_start(self) -> bool:
-        return self.start is not None and self.best is not None and self.best.id == self.start.id
-
-    @property
-    def best_gflops(self) -> float | None:
-        if self.best is None or not self.best_secs:
-            return None
-        return self.best.candidate.workload.flops() / self.best_secs / 1e9
 
 
 class Tuner:
@@ -185,7 +158,13 @@ class Tuner:
             )
         strategy = make_strategy(strategy)
         space = DesignSpace.of(workload, target)
-        strategy.reset(space, rng=np.random.default_rng(seed), history=[], store=self.store)
+        strategy.reset(
+            space,
+            rng=np.random.default_rng(seed),
+            history=[],
+            store=self.store,
+            budget=int(max_trials),
+        )
         secs = None if max_secs is None else float(max_secs)  # NumPy's numbers: plain ones
         budget = RunBudget(int(max_trials), secs, int(seed), self.batch_size)
         run = self.store.create_run(
@@ -264,6 +243,9 @@ class Tuner:
         status = RunStatus.FAILED
         error: BaseException | None = None
         try:
+            if self._measure_baseline(run):
+                # The baseline is not a trial: its time is not the search's either.
+                started = time.monotonic()
             while num_trials < budget.max_trials:
                 if should_stop():
                     stopped_because = "cancelled"
@@ -316,19 +298,46 @@ class Tuner:
                 run = self.store.finish_run(run.id, status)
         # A run resumed with nothing left to do keeps its confirmation: re-timing it again at
         # every resume would only pile up re-measurements.
-        if num_new or not any(t.is_remeasure for t in self.store.trials(run_id=run.id)):
-            best_record, best_secs, start, start_secs = self._confirm_best(run)
+        if num_new or not _has_retimings(self.store.trials(run_id=run.id)):
+            start, start_secs = self._confirm_best(run)
         else:
-            best_record, best_secs, start, start_secs = None, None, None, None
+            start, start_secs = None, None
         # The reported best is the run's summary, exactly what `explorer runs` shows.
-        summary = summarize_run(run.id, self.store.trial_rows(run_id=run.id))
+        rows = self.store.trial_rows(run_id=run.id)
+        summary = summarize_run(run.id, rows)
+        best_record = baseline = None
         if summary.best_trial_id is not None:
-            best_record, best_secs = self.store.get_trial(summary.best_trial_id), summary.best_secs
-        else:
-            best_record, best_secs = None, None
+            best_record = self.store.get_trial(summary.best_trial_id)
+        baseline_id = _baseline_id(rows)
+        if baseline_id is not None:
+            baseline = self.store.get_trial(baseline_id)
         return TuneResult(
-            run, summary.num_trials, best_record, best_secs, stopped_because, start, start_secs
+            run,
+            summary.num_trials,
+            best_record,
+            summary.best_secs if best_record is not None else None,
+            stopped_because,
+            start,
+            start_secs,
+            baseline,
+            summary.baseline_secs,
         )
+
+    def _measure_baseline(self, run: RunInfo) -> bool:
+        """Measure the unscheduled program as the run's baseline, unless the run has one;
+        whether it was measured now.
+
+        Stored as a measurement that is not a trial (``is_remeasure``): it spends no budget, is
+        not counted and is never told to the strategy, so a resumed run replays exactly the
+        same batches. A baseline that fails or times out (a naive kernel can be slow) is stored
+        with its status, like any measurement: data, not a failed run.
+        """
+        if _baseline_id(self.store.trial_rows(run_id=run.id)) is not None:
+            return False
+        candidate = baseline_candidate(run.workload, run.target)
+        [result] = self.measurer.measure([candidate])
+        self.store.add_trials(run.id, [NewTrial(candidate, result, is_remeasure=True)])
+        return True
 
     def _replay(
         self,
@@ -339,7 +348,13 @@ class Tuner:
     ) -> list[TrialRecord]:
         """Bring a fresh strategy to the state it had after the stored batches; returns the
         history the search continues from."""
-        strategy.reset(space, rng=np.random.default_rng(budget.seed), history=[], store=self.store)
+        strategy.reset(
+            space,
+            rng=np.random.default_rng(budget.seed),
+            history=[],
+            store=self.store,
+            budget=budget.max_trials,
+        )
         done = 0
         while done < len(searched):
             asked = strategy.ask(min(budget.batch_size, budget.max_trials - done))
@@ -361,6 +376,7 @@ class Tuner:
                     rng=np.random.default_rng(budget.seed),
                     history=history,
                     store=self.store,
+                    budget=budget.max_trials,
                 )
                 return history
             strategy.tell(stored)
@@ -405,50 +421,72 @@ class Tuner:
                     "resumes with its own settings (start a new run for others)"
                 )
 
-    def _confirm_best(
-        self, run: RunInfo
-    ) -> tuple[TrialRecord | None, float | None, TrialRecord | None, float | None]:
-        """The best trial and its confirmed median, then the start's (``None`` without one).
+    def _confirm_best(self, run: RunInfo) -> tuple[TrialRecord | None, float | None]:
+        """Re-time the top candidates, the start and the baseline; returns the start's trial
+        and its confirmed median (``None`` without one).
 
-        The start (the user's schedule) is always re-timed beside the top candidates, in the
-        same interleaved rounds, so "faster than your start" compares like with like.
+        The start (the user's schedule) and the baseline (the unscheduled program) are always
+        re-timed beside the top candidates, in the same interleaved rounds, so "faster than
+        your start" and "faster than unscheduled" compare like with like; one whose first
+        timing was noisy gets its second chance here. The re-timings are stored (only the new
+        repeats) beside the originals, and the run's best is read from them
+        (``summarize_run``), so the database shows what the final ranking rests on.
         """
         stored = self.store.trials(run_id=run.id)
         start = start_trial(stored)
-        trials = _unique_traces(t for t in stored if t.result.is_ok)
-        if not trials:
-            return None, None, start, None
         if self.confirm_top < 1:
-            best = min(trials, key=lambda t: t.median_secs or math.inf)
-            return best, best.median_secs, start, start.median_secs if start else None
-        chosen = sorted(trials, key=lambda t: t.median_secs or math.inf)[: self.confirm_top]
-        if start is not None and start.result.is_ok and all(t is not start for t in chosen):
-            chosen.append(start)
-        pairs = confirm_best(
-            self.measurer,
-            [t.candidate for t in chosen],
-            [t.result for t in chosen],
-            top_k=len(chosen),
-            rounds=1,
+            return start, start.median_secs if start is not None else None
+        searched = _unique_traces(
+            t for t in stored if t.result.is_ok and not is_baseline(t.candidate)
         )
-        by_candidate = {id(t.candidate): t for t in trials}
-        # The re-timings are real measurements: store them (only the new repeats) beside the
-        # originals, so the database shows what the final ranking rests on.
-        new = []
-        for cand, pooled in pairs:
-            old = by_candidate[id(cand)].result
-            fresh = pooled.run_secs[len(old.run_secs) :] if pooled.is_ok else ()
-            result = replace(pooled, run_secs=fresh) if pooled.is_ok else pooled
-            new.append(NewTrial(cand, result, is_remeasure=True))
-        self.store.add_trials(run.id, new)
-        start_secs = None
-        if start is not None and start.result.is_ok:
-            start_secs = next(p.median_secs for c, p in pairs if c is start.candidate)
-        cand, pooled = pairs[0]
-        if not pooled.is_ok:
-            log.warning("re-measuring the best candidates failed: %s", pooled.error_msg)
-            return None, None, start, start_secs
-        return by_candidate[id(cand)], pooled.median_secs, start, start_secs
+        chosen = sorted(searched, key=lambda t: t.median_secs or math.inf)[: self.confirm_top]
+        for reference in (start, baseline_trial(stored)):
+            if reference is None or not reference.result.run_secs:  # failed: nothing to re-time
+                continue
+            if trace_key(reference.candidate.trace) not in {
+                trace_key(t.candidate.trace) for t in chosen
+            }:
+                chosen.append(reference)
+        if not chosen:
+            return start, None
+        fresh = self._retime([t.candidate for t in chosen], [t.result for t in chosen])
+        added = self.store.add_trials(
+            run.id,
+            [
+                NewTrial(t.candidate, r, is_remeasure=True)
+                for t, r in zip(chosen, fresh, strict=True)
+            ],
+        )
+        if not any(r.is_ok for r in fresh):
+            log.warning("re-measuring the best candidates failed: %s", fresh[0].error_msg)
+        if start is None:
+            return None, None
+        # The start's median over all its timings in the run, as `summarize_run` pools them.
+        key = trace_key(start.candidate.trace)
+        timings = [
+            secs
+            for t in [*stored, *added]
+            if t.result.is_ok and trace_key(t.candidate.trace) == key
+            for secs in t.result.run_secs
+        ]
+        return start, statistics.median(timings) if timings else None
+
+    def _retime(
+        self, candidates: Sequence[Candidate], previous: Sequence[MeasureResult]
+    ) -> list[MeasureResult]:
+        """One more timing of each candidate, only the new repeats in each result.
+
+        With ``remeasure`` (``LocalMeasurer``) the candidates are built once and timed
+        round-robin, so a change in load hits them all alike.
+        """
+        remeasure = getattr(self.measurer, "remeasure", None)
+        if remeasure is None:
+            return self.measurer.measure(candidates)
+        pooled = remeasure(candidates, rounds=1, previous=previous)
+        return [
+            replace(p, run_secs=p.run_secs[len(old.run_secs) :]) if old.is_ok and p.run_secs else p
+            for p, old in zip(pooled, previous, strict=True)
+        ]
 
 
 def strategy_of(run: RunInfo, trials: Sequence[TrialRecord] = ()) -> SearchStrategy:
@@ -518,3 +556,20 @@ def _unique_traces(trials: Iterable[TrialRecord]) -> list[TrialRecord]:
             seen.add(key)
             out.append(t)
     return out
+
+
+def _has_retimings(trials: Sequence[TrialRecord]) -> bool:
+    """Whether the run's best candidates were re-timed already: a re-measurement of a trace
+    measured before (the baseline's own first measurement is none)."""
+    seen: set[str] = set()
+    for t in trials:
+        key = trace_key(t.candidate.trace)
+        if t.is_remeasure and key in seen:
+            return True
+        seen.add(key)
+    return False
+
+
+def _baseline_id(rows: Sequence[TrialRow]) -> int | None:
+    """The id of the run's baseline measurement (read from rows: no trace decoded)."""
+    return next((r.id for r in rows if has_mark(r.decisions, BASELINE_MARK)), None)

@@ -41,7 +41,8 @@ AXES = ("trials", "secs")
 # -- convergence ------------------------------------------------------------------------------
 def make_convergence_figure(info: ConvergenceInfo) -> go.FigureWidget:
     """Best-so-far vs trials (left) and vs wall-clock seconds (right): per strategy, the median
-    across runs with the min-max spread shaded, and every run as a thin step line."""
+    across runs with the min-max spread shaded, and every run as a thin step line; the
+    unscheduled baseline (and the start, when the runs have one) as dashed horizontal lines."""
     base = make_subplots(
         rows=1,
         cols=2,
@@ -67,12 +68,13 @@ def make_convergence_figure(info: ConvergenceInfo) -> go.FigureWidget:
 
 def update_convergence_figure(fig: go.FigureWidget, info: ConvergenceInfo) -> None:
     traces = [t for i, g in enumerate(info.groups) for t in _convergence_traces(g, i, info)]
+    traces += _reference_traces(info)
     better = "higher is better" if info.metric == "gflops" else "lower is better"
     counts = f"{_count(info.num_runs, 'run')}, {_count(info.num_trials, 'trial')}"
     if info.num_remeasured:
         counts += (
-            f" + {_count(info.num_remeasured, 're-measurement')} (schedules timed again; "
-            "not on the trials axis)"
+            f" + {_count(info.num_remeasured, 're-measurement')} (the unscheduled baseline and "
+            "schedules timed again; not on the trials axis)"
         )
     _sync(
         fig,
@@ -156,6 +158,40 @@ def _convergence_traces(g: ConvergenceGroup, index: int, info: ConvergenceInfo) 
                 **ref,
             )
         )
+    return out
+
+
+def _reference_traces(info: ConvergenceInfo) -> list[Any]:
+    """The baseline (unscheduled program) and the start as dashed lines across both axes."""
+    runs = [r for g in info.groups for r in g.runs]
+    ends = {
+        "trials": max((r.num_trials for r in runs), default=0),
+        "secs": max((r.last_elapsed_secs for r in runs), default=0.0),
+    }
+    out: list[Any] = []
+    for name, label, value, dash in (
+        ("baseline", "unscheduled (baseline)", info.baseline, "dash"),
+        ("start", "your start", info.start, "dot"),
+    ):
+        if value is None:
+            continue
+        for axis in AXES:
+            start = 1 if axis == "trials" else 0.0
+            out.append(
+                go.Scatter(
+                    x=[start, max(ends[axis], start)],
+                    y=[value, value],
+                    mode="lines",
+                    line=dict(width=1.5, dash=dash, color="gray"),
+                    name=label,
+                    legendgroup=name,
+                    showlegend=axis == "trials",
+                    hovertemplate=f"{label}: %{{y:.4g}} {info.metric_label}<extra></extra>",
+                    meta=f"ref|{name}|{axis}",
+                    xaxis="x" if axis == "trials" else "x2",
+                    yaxis="y" if axis == "trials" else "y2",
+                )
+            )
     return out
 
 

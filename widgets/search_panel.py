@@ -276,10 +276,14 @@ class SearchPanel:
         )
         how = "Stopped" if job.state is JobState.CANCELLED else "Done"
         versus = ""
+        if result.best_is_baseline:
+            versus = " No schedule beat the unscheduled program: it is the answer."
+        elif result.speedup_over_baseline is not None:
+            versus = f" {result.speedup_over_baseline:.2f}x faster than unscheduled."
         if result.best_is_start:
-            versus = " Nothing beat your schedule: it is the answer."
+            versus += " Nothing beat your schedule: it is the answer."
         elif result.speedup_over_start is not None:
-            versus = f" {result.speedup_over_start:.2f}x faster than your schedule."
+            versus += f" {result.speedup_over_start:.2f}x faster than your schedule."
         self._say(
             f"{how}: {result.num_trials} trials (ended by {result.stopped_because}), {best}."
             + versus

@@ -12,6 +12,11 @@ which is what the search acted on; the ``Tuner``'s final confirmation (the best 
 and their repeats pooled) can only make a best slower or faster after the search is over, and a
 best-so-far line drawn through it would stop being monotone. ``RunCurve.num_remeasured`` says how
 many re-measurements a run has; ``TuneResult.best_secs`` holds the confirmed best.
+
+The run's baseline (the unscheduled program, measured before the search) and its start (the
+user's own schedule, when given) are references, not steps of the curve: each run keeps their
+first timing (``RunCurve.baseline_secs``, ``start_secs``), and ``ConvergenceInfo.baseline`` /
+``start`` summarise them as the horizontal lines a plot draws.
 """
 
 from __future__ import annotations
@@ -49,7 +54,10 @@ class RunCurve:
             had been measured, re-measurements not counted).
         elapsed_secs: when each improving trial was stored.
         best_secs: the best median latency after each improving trial (decreasing).
-        num_remeasured: the run's re-measurements.
+        num_remeasured: the run's re-measurements (its baseline included).
+        baseline_secs: the unscheduled program's first timing in the run (``None``: the run
+            has no baseline, or it gave no timing).
+        start_secs: the start's first timing (``None``: no start, or no timing).
     """
 
     run: RunInfo
@@ -60,6 +68,8 @@ class RunCurve:
     best_secs: tuple[float, ...]
     trials: tuple[int, ...]
     num_remeasured: int
+    baseline_secs: float | None = None
+    start_secs: float | None = None
 
     def best_within(self, num_trials: int) -> float:
         """The best latency among the run's first ``num_trials`` trials (``inf``: none worked);
@@ -80,6 +90,8 @@ class RunSeries:
     num_trials: int
     last_elapsed_secs: float
     num_remeasured: int
+    baseline: float | None = None  # the run's baseline in display units
+    start: float | None = None  # the run's start in display units
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,11 +132,17 @@ class ConvergenceInfo:
         metric: ``"gflops"`` (higher is better) or ``"latency_ms"`` (lower is better).
         metric_label: the axis title for ``metric``.
         groups: one per (strategy, target), in order of first run.
+        baseline: the unscheduled program (median over the runs' baselines), in display units:
+            the horizontal line every search has to beat. ``None`` when no run has one, or
+            the runs tune more than one workload or target (no single program to draw).
+        start: likewise, the runs' start (the user's schedule), when they have one.
     """
 
     metric: Metric
     metric_label: str
     groups: tuple[ConvergenceGroup, ...]
+    baseline: float | None = None
+    start: float | None = None
 
     @property
     def num_runs(self) -> int:
@@ -197,8 +215,12 @@ def run_curve(source: RecordStore | TrialTable, run: RunInfo) -> RunCurve:
     rows = rows[np.argsort(table.seqs[rows], kind="stable")]
     again = table.is_remeasure[rows]
     trials = rows[~again]
+    refs = {
+        "baseline_secs": _first_timing(table, rows[table.is_baseline[rows]]),
+        "start_secs": _first_timing(table, rows[table.is_start[rows]]),
+    }
     if len(trials) == 0:
-        return RunCurve(run, 0, 0.0, (), (), (), (), int(np.count_nonzero(again)))
+        return RunCurve(run, 0, 0.0, (), (), (), (), int(np.count_nonzero(again)), **refs)
     latency = np.where(table.is_ok[trials], table.latency_secs[trials], np.inf)
     best = np.minimum.accumulate(latency)
     prev = np.concatenate([[np.inf], best[:-1]])
@@ -213,7 +235,15 @@ def run_curve(source: RecordStore | TrialTable, run: RunInfo) -> RunCurve:
         best_secs=tuple(float(b) for b in best[idx]),
         trials=tuple(int(i) + 1 for i in idx),
         num_remeasured=int(np.count_nonzero(again)),
+        **refs,
     )
+
+
+def _first_timing(table: TrialTable, rows: np.ndarray) -> float | None:
+    """The first of ``rows``' latencies (``None``: no row, or it gave no timing)."""
+    if len(rows) == 0 or not table.is_ok[rows[0]]:
+        return None
+    return float(table.latency_secs[rows[0]])
 
 
 def run_curves(
@@ -272,7 +302,13 @@ def convergence_info(
                 by_secs=_spread_by_secs(series, num_grid),
             )
         )
-    return ConvergenceInfo(metric, METRIC_LABELS[metric], tuple(groups))
+    return ConvergenceInfo(
+        metric,
+        METRIC_LABELS[metric],
+        tuple(groups),
+        baseline=_reference(curves, "baseline_secs", metric),
+        start=_reference(curves, "start_secs", metric),
+    )
 
 
 def strategy_comparison_info(
@@ -371,6 +407,20 @@ def _display(secs: float, run: RunInfo, metric: Metric) -> float:
     return run.workload.flops() / secs / 1e9
 
 
+def _reference(curves: Sequence[RunCurve], name: str, metric: Metric) -> float | None:
+    """The median of the runs' ``name`` (baseline or start) in display units, when the runs
+    tune one workload on one target and some have it."""
+    if len({(c.run.workload.key(), c.run.target.key()) for c in curves}) != 1:
+        return None
+    values = [_display(v, c.run, metric) for c in curves if (v := getattr(c, name)) is not None]
+    values = [v for v in values if math.isfinite(v)]
+    return float(np.median(values)) if values else None
+
+
+def _optional_display(secs: float | None, run: RunInfo, metric: Metric) -> float | None:
+    return None if secs is None else _display(secs, run, metric)
+
+
 def _series(curve: RunCurve, metric: Metric) -> RunSeries:
     return RunSeries(
         run_id=curve.run.id,
@@ -381,6 +431,8 @@ def _series(curve: RunCurve, metric: Metric) -> RunSeries:
         num_trials=curve.num_trials,
         last_elapsed_secs=curve.last_elapsed_secs,
         num_remeasured=curve.num_remeasured,
+        baseline=_optional_display(curve.baseline_secs, curve.run, metric),
+        start=_optional_display(curve.start_secs, curve.run, metric),
     )
 
 

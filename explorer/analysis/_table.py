@@ -10,7 +10,8 @@ Re-measurements: a trial whose trace (``TrialRow.trace_hash``) already appeared 
 run re-times a schedule the run had measured (the ``Tuner`` re-measures its best candidates at the
 end of a run; a hand-made schedule measured twice). It is a measurement but not a new point of
 the search, so the analyses keep it off the trials axis and out of trial budgets and counts, and
-say how many there were.
+say how many there were. The run's baseline (the unscheduled program, which the ``Tuner``
+measures beside every search: ``TrialTable.is_baseline``) is one too: measured, never a trial.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from explorer.storage._base import TrialRecord, TrialRow
+from explorer.storage._marks import BASELINE_MARK, START_MARK, has_mark
 from explorer.types import MeasureStatus
 
 STATUSES: tuple[MeasureStatus, ...] = tuple(MeasureStatus)
@@ -51,8 +53,11 @@ class TrialTable:
         latency_secs: median latency; NaN unless the trial succeeded with a positive timing.
         created_at: when each trial was stored (unix seconds).
         trace_hashes: ``TrialRow.trace_hash`` of each trial.
-        is_remeasure: whether the trial's trace appeared earlier in its run (see the module
-            docstring); rows must come in order within each run for this to hold.
+        is_remeasure: whether the trial's trace appeared earlier in its run, or the row is the
+            run's baseline (see the module docstring); rows must come in order within each run
+            for this to hold.
+        is_baseline: whether the row measures its run's baseline, the unscheduled program.
+        is_start: whether the row measures its run's start, the user's own schedule.
         predicted: cost model name -> predicted score per trial (NaN where that model made no
             prediction); higher means faster, as the ``CostModel`` contract says.
         decision_ids: index into ``decisions``; -1 when the trial recorded none.
@@ -71,6 +76,8 @@ class TrialTable:
     created_at: np.ndarray
     trace_hashes: np.ndarray
     is_remeasure: np.ndarray
+    is_baseline: np.ndarray
+    is_start: np.ndarray
     predicted: Mapping[str, np.ndarray]
     decision_ids: np.ndarray
     decisions: tuple[Decision, ...]
@@ -197,7 +204,7 @@ class _Parts:
     ids = run_ids = seqs = decision_ids = trace_hashes = np.zeros(0, dtype=np.int64)
     status_codes = np.zeros(0, dtype=np.int8)
     latency_secs = created_at = np.zeros(0, dtype=np.float64)
-    is_remeasure = np.zeros(0, dtype=bool)
+    is_remeasure = is_baseline = is_start = np.zeros(0, dtype=bool)
     predicted: Mapping[str, np.ndarray] = {}
     decisions: tuple[Decision, ...] = ()
     _decision_index: dict[Decision, int] = {}
@@ -220,6 +227,8 @@ def _build(base: Any, rows: list[TrialRow]) -> TrialTable:
     latency = np.fromiter((_latency(r) for r in rows), dtype=np.float64, count=n)
     created = np.fromiter((r.created_at for r in rows), dtype=np.float64, count=n)
     hashes = np.fromiter((r.trace_hash for r in rows), dtype=np.int64, count=n)
+    baseline = np.fromiter((has_mark(r.decisions, BASELINE_MARK) for r in rows), bool, count=n)
+    start = np.fromiter((has_mark(r.decisions, START_MARK) for r in rows), bool, count=n)
 
     # Step 1. Predictions: a model seen for the first time gets NaN for every earlier row.
     old_n = len(base.ids)
@@ -259,7 +268,9 @@ def _build(base: Any, rows: list[TrialRow]) -> TrialTable:
             seen[r.run_id] = set(seen.get(r.run_id, ()))
             copied.add(r.run_id)
         traces = seen[r.run_id]
-        if r.trace_hash in traces:
+        if baseline[i]:  # measured, never a trial (and a start may share its empty trace)
+            again[i] = True
+        elif r.trace_hash in traces:
             again[i] = True
         else:
             traces.add(r.trace_hash)
@@ -273,6 +284,8 @@ def _build(base: Any, rows: list[TrialRow]) -> TrialTable:
         created_at=_frozen(np.concatenate([base.created_at, created])),
         trace_hashes=_frozen(np.concatenate([base.trace_hashes, hashes])),
         is_remeasure=_frozen(np.concatenate([base.is_remeasure, again])),
+        is_baseline=_frozen(np.concatenate([base.is_baseline, baseline])),
+        is_start=_frozen(np.concatenate([base.is_start, start])),
         predicted=predicted,
         decision_ids=_frozen(np.concatenate([base.decision_ids, dec_ids])),
         decisions=tuple(decisions),

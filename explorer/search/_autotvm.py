@@ -2,7 +2,9 @@
 
 The loop is TVM v0.8's ``ModelBasedTuner`` + ``XGBTuner`` (algorithms.md, Card 1):
 
-1. Until the first fit every proposal is a uniformly random unvisited point.
+1. Until the first fit every proposal is a uniformly random unvisited point. ``plan_size``
+   defaults to ``"auto"``: a quarter of the run's trial budget, between 4 and AutoTVM's 64, so
+   that a 16- or 64-trial run fits its model several times instead of never.
 2. Once ``plan_size * (fits + 1)`` trials are known and one succeeded, the XGBoost model is
    retrained from scratch on all of them, and simulated annealing over the model (persistent
    parallel chains) plans the next ``plan_size`` unvisited points, best first.
@@ -42,7 +44,7 @@ from explorer.cost_models._xgb import LOSSES, XGBCostModel, throughput
 from explorer.errors import SearchError
 from explorer.measure._base import Candidate
 from explorer.measure._replay import trace_key
-from explorer.search._base import SearchStrategy
+from explorer.search._base import AUTO, SearchStrategy, check_scaled
 from explorer.search._sa import Key, SimulatedAnnealing, diversity_pick
 from explorer.search._start import StartPlan, first_candidates, is_hand_start, plan_start
 from explorer.space import KnobSpace, Point
@@ -57,7 +59,9 @@ class AutoTVMSearch(SearchStrategy):
     """Model-based search: XGBoost cost model + simulated annealing + epsilon-greedy.
 
     Args:
-        plan_size: trials between refits, and points planned per fit (AutoTVM: 64).
+        plan_size: trials between refits, and points planned per fit (AutoTVM: 64);
+            ``"auto"``: a quarter of the run's trial budget, between 4 and 64 (64 without a
+            budget). The run's settings record the number used.
         loss: ``"rank"`` (AutoTVM's default) or ``"reg"``.
         features: ``"knob"`` (default, see the module notes) or ``"perstore"``.
         epsilon: share of each plan given to random unvisited points (0.05).
@@ -79,7 +83,7 @@ class AutoTVMSearch(SearchStrategy):
     only ``transfer_from="auto"`` needs it.
 
     Example:
-        >>> search = AutoTVMSearch(plan_size=16)
+        >>> search = AutoTVMSearch()  # plan_size 16 for a 64-trial run
         >>> tuner.run(workload, target, search, max_trials=64)  # doctest: +SKIP
     """
 
@@ -89,7 +93,7 @@ class AutoTVMSearch(SearchStrategy):
     def __init__(
         self,
         *,
-        plan_size: int = 64,
+        plan_size: int | str = AUTO,
         loss: str = "rank",
         features: str = "knob",
         epsilon: float = 0.05,
@@ -102,10 +106,11 @@ class AutoTVMSearch(SearchStrategy):
         transfer_pool_size: int = 256,
         start: Candidate | Point | None = None,
     ):
-        if plan_size < 1 or parallel_size < 1 or n_iter < 0 or early_stop < 1:
+        check_scaled("AutoTVMSearch", "plan_size", plan_size)
+        if parallel_size < 1 or n_iter < 0 or early_stop < 1:
             raise ValueError(
-                "AutoTVMSearch: plan_size, parallel_size and early_stop must be >= 1 and n_iter "
-                f">= 0 (got {plan_size}, {parallel_size}, {early_stop}, {n_iter})"
+                "AutoTVMSearch: parallel_size and early_stop must be >= 1 and n_iter >= 0 "
+                f"(got {parallel_size}, {early_stop}, {n_iter})"
             )
         if loss not in LOSSES:
             raise ValueError(f"AutoTVMSearch: loss must be one of {LOSSES} (got {loss!r})")
@@ -146,6 +151,7 @@ class AutoTVMSearch(SearchStrategy):
     def _start(self, history: list[TrialRecord]) -> list[TrialRecord]:
         """Fresh model and annealer; ``record_store`` is where ``transfer_from="auto"`` looks."""
         space = self.space
+        self.plan_size_ = self._scaled("plan_size", default=64)
         self.knobs_ = KnobSpace(space)
         self.table_ = KnobTable(self.knobs_)
         self.sa_ = SimulatedAnnealing(
@@ -212,7 +218,7 @@ class AutoTVMSearch(SearchStrategy):
             self._best_throughput = max(self._best_throughput, throughput(r))
         # AutoTVM refits once plan_size more trials are in and at least one succeeded.
         if (
-            self._num_samples >= self.plan_size * (self.num_fits_ + 1)
+            self._num_samples >= self.plan_size_ * (self.num_fits_ + 1)
             and self._best_throughput > 1e-6
         ):
             self.model_.update(self._pending)  # retrains from scratch on everything seen
@@ -233,7 +239,7 @@ class AutoTVMSearch(SearchStrategy):
             loss=self.loss,
             features=self.features,
             seed=int(self.rng.integers(2**31 - 1)),
-            eval_k=self.plan_size,
+            eval_k=self.plan_size_,
             base_model=base,
         )
 
@@ -244,7 +250,7 @@ class AutoTVMSearch(SearchStrategy):
             return None
         while self.plan_pos_ < len(self.plan_) and self.plan_[self.plan_pos_] in self.visited_:
             self.plan_pos_ += 1
-        if self.plan_pos_ >= len(self.plan_) - int(self.epsilon * self.plan_size):
+        if self.plan_pos_ >= len(self.plan_) - int(self.epsilon * self.plan_size_):
             return self._random_unvisited()
         return self.plan_[self.plan_pos_]
 
@@ -292,11 +298,11 @@ class AutoTVMSearch(SearchStrategy):
 
     def _plan(self) -> None:
         ratio = self.diversity_filter_ratio
-        num = int(round(self.plan_size * ratio)) if ratio else self.plan_size
+        num = int(round(self.plan_size_ * ratio)) if ratio else self.plan_size_
         found = self.sa_.find_maximums(self._score, num, self.visited_, self.rng)
         keys = [k for k, _ in found]
         if ratio:
-            keys = [keys[i] for i in diversity_pick(keys, self.plan_size)]
+            keys = [keys[i] for i in diversity_pick(keys, self.plan_size_)]
         self.plan_ = keys
         self.plan_pos_ = 0
 
@@ -329,7 +335,7 @@ class AutoTVMSearch(SearchStrategy):
             seed=int(self.rng.integers(2**31 - 1)),
             num_boost_round=400,  # AutoTVM's base model: 400 rounds, patience 100,
             early_stopping_rounds=100,  # a-recall@(2 * plan_size)
-            eval_k=2 * self.plan_size,
+            eval_k=2 * self.plan_size_,
         )
         base.update(records)
         if not base.is_fitted:
@@ -357,7 +363,7 @@ class AutoTVMSearch(SearchStrategy):
             loss="reg",  # a regression onto the base's margins, which the blend adds up
             features="knob",
             seed=int(self.rng.integers(2**31 - 1)),
-            eval_k=self.plan_size,
+            eval_k=self.plan_size_,
         )
         proxy.fit_rows(self.table_.rows(*self.sa_.arrays([k for k, _ in cands])), targets)
         return proxy if proxy.is_fitted else None

@@ -22,8 +22,10 @@ class SearchStrategy(abc.ABC):
 
     Contract (the ``Tuner`` relies on it; ``explorer.testing`` checks it):
         * ``reset`` is called once before the first ``ask``, with the space, a seeded generator,
-          the trials already stored for this run (empty unless resuming) and the record store
-          (``None`` outside a Tuner), where strategies that learn across runs find other records.
+          the trials already stored for this run (empty unless resuming), the record store
+          (``None`` outside a Tuner), where strategies that learn across runs find other records,
+          and the run's trial budget (``None``: unknown), which hyper-parameters given as
+          ``"auto"`` scale to (``scaled``); ``settings()`` then records the values used.
           A strategy must not propose a point it was told about, and must derive all randomness
           from ``rng``, so a fixed seed reproduces the same proposals.
         * ``ask(n)`` returns at most ``n`` new candidates; ``[]`` means the strategy has nothing
@@ -49,10 +51,13 @@ class SearchStrategy(abc.ABC):
         rng: np.random.Generator,
         history: Sequence[TrialRecord] = (),
         store: RecordStore | None = None,
+        budget: int | None = None,
     ) -> None:
         self.space = space
         self.rng = rng
         self.record_store = store
+        self.trial_budget_ = budget
+        self.resolved_: dict[str, JSON] = {}
         self.tell(self._start(list(history)))
 
     def _start(self, history: list[TrialRecord]) -> Sequence[TrialRecord]:
@@ -84,7 +89,66 @@ class SearchStrategy(abc.ABC):
         if self.accepts_start and hasattr(self, "start"):
             # A schedule is not a setting; the run's trial marked "start" holds it.
             out["start"] = start_setting(self.start)
+        # What an "auto" setting came to for this run: a resumed run rebuilt from its settings
+        # uses exactly these values.
+        out.update(getattr(self, "resolved_", {}))
         return out
+
+    def _scaled(
+        self,
+        name: str,
+        *,
+        default: int,
+        share: float = 0.25,
+        minimum: int = 4,
+        budget: int | None = None,
+    ) -> int:
+        """The hyper-parameter ``name`` for this run (``scaled`` of its value and the run's
+        budget, or ``budget`` when given: a phase's share), recorded in ``settings()``; call it
+        from ``_start``."""
+        budget = self.trial_budget_ if budget is None else budget
+        value = scaled(getattr(self, name), budget, default=default, share=share, minimum=minimum)
+        self.resolved_[name] = value
+        return value
+
+
+AUTO = "auto"
+"""A hyper-parameter's value meaning "scaled to the run's trial budget" (``scaled``)."""
+
+
+def scaled(
+    value: int | str,
+    budget: int | None,
+    *,
+    default: int,
+    share: float = 0.25,
+    minimum: int = 4,
+) -> int:
+    """``value``, or for ``"auto"``: ``share`` of the trial ``budget``, at least ``minimum`` and
+    at most ``default`` (the paper's value, also used when the budget is unknown).
+
+    The papers' batch sizes (AutoTVM's plan of 64, MetaSchedule's rounds of 64 and warm-up of
+    100) assume thousands of trials; inside a budget of 16 or 64 their model would never be
+    fitted, and the search would draw random points only.
+
+    Example:
+        >>> [scaled("auto", budget, default=64) for budget in (16, 64, 999, None)]
+        [4, 16, 64, 64]
+    """
+    if value != AUTO:
+        return int(value)
+    if budget is None:
+        return default
+    return max(minimum, min(default, int(budget * share)))
+
+
+def check_scaled(owner: str, name: str, value: object) -> None:
+    """Refuse a hyper-parameter that is neither a whole number >= 1 nor ``"auto"``."""
+    ok = value == AUTO or (
+        isinstance(value, int | np.integer) and not isinstance(value, bool) and value >= 1
+    )
+    if not ok:
+        raise ValueError(f"{owner}: {name} must be a whole number >= 1 or 'auto' (got {value!r})")
 
 
 def _is_jsonable(value: Any) -> bool:

@@ -21,7 +21,7 @@ from scipy import stats
 
 from explorer.errors import SearchError
 from explorer.measure._base import Candidate
-from explorer.search._base import SearchStrategy
+from explorer.search._base import AUTO, SearchStrategy, check_scaled
 from explorer.search._evolutionary import EvolutionarySearch
 from explorer.search._start import StartPlan, first_candidates, plan_start
 from explorer.space import KnobDomain, KnobSpace, Point
@@ -251,14 +251,19 @@ class EvolutionaryDropletSearch(SearchStrategy):
     projected onto it. Droplet then runs until the budget ends or it converges (``ask`` -> []).
 
     Args:
-        explore_trials: trials given to the evolutionary search (the paper uses 300).
+        explore_trials: trials given to the evolutionary search (the paper uses 300);
+            ``"auto"``: 30% of the run's trial budget, between 8 and 300 (300 without a
+            budget), so that a small run also reaches its Droplet phase.
         start: a schedule to start from; it seeds the evolutionary phase (see
             ``EvolutionarySearch``), and Droplet then descends from the best explored trial,
             the start included.
         pvalue: Droplet's t-test level.
         max_step: Droplet's widest step (``None``: the largest knob domain).
         population_size, genetic_num_iters, num_trials_per_iter, num_warmup_samples,
-        num_threads: forwarded to ``EvolutionarySearch``.
+        num_threads: forwarded to ``EvolutionarySearch``; ``"auto"`` scales to
+            ``explore_trials``, the evolutionary phase's budget.
+
+    The run's settings record the numbers the ``"auto"`` values came to.
     """
 
     name = "evolutionary+droplet"
@@ -267,18 +272,22 @@ class EvolutionaryDropletSearch(SearchStrategy):
     def __init__(
         self,
         *,
-        explore_trials: int = 300,
+        explore_trials: int | str = AUTO,
         start: Candidate | Point | None = None,
         pvalue: float = 0.05,
         max_step: int | None = None,
         population_size: int = 512,
         genetic_num_iters: int = 4,
-        num_trials_per_iter: int = 64,
-        num_warmup_samples: int = 100,
+        num_trials_per_iter: int | str = AUTO,
+        num_warmup_samples: int | str = AUTO,
         num_threads: int = 1,
     ):
-        if explore_trials < 1:
-            raise ValueError(f"explore_trials must be at least 1 (got {explore_trials})")
+        for name, value in (
+            ("explore_trials", explore_trials),
+            ("num_trials_per_iter", num_trials_per_iter),
+            ("num_warmup_samples", num_warmup_samples),
+        ):
+            check_scaled("EvolutionaryDropletSearch", name, value)
         self.explore_trials = explore_trials
         self.start = start
         self.pvalue = pvalue
@@ -291,17 +300,22 @@ class EvolutionaryDropletSearch(SearchStrategy):
 
     def _start(self, history: list[TrialRecord]) -> list[TrialRecord]:
         self._history: list[TrialRecord] = history
+        self.explore_trials_ = self._scaled("explore_trials", default=300, share=0.3, minimum=8)
+        # The evolutionary phase's rounds and warm-up scale to its own share of the budget.
+        explore = self.explore_trials_
+        per_iter = self._scaled("num_trials_per_iter", default=64, budget=explore)
+        warmup = self._scaled("num_warmup_samples", default=100, budget=explore)
         self.explorer_ = EvolutionarySearch(
             population_size=self.population_size,
             genetic_num_iters=self.genetic_num_iters,
-            num_trials_per_iter=self.num_trials_per_iter,
-            num_warmup_samples=self.num_warmup_samples,
+            num_trials_per_iter=per_iter,
+            num_warmup_samples=warmup,
             num_threads=self.num_threads,
             start=self.start,
         )
         self.droplet_: DropletSearch | None = None
         self._droplet_rng, explore_rng = self.rng.spawn(2)
-        if len(self._history) < self.explore_trials:
+        if len(self._history) < self.explore_trials_:
             self.explorer_.reset(self.space, rng=explore_rng, history=self._history)
         else:
             self._start_droplet()
@@ -314,7 +328,7 @@ class EvolutionaryDropletSearch(SearchStrategy):
 
     def ask(self, n: int) -> list[Candidate]:
         if self.droplet_ is None:
-            left = self.explore_trials - len(self._history)
+            left = self.explore_trials_ - len(self._history)
             batch = self.explorer_.ask(min(n, left))
             if batch:
                 return batch
@@ -329,7 +343,7 @@ class EvolutionaryDropletSearch(SearchStrategy):
             self.droplet_.tell(records)
             return
         self.explorer_.tell(records)
-        if len(self._history) >= self.explore_trials:
+        if len(self._history) >= self.explore_trials_:
             self._start_droplet()
 
     def predictions(self, candidates: Sequence[Candidate]) -> list[dict[str, float]]:
@@ -338,7 +352,7 @@ class EvolutionaryDropletSearch(SearchStrategy):
         return [{} for _ in candidates]
 
     def _start_droplet(self) -> None:
-        explored = self._history[: self.explore_trials]
+        explored = self._history[: self.explore_trials_]
         ok = [r for r in explored if r.result.is_ok and r.result.run_secs]
         best = min(ok, key=lambda r: statistics.fmean(r.result.run_secs), default=None)
         if best is None:

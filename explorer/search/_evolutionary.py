@@ -31,7 +31,7 @@ from explorer import _tvm
 from explorer.measure._base import Candidate, MeasureResult
 from explorer.measure._gate import TIMING_GATE
 from explorer.measure._replay import trace_key
-from explorer.search._base import SearchStrategy
+from explorer.search._base import AUTO, SearchStrategy, check_scaled
 from explorer.search._start import StartPlan, first_candidates, is_hand_start, plan_start
 from explorer.space import KnobSpace, Point
 from explorer.space._design_space import SAMPLING_KINDS
@@ -130,8 +130,12 @@ class EvolutionarySearch(SearchStrategy):
         genetic_max_fail_count: retries to mutate one trace.
         eps_greedy: share of each round drawn from fresh random traces.
         num_trials_per_iter: candidates per MetaSchedule round; the cost model is retrained once
-            a whole round is measured (MetaSchedule's ``tune_tir`` uses 64).
-        num_warmup_samples: measurements before the XGB model's predictions replace random ones.
+            a whole round is measured (MetaSchedule's ``tune_tir`` uses 64). ``"auto"``: a
+            quarter of the run's trial budget, between 4 and 64.
+        num_warmup_samples: measurements before the XGB model's predictions replace random ones
+            (MetaSchedule: 100). ``"auto"``: a quarter of the budget, between 4 and 100. With
+            MetaSchedule's own values a run of 64 trials never uses its model; the run's
+            settings record the numbers used.
         num_threads: threads for MetaSchedule's sampling and XGBoost. TVM splits work between
             threads dynamically, so proposals are reproducible under a seed only with 1.
         max_empty_rounds: consecutive rounds without a new candidate after which ``ask`` gives up.
@@ -164,12 +168,14 @@ class EvolutionarySearch(SearchStrategy):
         genetic_mutate_prob: float = 0.85,
         genetic_max_fail_count: int = 10,
         eps_greedy: float = 0.05,
-        num_trials_per_iter: int = 64,
-        num_warmup_samples: int = 100,
+        num_trials_per_iter: int | str = AUTO,
+        num_warmup_samples: int | str = AUTO,
         num_threads: int = 1,
         max_empty_rounds: int = 5,
         start: Candidate | Point | None = None,
     ):
+        check_scaled("EvolutionarySearch", "num_trials_per_iter", num_trials_per_iter)
+        check_scaled("EvolutionarySearch", "num_warmup_samples", num_warmup_samples)
         self.population_size = population_size
         self.init_measured_ratio = init_measured_ratio
         self.init_min_unmeasured = init_min_unmeasured
@@ -188,6 +194,8 @@ class EvolutionarySearch(SearchStrategy):
     def _start(self, history: list[TrialRecord]) -> list[TrialRecord]:
         ms = _tvm.ms
         _tvm.ensure_cpu_intrinsics()
+        per_iter = self._scaled("num_trials_per_iter", default=64)
+        warmup = self._scaled("num_warmup_samples", default=100)
         space = self.space
         workload, target = space.workload, space.target
         self.knob_space_ = KnobSpace(space)
@@ -213,7 +221,7 @@ class EvolutionarySearch(SearchStrategy):
         )
         self.database_ = ms.database.MemoryDatabase()
         self.cost_model_ = ms.cost_model.XGBModel(
-            num_warmup_samples=self.num_warmup_samples, num_tuning_cores=self.num_threads
+            num_warmup_samples=warmup, num_tuning_cores=self.num_threads
         )
         # Step 1. The sketches are the DesignSpace's, so every strategy searches the same space.
         sketches = []
@@ -225,7 +233,7 @@ class EvolutionarySearch(SearchStrategy):
         self._args_info = ms.arg_info.ArgInfo.from_prim_func(self._mod["main"])
         self.context_.pre_tuning(
             _UNBOUNDED_TRIALS,
-            self.num_trials_per_iter,
+            per_iter,
             sketches,
             self.database_,
             self.cost_model_,

@@ -26,18 +26,15 @@ from explorer.measure._base import Candidate
 from explorer.measure._replay import trace_key
 from explorer.space import KnobSpace, Point, StartMapping, nearest_point
 from explorer.storage._base import TrialRecord
+from explorer.storage._marks import START_MARK, has_mark
 from explorer.types import JSON
-
-START_MARK = "start"
-"""The key in a candidate's ``decisions`` that marks the user's own schedule (the reference)."""
 
 StartSpec = Candidate | Point | None
 
 
 def is_start(candidate: Candidate) -> bool:
     """Whether ``candidate`` is a run's reference: the user's own schedule."""
-    d = candidate.decisions
-    return isinstance(d, Mapping) and d.get(START_MARK) is True
+    return has_mark(candidate.decisions, START_MARK)
 
 
 def is_hand_start(candidate: Candidate) -> bool:

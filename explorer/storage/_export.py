@@ -10,6 +10,7 @@ from typing import Any
 
 from explorer.storage._base import RecordStore, RunInfo, TrialRecord
 from explorer.storage._files import check_output_file
+from explorer.storage._marks import BASELINE_MARK, has_mark
 from explorer.target import Target
 from explorer.workloads import Workload
 
@@ -26,10 +27,13 @@ CSV_COLUMNS = (
     "build_secs",
     "num_repeats",
     "is_remeasure",
+    "is_baseline",
 )
 """The fixed leading columns; ``run_secs_<i>`` (one per repeat), ``pred_<model>`` (one per cost
-model seen), ``error_msg`` and ``created_at`` follow. ``is_remeasure`` is 1 for a re-timing of a
-schedule the run measured before (not a trial of the search), else 0."""
+model seen), ``error_msg`` and ``created_at`` follow. ``is_remeasure`` is 1 for a measurement
+that is not a trial of the search (a re-timing of a schedule the run measured before, or the
+run's baseline), else 0; ``is_baseline`` is 1 for a measurement of the run's baseline, the
+unscheduled program (``decisions["baseline"]``), else 0."""
 
 
 def export_csv(
@@ -98,6 +102,7 @@ def export_csv(
                 result.build_secs,
                 len(result.run_secs),
                 int(trial.is_remeasure),
+                int(has_mark(trial.candidate.decisions, BASELINE_MARK)),
                 *repeats,
                 *(trial.predicted.get(m) for m in models),
                 result.error_msg,
@@ -118,9 +123,10 @@ def export_jsonl(
     """Write one JSON object per line and trial, in insertion order.
 
     Each line holds ``id``, ``run_id``, ``seq``, ``strategy``, ``created_at``, ``predicted``,
-    ``is_remeasure`` (a re-timing of a schedule the run measured before, not a trial of the
-    search), ``candidate`` (``Candidate.to_json()``) and ``result`` (``MeasureResult.to_json()``),
-    so ``Candidate.from_json`` and ``MeasureResult.from_json`` read a line back.
+    ``is_remeasure`` (a measurement that is not a trial of the search: a re-timing, or the
+    run's baseline, whose ``candidate.decisions`` is ``{"baseline": true}``), ``candidate``
+    (``Candidate.to_json()``) and ``result`` (``MeasureResult.to_json()``), so
+    ``Candidate.from_json`` and ``MeasureResult.from_json`` read a line back.
 
     Args:
         store: The source.

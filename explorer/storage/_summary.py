@@ -1,13 +1,17 @@
 """What a run amounts to: its trial count and its best schedule, read the same way everywhere.
 
 ``explorer tune`` (through ``Tuner``) and ``explorer runs`` both report a run through
-``summarize_run``, so they cannot disagree. Two rules:
+``summarize_run``, so they cannot disagree. Three rules:
 
 * Re-measurements (``TrialRow.is_remeasure``: the re-timings of the best candidates at the end of
-  a run) are measurements, not trials: they are not counted, and spend no budget.
+  a run, and the run's baseline, the unscheduled program) are measurements, not trials: they are
+  not counted, and spend no budget.
 * The best is the schedule with the lowest median over *all* its timings in the run (the
   original trial and every re-timing pooled). Once some schedules were re-timed, only those
   compete (a single lucky timing cannot win), and one whose re-timing failed is out.
+* The baseline (the unscheduled program, ``decisions["baseline"]``) is what every answer must
+  beat: with any conclusive timing it always competes, confirmed or not, so a run never calls
+  a schedule slower than doing nothing its best. When nothing beat it, it is the answer.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from explorer.storage._base import TrialRow
+from explorer.storage._marks import BASELINE_MARK, has_mark
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,8 @@ class RunSummary:
         best_trial_id: The first trial of the best schedule (``None`` without a success).
         best_secs: That schedule's median over all its timings in the run.
         is_confirmed: Whether the best was re-timed (the run ended its search normally).
+        baseline_secs: The unscheduled program's median over all its timings in the run
+            (``None`` for a run without a baseline, or whose baseline gave no timing).
     """
 
     run_id: int
@@ -38,6 +45,14 @@ class RunSummary:
     best_trial_id: int | None
     best_secs: float | None
     is_confirmed: bool
+    baseline_secs: float | None = None
+
+    @property
+    def speedup_over_baseline(self) -> float | None:
+        """How many times faster the best is than the unscheduled program (1.0: it is it)."""
+        if not self.baseline_secs or not self.best_secs:
+            return None
+        return self.baseline_secs / self.best_secs
 
 
 def summarize_run(run_id: int, rows: Sequence[TrialRow]) -> RunSummary:
@@ -51,10 +66,12 @@ def summarize_run(run_id: int, rows: Sequence[TrialRow]) -> RunSummary:
         first.setdefault(key, row)
         if row.is_ok:
             timings.setdefault(key, []).extend(row.run_secs)
-        if row.is_remeasure:
+        if row.is_remeasure and first[key] is not row:
+            # A re-timing; the baseline's first measurement confirms nothing.
             (remeasured_ok if row.is_ok else remeasure_failed).add(key)
     confirmed = remeasured_ok - remeasure_failed
-    contenders = confirmed or set(timings)
+    baseline = next((r.trace_hash for r in rows if has_mark(r.decisions, BASELINE_MARK)), None)
+    contenders = (confirmed or set(timings)) | ({baseline} & set(timings))
     best_key = min(
         (k for k in contenders if timings.get(k)),
         key=lambda k: (statistics.median(timings[k]), first[k].id),
@@ -68,4 +85,5 @@ def summarize_run(run_id: int, rows: Sequence[TrialRow]) -> RunSummary:
         best_trial_id=None if best_key is None else first[best_key].id,
         best_secs=None if best_key is None else statistics.median(timings[best_key]),
         is_confirmed=best_key is not None and best_key in confirmed,
+        baseline_secs=statistics.median(timings[baseline]) if timings.get(baseline) else None,
     )

@@ -41,9 +41,11 @@ def test_a_run_stores_every_trial_and_reports_a_confirmed_best(measurer, store, 
     assert [p.num_trials for p in progress] == [4, 8]
     assert result.run.status == "finished" and result.run.ended_at is not None
     trials = store.trials(run_id=result.run.id)
-    # 8 search trials, then the 2 best re-measured (same traces, stored as further trials)
-    assert len(trials) == 10
-    assert [t.seq for t in trials] == list(range(10))
+    # the unscheduled baseline, 8 search trials, then the 2 best and the baseline re-measured
+    # (same traces, stored as further measurements)
+    assert len(trials) == 12
+    assert [t.seq for t in trials] == list(range(12))
+    assert trials[0].candidate.decisions == {"baseline": True} and trials[0].is_remeasure
     assert all(t.status is MeasureStatus.OK for t in trials)
     assert result.best is not None and result.best_secs > 0
     assert result.best_gflops == pytest.approx(WORKLOAD.flops() / result.best_secs / 1e9)
@@ -64,7 +66,7 @@ def test_should_stop_cancels_between_batches_and_keeps_the_records(measurer, sto
     )
     assert result.stopped_because == "cancelled"
     assert result.run.status == "cancelled"
-    assert store.count_trials(run_id=result.run.id) == 3
+    assert store.count_trials(run_id=result.run.id, remeasures=False) == 3
 
 
 def test_time_budget_stops_the_run(measurer, store, cpu_target):
@@ -86,12 +88,15 @@ def test_an_interrupted_run_keeps_its_trials_and_resumes_without_repeats(
         tuner.run(WORKLOAD, cpu_target, "random", max_trials=10, seed=3, on_progress=interrupt)
     (run,) = store.runs()
     assert run.status == "interrupted" and run.owner is None  # Ctrl-C: resumable, released
-    assert store.count_trials(run_id=run.id) == 4
+    assert store.count_trials(run_id=run.id, remeasures=False) == 4
 
     result = tuner.run(WORKLOAD, cpu_target, "random", max_trials=10, seed=3, resume_run_id=run.id)
     assert result.num_trials == 10 and result.run.id == run.id
-    keys = [trace_key(t.candidate.trace) for t in store.trials(run_id=run.id)]
+    trials = store.trials(run_id=run.id)
+    keys = [trace_key(t.candidate.trace) for t in trials if not t.is_remeasure]
     assert len(keys) == 10 and len(set(keys)) == 10
+    # one baseline, measured by the first session only (confirm_top=0: never re-timed)
+    assert sum(t.candidate.decisions == {"baseline": True} for t in trials) == 1
 
 
 def test_resume_refuses_a_different_workload(measurer, store, cpu_target):
@@ -111,8 +116,8 @@ def test_resume_does_not_count_the_re_timings_of_a_stopped_run(measurer, store, 
         WORKLOAD, cpu_target, "random", max_trials=12, seed=5,
         should_stop=lambda: calls.append(1) or len(calls) > 1,
     )  # fmt: skip
-    # 4 trials, then the 2 best re-timed and stored beside them
-    assert first.num_trials == 4 and store.count_trials(run_id=first.run.id) == 6
+    # the baseline, 4 trials, then the 2 best and the baseline re-timed and stored beside them
+    assert first.num_trials == 4 and store.count_trials(run_id=first.run.id) == 8
     with pytest.raises(SearchError, match="max_trials=12, not 8"):  # a run keeps its budget
         tuner.run(WORKLOAD, cpu_target, "random", max_trials=8, seed=5, resume_run_id=first.run.id)
     resumed = tuner.resume(first.run.id)
@@ -120,8 +125,9 @@ def test_resume_does_not_count_the_re_timings_of_a_stopped_run(measurer, store, 
     trials = store.trials(run_id=first.run.id)
     searched = [t for t in trials if not t.is_remeasure]
     assert len({trace_key(t.candidate.trace) for t in searched}) == len(searched) == 12
-    # re-timed twice (once per session that searched), each time the 2 best
-    assert sum(t.is_remeasure for t in trials) == 4
+    # re-timed twice (once per session that searched), each time the 2 best and the baseline,
+    # which was measured once
+    assert sum(t.is_remeasure for t in trials) == 1 + 2 * 3
     assert store.count_trials(run_id=first.run.id, remeasures=False) == 12
 
 
@@ -129,12 +135,20 @@ def test_runs_and_tune_agree_and_a_finished_run_is_not_re_timed_again(measurer, 
     tuner = Tuner(measurer=measurer, store=store, batch_size=4, confirm_top=2)
     result = tuner.run(WORKLOAD, cpu_target, "random", max_trials=8, seed=2)
     summary = summarize_run(result.run.id, store.trial_rows(run_id=result.run.id))
-    assert summary.num_trials == result.num_trials == 8 and summary.num_remeasured == 2
+    # re-measurements: the baseline, then it and the 2 best re-timed
+    assert summary.num_trials == result.num_trials == 8 and summary.num_remeasured == 4
     assert summary.best_trial_id == result.best.id and summary.best_secs == result.best_secs
-    assert summary.is_confirmed and not result.best.is_remeasure
+    # the best is its schedule's first measurement, never a re-timing (when no schedule beat
+    # the unscheduled program, that first measurement is the baseline's)
+    assert summary.is_confirmed and (not result.best.is_remeasure or result.best_is_baseline)
+    assert result.best.id == min(
+        t.id
+        for t in store.trials(run_id=result.run.id)
+        if trace_key(t.candidate.trace) == trace_key(result.best.candidate.trace)
+    )
     count = store.count_trials(run_id=result.run.id)
     again = tuner.resume(result.run.id)  # nothing left to search: nothing measured, no re-timing
-    assert store.count_trials(run_id=result.run.id) == count == 10
+    assert store.count_trials(run_id=result.run.id) == count == 12
     assert again.num_trials == 8 and again.best.id == result.best.id
     assert again.best_secs == result.best_secs and again.run.status == "finished"
 

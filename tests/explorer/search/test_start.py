@@ -66,8 +66,13 @@ def pooled_median(store, run_id: int, trace) -> float:
     return statistics.median(secs)
 
 
+def searched(store, run_id: int) -> list:
+    """The run's trials: its baseline (the unscheduled program) and re-timings are not trials."""
+    return [t for t in store.trials(run_id=run_id) if not t.is_remeasure]
+
+
 def check_started_from(result: TuneResult, store, session, cpu_target) -> None:
-    trials = store.trials(run_id=result.run.id)
+    trials = searched(store, result.run.id)
     reference, nearest = trials[0], trials[1]
     # 1. The user's schedule, exactly as made, is the run's first trial and its reference.
     assert is_start(reference.candidate)
@@ -101,7 +106,7 @@ def test_a_hand_made_schedule_starts_the_search(name, measurer, session, cpu_tar
         # The nearest point went into MetaSchedule's database (the hand-made reference, which
         # it cannot mutate, did not), so the first round's initial population, which takes the
         # best measured traces first, was seeded with it.
-        nearest = store.trials(run_id=result.run.id)[1].candidate
+        nearest = searched(store, result.run.id)[1].candidate
         in_db = {
             trace_key(_tvm.trace_to_json(r.trace))
             for r in strategy.database_.get_all_tuning_records()
@@ -118,7 +123,7 @@ def test_the_start_is_the_answer_when_nothing_beats_it(measurer, session, cpu_ta
         WORKLOAD, cpu_target, make_strategy("droplet", start=session.candidate()), max_trials=2
     )
     check_started_from(result, store, session, cpu_target)
-    others = [t for t in store.trials(run_id=result.run.id) if not is_start(t.candidate)]
+    others = [t for t in searched(store, result.run.id) if not is_start(t.candidate)]
     assert result.best_is_start == (
         result.start_secs <= pooled_median(store, result.run.id, others[0].candidate.trace)
     )
@@ -138,7 +143,7 @@ def test_resume_finds_the_start_in_the_run(measurer, session, cpu_target):
     resumed = Tuner(measurer=measurer, store=store, batch_size=2, confirm_top=0).run(
         WORKLOAD, cpu_target, "droplet", max_trials=6, resume_run_id=first.run.id
     )
-    keys = [trace_key(t.candidate.trace) for t in store.trials(run_id=first.run.id)]
+    keys = [trace_key(t.candidate.trace) for t in searched(store, first.run.id)]
     assert len(keys) == len(set(keys)) == 6
     assert resumed.start is not None and resumed.start.id == first.start.id
 
@@ -205,10 +210,11 @@ def test_cli_starts_from_a_saved_session(name, session, tmp_path):
     assert out.returncode == 0, out.stderr
     assert "C.i: your split 8 x 8 kept as tile [8, 1, 1, 8]" in out.stdout
     assert "your reorder is not a knob and was dropped" in out.stdout
-    assert "faster than your start" in out.stdout or "your start (trial 1" in out.stdout
+    # trial 2: the run's unscheduled baseline is measurement 1
+    assert "faster than your start" in out.stdout or "your start (trial 2" in out.stdout
     store = get_store(db)
     (run,) = store.runs()
-    assert is_start(store.trials(run_id=run.id)[0].candidate)
+    assert is_start(store.trials(run_id=run.id)[1].candidate)  # after the baseline
 
 
 def test_cli_refuses_a_start_for_a_strategy_that_cannot_take_one(session, tmp_path):
