@@ -1,0 +1,97 @@
+"""Where a search's wall time goes: trials per minute, split into the strategy's ask/tell, the
+measurer (build + run in the workers) and the record store.
+
+    python benchmarks/bench_time_split.py evolutionary droplet --trials 64
+
+Each strategy runs once on matmul 512 (seed 0) through the real ``Tuner``, ``LocalMeasurer`` and
+SQLite store, with timers wrapped around the calls the Tuner makes. ``build`` is the sum of the
+workers' compile times divided by the builder count (an estimate of the build's share of
+``measure``); ``other`` is what no timer covers (baseline, confirmation re-timing, start-up).
+The split, not an absolute number, is the point: it names the part to make faster next.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from explorer.measure import LocalMeasurer  # noqa: E402
+from explorer.search import make_strategy  # noqa: E402
+from explorer.storage import get_store  # noqa: E402
+from explorer.target import Target, available_cores  # noqa: E402
+from explorer.tuner import Tuner  # noqa: E402
+from explorer.workloads import get_workload  # noqa: E402
+
+
+def _timed(obj: object, name: str, totals: dict[str, float], label: str) -> None:
+    fn = getattr(obj, name)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            totals[label] += time.perf_counter() - t0
+
+    setattr(obj, name, wrapper)
+
+
+def run_one(strategy_name: str, trials: int, workload_name: str, seed: int) -> None:
+    workload, target = get_workload(workload_name), Target.local_cpu()
+    totals: dict[str, float] = defaultdict(float)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = get_store(os.path.join(tmp, "split.db"))
+        with LocalMeasurer() as measurer:
+            strategy = make_strategy(strategy_name)
+            for name in ("ask", "tell", "predictions"):
+                _timed(strategy, name, totals, name)
+            _timed(measurer, "measure", totals, "measure")
+            _timed(measurer, "remeasure", totals, "remeasure")
+            for name in ("add_trials", "heartbeat"):
+                _timed(store, name, totals, "store")
+            built: list[float] = []
+            orig = measurer.measure
+
+            def measure(cands):  # noqa: ANN001, ANN202
+                results = orig(cands)
+                built.extend(r.build_secs or 0.0 for r in results)
+                return results
+
+            measurer.measure = measure  # type: ignore[method-assign]
+            tuner = Tuner(measurer=measurer, store=store)
+            t0 = time.perf_counter()
+            result = tuner.run(workload, target, strategy, max_trials=trials, seed=seed)
+            wall = time.perf_counter() - t0
+        store.close()
+    n = result.num_trials
+    build = sum(built) / max(1, available_cores())
+    covered = sum(totals.values())
+    print(f"\n{strategy_name}: {n} trials in {wall:.1f} s = {60 * n / wall:.0f} trials/min")
+    for label in ("ask", "tell", "predictions", "measure", "remeasure", "store"):
+        print(f"  {label:12s} {totals[label]:7.1f} s  {100 * totals[label] / wall:5.1f} %")
+    print(f"    (build est. {build:.1f} s of measure)")
+    print(f"  {'other':12s} {wall - covered:7.1f} s  {100 * (wall - covered) / wall:5.1f} %")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("strategies", nargs="+")
+    parser.add_argument("--trials", type=int, default=64)
+    parser.add_argument("--workload", default="matmul_512")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    for name in args.strategies:
+        run_one(name, args.trials, args.workload, args.seed)
+
+
+if __name__ == "__main__":
+    main()
