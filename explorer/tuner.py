@@ -136,6 +136,12 @@ class Tuner:
         """Search until ``max_trials`` trials are stored, ``max_secs`` pass, the strategy runs
         dry or ``should_stop()`` turns true (checked between batches).
 
+        Before the search the workload's unscheduled program is measured as the run's baseline
+        (``explorer.search._baseline``: stored, but not a trial, so it spends neither trials
+        nor searching time); at the end it is re-timed beside the best candidates, and it is
+        the answer when no schedule beat it. The strategy is told ``max_trials``
+        (``reset(budget=...)``), so that settings given as ``"auto"`` scale to it.
+
         Nothing is stored until the search has started: a strategy that refuses its options or
         start point raises before any run exists. A ``KeyboardInterrupt`` (Ctrl-C, or SIGTERM
         in the CLI) ends the run as ``interrupted``, resumable.

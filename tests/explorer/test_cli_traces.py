@@ -172,6 +172,6 @@ def test_tune_start_with_mutated_traces(
     with sqlite3.connect(db) as conn:
         (first,) = conn.execute(
             "SELECT trace_json FROM trials WHERE run_id = (SELECT max(id) FROM runs) "
-            "ORDER BY seq LIMIT 1"
+            "AND is_remeasure = 0 ORDER BY seq LIMIT 1"  # its unscheduled baseline comes first
         ).fetchone()
     assert sorted(json.loads(first)[1]) == sorted(trace[1])  # type: ignore[index]

@@ -9,6 +9,7 @@ import pytest
 from plotly.callbacks import Points
 
 from explorer.measure import Candidate, LocalMeasurer, MeasureResult
+from explorer.search._baseline import baseline_candidate
 from explorer.session import ScheduleSession
 from explorer.space import DesignSpace, KnobSpace
 from explorer.storage import NewTrial
@@ -231,6 +232,28 @@ def test_remeasurements_are_counted_apart_and_kept_off_the_trials_axis(dash, dct
     assert "re-measurement" in dash.convergence_fig.layout.title.subtitle.text
     assert dash.infos["pred_vs_meas"].num_trials == 9
     assert dash.infos["knobs"].num_used == 9
+
+
+def test_the_unscheduled_baseline_is_a_dashed_line_not_a_trial(dash, dctx, candidates):
+    cands = candidates[MATMUL.key()]
+    run = dctx.store.create_run(MATMUL, cands[0].target, "random")
+    # What the Tuner stores before every search: the unscheduled program, not a trial.
+    unscheduled = baseline_candidate(MATMUL, cands[0].target)
+    flops = MATMUL.flops()
+    baseline = MeasureResult(MeasureStatus.OK, (5e-3,), flops=flops)
+    dctx.store.add_trials(run.id, [NewTrial(unscheduled, baseline, is_remeasure=True)])
+    ok = [MeasureResult(MeasureStatus.OK, (ms / 1e3,), flops=flops) for ms in (3.0, 2.0)]
+    dctx.store.add_trials(run.id, [NewTrial(c, r) for c, r in zip(cands, ok, strict=False)])
+    dctx.store.finish_run(run.id)
+    dash.refresh()
+    conv = dash.infos["convergence"]
+    assert conv.num_trials == 2 and conv.groups[0].runs[0].trials == (1, 2)
+    expected = flops / 5e-3 / 1e9 if conv.metric == "gflops" else 5.0
+    assert conv.baseline == pytest.approx(expected) and conv.start is None
+    for axis in ("trials", "secs"):
+        line = trace(dash.convergence_fig, f"ref|baseline|{axis}")
+        assert list(line.y) == [conv.baseline, conv.baseline] and line.line.dash == "dash"
+    assert "2 trials + 1 re-measurement" in dash.status.value
 
 
 def test_a_click_that_cannot_open_shows_why(dash, dctx):

@@ -174,12 +174,15 @@ def test_a_hand_made_schedule_starts_droplet_and_is_the_reference(make_panel):
     job = panel.start()
     assert job.wait(WAIT) and job.state is JobState.FINISHED, panel.status.value
     (run,) = ctx.store.runs()
-    first = ctx.store.trials(run_id=run.id)[0]
+    baseline, first = ctx.store.trials(run_id=run.id)[:2]  # the unscheduled program, then
+    assert baseline.candidate.decisions == {"baseline": True}
     assert first.candidate.trace == ctx.session.candidate().trace
     assert first.candidate.decisions["start"] is True  # the run's reference
     # Every trial takes 1 ms here: the answer is the user's schedule or one as fast.
     status = panel.status.value
     assert "Nothing beat your schedule" in status or "1.00x faster than your schedule" in status
+    # ...and as fast as the unscheduled program, measured as the run's baseline
+    assert "No schedule beat the unscheduled program: it is the answer." in status
 
 
 def test_cost_model_and_start_options_follow_the_strategy(make_panel):
@@ -207,7 +210,7 @@ def test_droplet_starts_from_my_schedule(make_panel):
     assert job.wait(WAIT) and job.state is JobState.FINISHED, panel.status.value
     (run,) = ctx.store.runs()
     assert run.strategy == "droplet"
-    first = ctx.store.trials(run_id=run.id)[0]
+    first = ctx.store.trials(run_id=run.id)[1]  # after the unscheduled baseline
     assert first.candidate.decisions["point"] == [3, 2, 1, 0]  # droplet measured its start
 
 
