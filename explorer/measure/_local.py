@@ -4,7 +4,9 @@ Pipeline for one ``measure`` call (a batch):
 
 1. Build every candidate in parallel on ``num_build_workers`` builder processes (one TVM
    thread each): rebuild the workload's module from its JSON, replay the JSON trace, compile
-   for the target and ``export_library`` to a temporary ``.so``.
+   for the target and ``export_library`` to a temporary ``.so``. Only as many builders start
+   as the batch has candidates; a batch of one is built by the runner, with no builder at all
+   (each worker process costs a TVM import, about a second of CPU).
 2. Run the built ones one after another on a single runner process, so two kernels never
    compete for the cores while one is timed: load the ``.so``, run it once on
    ``Workload.random_inputs(seed)`` and compare with the NumPy reference, warm it up, then time
@@ -61,9 +63,10 @@ if TYPE_CHECKING:  # imports TVM, which this module does not need (see ``start_w
 class LocalMeasurer(Measurer):
     """Measure candidates on the local CPU, isolated in a persistent pool of worker processes.
 
-    Workers start on the first ``measure`` call (about a second each) and are reused by every
-    later call; ``close`` (or leaving a ``with`` block) stops them. One ``measure`` runs at a
-    time; concurrent calls from several threads are serialised.
+    Workers start on the first ``measure`` call, or earlier in the background with
+    ``start_workers`` (about a second of CPU each), and are reused by every later call;
+    ``close`` (or leaving a ``with`` block) stops them. One ``measure`` runs at a time;
+    concurrent calls from several threads are serialised.
 
     Args:
         config: timing, timeout and memory settings.
