@@ -143,8 +143,9 @@ def plan(args, light: bool = False) -> list[tuple[str, int, int]]:
             if budget == args.budgets[0]:
                 runs.append(("tune_tir", budget, seed))  # the throughput reference
     n = args.budgets[0]
-    for seed in range(args.seeds):
-        runs.append(("random", 2 * n, seed))  # AutoTVM's paper: autotvm@N vs random@2N
+    seeds = args.small_seeds if n in small else args.seeds
+    runs += [("random", 2 * n, seed) for seed in range(seeds)]  # AutoTVM: vs random@2N
+    for seed in range(args.seeds):  # the slow ones (static compiles hundreds of candidates)
         runs.append(("static", 8, seed))  # Tuna: top-1 of 8 measurements
         runs.append(("value", 32, seed))  # value learning: 32 measurements
     if args.long:

@@ -369,8 +369,12 @@ def _summary(
     conv: ConvergenceInfo,
     space: KnobSpace | str,
 ) -> str:
-    again = table.num_remeasured
-    extra = f" + {again} re-measurement{'s' * (again != 1)}" if again else ""
+    # A baseline is measured once per run, then re-timed with the best: its first timing is
+    # "the baseline", the others re-measurements.
+    baselines = len(set(table.run_ids[table.is_baseline].tolist()))
+    again = table.num_remeasured - baselines
+    extra = f" + {baselines} unscheduled baseline{'s' * (baselines != 1)}" if baselines else ""
+    extra += f" + {again} re-measurement{'s' * (again != 1)}" if again else ""
     # Unchecked timings (MetaSchedule's) are not plotted as successes; say why they are missing.
     unchecked = table.num_unchecked
     unchecked_note = f", {unchecked} unchecked: `explorer check`" if unchecked else ""

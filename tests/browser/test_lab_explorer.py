@@ -336,10 +336,12 @@ def test_short_search_fills_the_convergence_plot(ui):
     assert plot_svg_points(page, "se-convergence") > 0, "plotly holds data but draws nothing"
     shot(page, "06_convergence_after_search", convergence)
     shot(page, "06_dashboards_after_search")
-    # The Tuner re-measured its best at the end: those are counted apart and stay off the
-    # trials axis, which ends at the search's 8 trials.
+    # The Tuner measured the unscheduled baseline first and re-measured its best (and the
+    # baseline) at the end: those are counted apart and stay off the trials axis, which ends
+    # at the search's 8 trials.
     summary = visible_text(page.locator(".se-dashboards-status").first)
-    assert re.search(r"\d+ trials \+ [1-3] re-measurements?", summary), summary
+    pattern = r"\d+ trials \+ 1 unscheduled baseline \+ [1-4] re-measurements?"
+    assert re.search(pattern, summary), summary
     assert _last_trial_on_axis(page, "random") == 8
     pvm_title = _plot_title(page, "se-pred-vs-meas")
     assert re.search(r"\d+ of \d+ trials? ha(s|ve) predictions", pvm_title), pvm_title
