@@ -36,7 +36,13 @@ def _other_user() -> list[str]:
     setpriv = shutil.which("setpriv")
     if setpriv is None:
         pytest.skip("running as root without setpriv: permissions cannot be tested")
-    return [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    prefix = [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    # A checkout inside a private folder (e.g. a clone under `mktemp -d`, mode 700) cannot be
+    # imported by another user at all: that is the checkout's permissions, not the store's.
+    probe = [*prefix, "test", "-r", str(ROOT / "explorer" / "__init__.py")]
+    if subprocess.run(probe, capture_output=True).returncode != 0:
+        pytest.skip(f"{ROOT} is not readable by another user: permissions cannot be tested")
+    return prefix
 
 
 def _run(argv: list[str], *, as_other_user: bool = False) -> subprocess.CompletedProcess:
