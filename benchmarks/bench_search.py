@@ -29,7 +29,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from _retime import retime, top_candidates
+from _retime import TIMED, retime, top_candidates
 
 from explorer.cost_models._metrics import record_latency, spearman
 from explorer.machine import NumpyTimer, measured_peak
@@ -100,16 +100,12 @@ def _search(tuner, store, workload, target, strategy, budget, seed) -> RunRow:
         run_id, rho = result.run.id, _spearman(store, result.run.id)
     secs = time.monotonic() - t0
     trials = [t for t in store.trials(run_id=run_id) if not t.is_remeasure][:budget]
-    timed = [t.median_secs for t in trials if t.median_secs and _timed(t)]
+    timed = [t.median_secs for t in trials if t.median_secs and t.status in TIMED]
     return RunRow(
         workload.key(), strategy, budget, seed, len(trials), secs,
         _gflops(workload, min(timed, default=None)), math.nan,
         60 * len(trials) / max(secs, 1e-9), rho, run_id, len(trials) - len(timed),
     )  # fmt: skip
-
-
-def _timed(trial) -> bool:
-    return trial.result.is_ok or trial.status.value == "unchecked"
 
 
 def _spearman(store, run_id: int) -> float:

@@ -22,10 +22,9 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from explorer.storage import get_store
-from explorer.types import MeasureStatus
+from _retime import TIMED
 
-TIMED = (MeasureStatus.OK, MeasureStatus.UNCHECKED)
+from explorer.storage import get_store
 
 
 def best_so_far_gflops(store, run_id: int, budget: int) -> list[float]:

@@ -9,7 +9,6 @@ import sys
 import pytest
 
 from explorer.analysis import convergence_info, run_curve
-from explorer.measure import LocalMeasurer, MeasureConfig
 from explorer.search import make_strategy
 from explorer.search._baseline import baseline_candidate
 from explorer.storage import get_store, summarize_run
@@ -20,19 +19,6 @@ WORKLOAD = get_workload("matmul", M=32, N=32, K=32)
 ISSUE_EXPR = "D[i, j] = A[i, j] * B[j] + C[i]"
 ISSUE_SHAPES = ["--shape", "A=100x200", "--shape", "B=200", "--shape", "C=100"]
 BASELINE = {"baseline": True}
-
-
-@pytest.fixture(scope="module")
-def measurer():
-    with LocalMeasurer(MeasureConfig(repeat=3, min_repeat_secs=0.002)) as m:
-        yield m
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = get_store(tmp_path / "records.db")
-    yield s
-    s.close()
 
 
 def _baselines(store, run_id):

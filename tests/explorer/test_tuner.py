@@ -2,34 +2,19 @@
 
 from __future__ import annotations
 
-import math
 import re
 
 import pytest
 
 from explorer.errors import RunInUseError, SearchError, SettingError, SettingTypeError
-from explorer.measure import LocalMeasurer, MeasureConfig, trace_key
+from explorer.measure import trace_key
 from explorer.search import RandomSearch
-from explorer.storage import get_store, summarize_run
+from explorer.storage import summarize_run
 from explorer.tuner import Tuner
 from explorer.types import MeasureStatus
 from explorer.workloads import get_workload
 
 WORKLOAD = get_workload("matmul", M=32, N=32, K=32)
-
-
-@pytest.fixture(scope="module")
-def measurer():
-    # Not about timing quality: a NOISY re-timing would un-confirm a best (test_timing.py).
-    with LocalMeasurer(MeasureConfig(repeat=3, min_repeat_secs=0.002, max_spread=math.inf)) as m:
-        yield m
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = get_store(tmp_path / "records.db")
-    yield s
-    s.close()
 
 
 def test_a_run_stores_every_trial_and_reports_a_confirmed_best(measurer, store, cpu_target):
