@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import math
 import os
 import time
 
@@ -130,7 +131,8 @@ def test_remeasure_pools_all_repeats(measurer, mm, target):
 
 
 def test_num_threads_comes_from_the_config(mm, target):
-    with LocalMeasurer(MeasureConfig(repeat=2, min_repeat_secs=0, num_threads=1)) as m:
+    config = MeasureConfig(repeat=2, min_repeat_secs=0, num_threads=1, max_spread=math.inf)
+    with LocalMeasurer(config) as m:
         (r,) = m.measure([tiled(mm, target)])
     assert r.status is MeasureStatus.OK, r.error_msg
     assert r.num_threads == 1
