@@ -7,6 +7,14 @@ from dataclasses import dataclass
 from explorer.measure import trace_key
 from explorer.storage._base import RunInfo, TrialRecord
 
+STOP_REASONS = {
+    "budget": "the trial budget was used",
+    "time": "the time limit was reached",
+    "exhausted": "the strategy had no new schedule to try",
+    "cancelled": "it was stopped",
+}
+"""``TuneResult.stopped_because`` in words."""
+
 
 @dataclass(frozen=True)
 class TuneResult:
@@ -33,6 +41,11 @@ class TuneResult:
     start_secs: float | None = None
     baseline: TrialRecord | None = None
     baseline_secs: float | None = None
+
+    @property
+    def why_stopped(self) -> str:
+        """``stopped_because`` in words: "the time limit was reached"."""
+        return STOP_REASONS.get(self.stopped_because, self.stopped_because)
 
     @property
     def speedup_over_start(self) -> float | None:

@@ -260,7 +260,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     with LocalMeasurer(MeasureConfig(repeat=args.repeat)) as measurer:
         # Workers first: they import TVM while this process does the same (storage, workload).
         measurer.start_workers(num_candidates=1, num_threads=args.threads)
-        from explorer.storage import NewTrial, get_store
+        from explorer.storage import MANUAL, NewTrial, get_store
 
         workload = _workload(args)
         target = _target(args)
@@ -272,7 +272,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
         candidate = Candidate(workload, target, trace)
         store = get_store(args.db)  # a database that cannot be used is found before measuring
         (result,) = measurer.measure([candidate])
-    run = store.create_run(workload, target, "manual", settings={"trace_file": args.trace})
+    run = store.create_run(workload, target, MANUAL, settings={"trace_file": args.trace})
     try:
         store.add_trials(run.id, [NewTrial(candidate, result)])
     finally:  # a manual run is never left running, even when storing failed
@@ -370,7 +370,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
-    print(f"run {result.run.id}: {result.num_trials} trials ({result.stopped_because})")
+    print(f"run {result.run.id}: {result.num_trials} trials ({result.why_stopped})")
     if result.best is None:
         print("no successful trial")
         return EXIT_FAILED

@@ -4,32 +4,31 @@ Panels never talk to each other directly; they read and change the ``Context`` a
 events, so the expression builder, the editor, the search launcher and the dashboards can each be
 used alone or composed by ``Explorer``. Plain Python (no ipywidgets): testable without a kernel.
 
-Events (``ctx.on(name, callback)``; callbacks may run on a job's worker thread):
+Events (``ctx.on(name, callback)``, called on the UI thread, see ``widgets._ui``):
     * ``"session"``: ``callback(session)``: a new ``ScheduleSession`` became current (a workload
       was built, or a record was opened).
-    * ``"record"``: ``callback(record)``: a manual measurement was stored.
+
+New measurements (manual or a search's) are announced by the store: ``ctx.store.subscribe``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from explorer.measure import LocalMeasurer, Measurer
 from explorer.session import ScheduleSession
-from explorer.storage import NewTrial, RecordStore, RunInfo, TrialRecord, get_store
+from explorer.storage import MANUAL, NewTrial, RecordStore, RunInfo, TrialRecord, get_store
 from explorer.target import Target
 from explorer.workloads import Workload
 from widgets._jobs import JobRunner
 
 log = logging.getLogger(__name__)
 
-EVENTS = ("session", "record")
-
-MANUAL = "manual"
-"""The strategy name of the runs that hold measurements made by hand in the editor."""
+EVENTS = ("session",)
 
 
 class Context:
@@ -38,9 +37,12 @@ class Context:
     Args:
         store: a ``RecordStore``, a path, ``":memory:"``, or ``None`` for the default database.
         target: where schedules are built and measured (default: this machine's CPU).
-        make_measurer: builds a measurer on first use (default: ``LocalMeasurer``). The editor
-            and the search launcher each get their own, so a manual measurement never waits for
-            a search batch.
+        measurer: yours: the editor and every search use it, and the explorer never closes it
+            (it is yours to close, after ``close()``).
+        make_measurer: without ``measurer``, what builds the explorer's own measurers (default:
+            ``LocalMeasurer``): one for the editor, started on first use and closed by
+            ``close()``, and one per search, closed when the search ends, so a manual
+            measurement never waits for a search batch.
     """
 
     def __init__(
@@ -48,11 +50,13 @@ class Context:
         *,
         store: RecordStore | str | None = None,
         target: Target | None = None,
+        measurer: Measurer | None = None,
         make_measurer: Callable[[], Measurer] = LocalMeasurer,
     ) -> None:
         self.store = get_store(store)
         self.target = target or Target.local_cpu()
         self.make_measurer = make_measurer
+        self._given = measurer
         self.session: ScheduleSession | None = None
         self.measure_jobs = JobRunner("explorer-measure")
         self.search_jobs = JobRunner("explorer-search")
@@ -66,8 +70,14 @@ class Context:
         """Call ``callback`` on ``event``; returns a function that unsubscribes it."""
         if event not in self._listeners:
             raise ValueError(f"unknown event {event!r}; valid: {', '.join(EVENTS)}")
-        self._listeners[event].append(callback)
-        return lambda: self._listeners[event].remove(callback)
+        listeners = self._listeners[event]
+        listeners.append(callback)
+
+        def unsubscribe() -> None:  # a second call (a panel closed twice) does nothing
+            if callback in listeners:
+                listeners.remove(callback)
+
+        return unsubscribe
 
     def _emit(self, event: str, payload: Any) -> None:
         for callback in list(self._listeners[event]):
@@ -91,11 +101,25 @@ class Context:
     # -- measurement --------------------------------------------------------------------------
     @property
     def measurer(self) -> Measurer:
-        """The editor's measurer, started on first use."""
+        """The editor's measurer: yours, or the explorer's own, started on first use."""
+        if self._given is not None:
+            return self._given
         with self._lock:
             if self._measurer is None:
                 self._measurer = self.make_measurer()
             return self._measurer
+
+    @contextlib.contextmanager
+    def search_measurer(self) -> Iterator[Measurer]:
+        """The measurer of one search: yours (left open), or a new one closed at the end."""
+        if self._given is not None:
+            yield self._given
+            return
+        measurer = self.make_measurer()
+        try:
+            yield measurer
+        finally:
+            measurer.close()  # its worker processes must not outlive the search
 
     def record_manual(
         self, trial: NewTrial, workload: Workload, target: Target | None = None
@@ -114,11 +138,10 @@ class Context:
             # Ended after every measurement (the next one reopens it by adding to it), so the
             # run never reads as running once the kernel is gone.
             self.store.finish_run(run.id)
-        self._emit("record", record)
         return record
 
     def close(self) -> None:
-        """Stop background jobs and the measurer's worker processes."""
+        """Stop background jobs and the explorer's own measurer (never one you passed in)."""
         self.measure_jobs.shutdown()
         self.search_jobs.shutdown()
         if self._measurer is not None:

@@ -4,6 +4,9 @@ A measurement or a search must never block the kernel's main thread (the noteboo
 and must never take the kernel down: whatever the job raises is kept on the ``Job`` as data
 (``state == ERROR``, ``exception``) and reported to the ``on_done`` callback. Solara's
 ``TaskResult`` states, without solara.
+
+The worker only computes: ``on_done`` runs on the UI thread (``widgets._ui``), so it may write
+widgets and read the session, and it may submit the next job to the same runner.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
+
+from widgets import _ui
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +40,7 @@ class Job:
         self.result: Any = None
         self.exception: BaseException | None = None
         self._cancel = threading.Event()
+        self._settled = False  # its on_done has started (on the UI thread)
         self._done = threading.Event()
 
     def cancel(self) -> None:
@@ -48,8 +54,10 @@ class Job:
         return self.state in (JobState.PENDING, JobState.RUNNING)
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the job ends (for tests and scripts; never call from a widget callback)."""
-        return self._done.wait(timeout)
+        """Block until the job ended and its ``on_done`` ran (for tests, scripts and notebook
+        cells). On the UI thread it runs the UI's queued calls meanwhile, ``on_done`` among them.
+        """
+        return _ui.wait_for(self._done, timeout)
 
 
 class JobRunner:
@@ -66,7 +74,9 @@ class JobRunner:
 
     @property
     def busy(self) -> bool:
-        return self.current is not None and self.current.is_active
+        """A job runs, or its result has not reached the UI yet (its ``on_done`` has not
+        started): the UI never sees a runner idle before it has seen the job's end."""
+        return self.current is not None and not self.current._settled
 
     def submit(
         self,
@@ -75,7 +85,7 @@ class JobRunner:
         *,
         on_done: Callable[[Job], None] | None = None,
     ) -> Job:
-        """Run ``fn(job)`` in the background; ``on_done(job)`` runs on the worker when it ends.
+        """Run ``fn(job)`` in the background; ``on_done(job)`` runs on the UI thread after it.
 
         Raises:
             RuntimeError: a job is still active (its name is in the message).
@@ -100,10 +110,16 @@ class JobRunner:
             job.exception = exc
             job.state = JobState.ERROR
             log.warning("job %r failed: %s", job.name, exc)
+        _ui.call_soon(JobRunner._settle, job, on_done)
+
+    @staticmethod
+    def _settle(job: Job, on_done: Callable[[Job], None] | None) -> None:
+        """The job's end, on the UI thread."""
+        job._settled = True
         try:
             if on_done is not None:
                 on_done(job)
-        except Exception:  # a broken UI callback must not kill the worker thread
+        except Exception:  # a broken UI callback must not break the UI's other calls
             log.exception("on_done callback of job %r failed", job.name)
         finally:
             job._done.set()  # after on_done, so `wait()` returns once the UI is updated

@@ -1,44 +1,38 @@
 """``CostPanel``: what the current schedule should cost (cost models) and what it does cost
 (a measurement), after every edit.
 
-Predictions never build or run the kernel. The static model needs no training; the learned
-models (XGBoost, MetaSchedule's XGBoost) are trained on this workload's records in the store and
-say so while there are too few. Predictions run on their own worker thread: a fast one is shown
-before the edit's callback returns (the handler waits up to ``sync_secs``), a slow one (a big
-workload) arrives when ready, and edits made meanwhile collapse into one follow-up prediction.
-Measurements run on ``ctx.measure_jobs`` and are stored in the workload's ``manual`` run.
+The panel only displays: the predictions come from ``explorer.cost_models.Predictor`` (which
+trains the learned models on the store's records), a schedule's stored measurement and its rank
+from the store. After each edit one background job asks both for the current schedule; a fast
+answer is shown before the edit's callback returns (the handler waits up to ``sync_secs``), a
+slow one arrives when ready, and edits made meanwhile collapse into one follow-up. Measurements
+run on ``ctx.measure_jobs`` and are stored in the workload's ``manual`` run. Every widget write
+happens on the UI thread (``widgets._ui``).
 """
 
 from __future__ import annotations
 
 import html
 import logging
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import ipywidgets as w
-import numpy as np
 
-from explorer.cost_models import CostModel, make_cost_model
+from explorer.cost_models._predictor import MODELS, Prediction, Predictor
 from explorer.machine import MachinePeak, PeakMeasureError, measured_peak
 from explorer.measure import Candidate, MeasureResult, trace_key
 from explorer.session import ScheduleSession, Snapshot
-from explorer.storage import NewTrial, TrialRecord
-from explorer.target import Target
+from explorer.storage import NewTrial, RecordStore, TrialRecord
 from explorer.types import MeasureStatus
 from explorer.workloads import Workload
+from widgets import _ui
 from widgets._context import Context
 from widgets._jobs import Job, JobRunner
 from widgets._style import themed
 
 log = logging.getLogger(__name__)
 
-MODELS = ("static", "xgb-rank", "xgb-reg", "metaschedule-xgb")
-"""The cost models the panel asks, in display order."""
-
-MIN_RECORDS = 2  # a learned model compares schedules: it needs two measured ones, one correct
-_RELATIVE = {"xgb-reg", "metaschedule-xgb"}  # score ~ throughput / best measured throughput
 _NOTES = {
     "static": "analytical (no training)",
     "xgb-rank": "XGBoost, pairwise rank",
@@ -64,30 +58,11 @@ STATUS_WORDS = {
 
 
 @dataclass(frozen=True)
-class Prediction:
-    """One model's view of a candidate.
-
-    Attributes:
-        model: the cost model's name.
-        score: its raw score (higher = faster), ``None`` when it could not predict.
-        latency_secs: the predicted latency when the model's scale allows one.
-        beats: ``(k, n)``: predicted faster than ``k`` of the ``n`` measured correct schedules.
-        note: why there is no prediction (untrained, failed), or what it was trained on.
-    """
-
-    model: str
-    score: float | None
-    latency_secs: float | None = None
-    beats: tuple[int, int] | None = None
-    note: str = ""
-
-
-@dataclass(frozen=True)
 class Measurement:
-    """A stored manual measurement and where it ranks among this workload's records."""
+    """A stored measurement of a schedule and where it ranks among this workload's records."""
 
     record: TrialRecord
-    label: str  # which step was measured, e.g. "step 3"
+    label: str  # which step was measured, e.g. "step 3", or "stored trial 12"
     rank: int  # 1 = the fastest correct schedule known for this workload and target
     num_ok: int
     best_secs: float | None
@@ -99,13 +74,28 @@ class Measurement:
         return self.record.result
 
 
-@dataclass
-class _Learned:
-    model: CostModel | None
-    num_records: int
-    best_secs: float | None
-    stored_scores: np.ndarray
-    note: str
+def measurement(store: RecordStore, record: TrialRecord, label: str) -> Measurement:
+    """A record with its rank and the machine's roofline (blocking: store reads, and the peak
+    is measured once per machine)."""
+    candidate, result = record.candidate, record.result
+    rank = store.rank(candidate.workload, candidate.target, result.median_secs)
+    peak, note = None, ""
+    if candidate.target.kind == "llvm":
+        try:
+            peak = measured_peak(candidate.target)
+        except PeakMeasureError as exc:
+            note = str(exc)
+    position = rank.position if result.is_ok else 0
+    return Measurement(record, label, position, rank.num_ok, rank.best_secs, peak, note)
+
+
+@dataclass(frozen=True)
+class _Look:
+    """What a prediction job found about one schedule."""
+
+    key: str
+    predictions: dict[str, Prediction]
+    stored: Measurement | None  # its latest stored measurement
 
 
 class CostPanel:
@@ -121,11 +111,10 @@ class CostPanel:
         widget: the container to display.
         predictions: ``HTML`` table of the models' predictions.
         measure_button, auto_measure: the Measure button and the measure-after-every-edit box.
-        latency, details, message: the last measurement (latency, GFLOPS), its correctness,
-            rank and roofline, and notices (a refused second Measure).
+        latency, details, message: the current schedule's measurement (latency, GFLOPS), its
+            correctness, rank and roofline, and notices (a refused second Measure).
         predict_job, measure_job: the latest background jobs (``job.wait(t)`` in scripts).
-        num_fits: how many times a learned model was trained (once per workload and record
-            count: an edit alone never retrains).
+        predictor: the ``Predictor`` the panel asks.
 
     Example:
         >>> from explorer.workloads import get_workload
@@ -150,7 +139,7 @@ class CostPanel:
         self.predict_job: Job | None = None
         self.measure_job: Job | None = None
         self.last_predictions: dict[str, Prediction] = {}
-        self.num_fits = 0
+        self.predictor = Predictor(ctx.store, models=self.models)
 
         self.predictions = w.HTML()
         self.predictions.add_class("se-predictions")
@@ -195,19 +184,17 @@ class CostPanel:
         self.widget.add_class("se-cost")
         themed(self.widget)
 
-        self._static = make_cost_model("static")
-        self._learned: dict[tuple[str, str], _Learned] = {}
-        self._records: dict[str, list[TrialRecord]] = {}
-        self._dirty: set[str] = set()  # workload|target keys with records newer than the cache
+        # UI thread only: what is shown, by candidate key
         self._measured: dict[str, Measurement] = {}  # candidate key -> its latest measurement
-        self._last: Measurement | None = None
         self._scores: tuple[str, dict[str, float]] | None = None  # candidate key -> raw scores
         self._current_key: str | None = None
         self._pending: Candidate | None = None
-        self._lock = threading.Lock()
+        self._closed = False
         self._runner = JobRunner("explorer-predict")
         self._unsubscribe_session: Callable[[], None] | None = None
-        self._unsubscribe_store = ctx.store.subscribe(self._on_records)
+        self._unsubscribe_store = ctx.store.subscribe(
+            lambda records: _ui.call_soon(self._on_records, records)
+        )
         self._unsubscribe_ctx = ctx.on("session", self.set_session)
         self.measure_button.on_click(lambda _b: self._guard(self.measure))
         self.auto_measure.observe(lambda c: self._guard(lambda: self._on_auto(c)), names="value")
@@ -215,6 +202,11 @@ class CostPanel:
             self.set_session(ctx.session)
         else:
             self.predictions.value = "<i>No workload yet.</i>"
+
+    @property
+    def num_fits(self) -> int:
+        """How many times a learned model was trained (an edit alone never retrains)."""
+        return self.predictor.num_fits
 
     # -- session ------------------------------------------------------------------------------
     def set_session(self, session: ScheduleSession) -> None:
@@ -239,117 +231,65 @@ class CostPanel:
 
     # -- predictions --------------------------------------------------------------------------
     def refresh_predictions(self, *, wait: bool = True) -> Job | None:
-        """Predict the current schedule in the background; wait up to ``sync_secs`` for it."""
+        """Predict the current schedule (and find its stored measurement) in the background;
+        wait up to ``sync_secs`` for the answer."""
         if self.session is None:
             return None
         candidate = self.session.candidate()
-        with self._lock:
-            if self._runner.busy:
-                self._pending = candidate  # only the latest edit matters
-                return self.predict_job
-            job = self._submit_prediction(candidate)
+        if self._runner.busy:
+            self._pending = candidate  # only the latest edit matters
+            return self.predict_job
+        job = self._submit_prediction(candidate)
         if wait and self.sync_secs > 0:
             job.wait(self.sync_secs)
         return job
 
     def _submit_prediction(self, candidate: Candidate) -> Job:
         self.prediction_status.value = "<i>predicting\u2026</i>"
-        key = candidate_key(candidate)
         job = self._runner.submit(
-            "predict", lambda _job: (key, self.predict(candidate)), on_done=self._predicted
+            "predict", lambda _job: self._look(candidate), on_done=self._predicted
         )
         self.predict_job = job
         return job
 
     def predict(self, candidate: Candidate) -> dict[str, Prediction]:
-        """Every model's prediction for ``candidate`` (trains learned models when needed).
+        """Every model's prediction for ``candidate`` (blocking; ``Predictor.predict``)."""
+        return self.predictor.predict(candidate)
 
-        Blocking; the panel calls it on its worker thread. A failing model is reported in its
-        ``note``, never raised.
-        """
-        out: dict[str, Prediction] = {}
-        for name in self.models:
-            try:
-                out[name] = self._predict_one(name, candidate)
-            except Exception as exc:
-                log.exception("cost model %s failed", name)
-                out[name] = Prediction(name, None, note=f"failed: {exc}")
-        return out
-
-    def _predict_one(self, name: str, candidate: Candidate) -> Prediction:
-        flops = candidate.workload.flops()
-        if name == "static":
-            score = float(self._static.predict([candidate])[0])  # GFLOP/s
-            if score <= 0:
-                return Prediction(name, score, note="TVM cannot build this schedule")
-            return Prediction(name, score, latency_secs=flops / (score * 1e9))
-        learned = self._trained(name, candidate.workload, candidate.target)
-        if learned.model is None:
-            return Prediction(name, None, note=learned.note)
-        score = float(learned.model.predict([candidate])[0])
-        latency = None
-        if name in _RELATIVE and learned.best_secs and score > 0:
-            latency = learned.best_secs / score
-        beats = (int((learned.stored_scores < score).sum()), len(learned.stored_scores))
-        return Prediction(name, score, latency_secs=latency, beats=beats, note=learned.note)
-
-    def _trained(self, name: str, workload: Workload, target: Target) -> _Learned:
-        """The model trained on this workload's records; retrained when their count changed."""
-        key = f"{workload.key()}|{target.key()}"
-        with self._lock:
-            stale = key in self._dirty or key not in self._records
-            self._dirty.discard(key)
-        if stale:
-            self._records[key] = self.ctx.store.trials(workload=workload, target=target)
-        records = self._records[key]
-        cached = self._learned.get((name, key))
-        if cached is not None and cached.num_records == len(records):
-            return cached
-        ok = [r for r in records if r.result.is_ok and r.median_secs]
-        empty = np.zeros(0)
-        if len(records) < MIN_RECORDS or not ok:
-            learned = _Learned(
-                None,
-                len(records),
-                None,
-                empty,
-                f"untrained: needs {MIN_RECORDS} measured schedules of this workload on this "
-                f"target, one of them correct (the store has {len(records)}, {len(ok)} correct)",
-            )
-        else:
-            model = make_cost_model(name)
-            model.update(records)
-            self.num_fits += 1
-            if not getattr(model, "is_fitted", True):
-                learned = _Learned(
-                    None, len(records), None, empty, "untrained: too few correct measurements"
-                )
-            else:
-                scores = np.asarray(model.predict([r.candidate for r in ok]), dtype=np.float64)
-                best = min(float(r.median_secs or 0) for r in ok)
-                note = f"trained on {len(records)} measured schedule(s) of this workload"
-                learned = _Learned(model, len(records), best, scores, note)
-        self._learned[(name, key)] = learned
-        return learned
+    def _look(self, candidate: Candidate) -> _Look:
+        # Worker thread: no widget, no session.
+        stored = self.ctx.store.measurements_of(candidate)
+        found = (
+            measurement(self.ctx.store, stored[-1], f"stored trial {stored[-1].id}")
+            if stored
+            else None
+        )
+        return _Look(candidate_key(candidate), self.predict(candidate), found)
 
     def _predicted(self, job: Job) -> None:
-        # Worker thread: show the result if it is still about the current schedule, then run
-        # the prediction of the latest edit that arrived meanwhile (if any).
-        with self._lock:
-            pending, self._pending = self._pending, None
+        # UI thread: show the answer if it is still about the current schedule, then ask about
+        # the latest edit that arrived meanwhile (if any).
+        pending, self._pending = self._pending, None
+        if self._closed:
+            return
         if job.exception is not None:
             self.predictions.value = _error_html("Prediction failed", job.exception)
         else:
-            key, predictions = job.result
-            scores = {n: p.score for n, p in predictions.items() if p.score is not None}
-            self._scores = (key, scores)
-            if pending is None or key == self._current_key:
-                self.last_predictions = predictions
-                self.predictions.value = predictions_html(predictions)
-        with self._lock:
-            if pending is not None and not self._runner.busy:
-                self._submit_prediction(pending)
-                return
+            look: _Look = job.result
+            scores = {n: p.score for n, p in look.predictions.items() if p.score is not None}
+            self._scores = (look.key, scores)
+            known = self._measured.get(look.key)
+            if look.stored is not None and (
+                known is None or known.record.id < look.stored.record.id
+            ):
+                self._measured[look.key] = look.stored
+            if look.key == self._current_key:
+                self.last_predictions = look.predictions
+                self.predictions.value = predictions_html(look.predictions)
+                self._show_measurement()
+        if pending is not None:
+            self._submit_prediction(pending)
+            return
         self.prediction_status.value = ""
 
     # -- measurement --------------------------------------------------------------------------
@@ -371,54 +311,36 @@ class CostPanel:
         # Store what the models said about exactly this schedule alongside its measurement.
         known = self._scores
         scores = known[1] if known is not None and known[0] == candidate_key(candidate) else {}
-        # Before submitting: a fast measurement may report before submit() returns.
         self._clear_notice()
         self.latency.value = f"<i>Measuring {html.escape(label)}\u2026</i>"
         self.measure_button.description = "Measure"
         self.details.value = ""
-        try:
-            job = runner.submit(
-                f"measuring {label}",
-                lambda _job: self._measure(candidate, scores, label),
-                on_done=self._measured_done,
-            )
-        except RuntimeError as exc:  # lost a race with another click
-            self._notice(f"{exc}; press Measure again when it is done.")
-            return None
-        self.measure_job = job
-        return job
+        self.measure_job = runner.submit(
+            f"measuring {label}",
+            lambda _job: self._measure(candidate, scores, label),
+            on_done=self._measured_done,
+        )
+        return self.measure_job
 
     def _measure(self, candidate: Candidate, scores: dict[str, float], label: str) -> Measurement:
+        # Worker thread: no widget, no session.
         (result,) = self.ctx.measurer.measure([candidate])
-        trial = NewTrial(candidate, result, scores)
-        record = self.ctx.record_manual(trial, candidate.workload, candidate.target)
-        ok = self.ctx.store.trials(
-            workload=candidate.workload, target=candidate.target, status=MeasureStatus.OK
+        record = self.ctx.record_manual(
+            NewTrial(candidate, result, scores), candidate.workload, candidate.target
         )
-        best = self.ctx.store.best(candidate.workload, candidate.target)
-        best_secs = best[0].median_secs if best else None
-        mine = result.median_secs
-        rank = 1 + sum(1 for r in ok if mine is not None and (r.median_secs or 0) < mine)
-        # After the timing, never during it; measured once per machine, then read from disk.
-        peak, note = None, ""
-        if candidate.target.kind == "llvm":
-            try:
-                peak = measured_peak(candidate.target)
-            except PeakMeasureError as exc:
-                note = str(exc)
-        return Measurement(
-            record, label, rank if result.is_ok else 0, len(ok), best_secs, peak, note
-        )
+        return measurement(
+            self.ctx.store, record, label
+        )  # the peak after the timing, never during
 
     def _measured_done(self, job: Job) -> None:
-        # Worker thread. A "still busy" notice is moot now.
-        self._clear_notice()
+        if self._closed:
+            return
+        self._clear_notice()  # a "still busy" notice is moot now
         if job.exception is not None:
             self.latency.value = _error_html("Measurement failed", job.exception)
             return
-        measurement: Measurement = job.result
-        self._measured[candidate_key(measurement.record.candidate)] = measurement
-        self._last = measurement
+        measured: Measurement = job.result
+        self._measured[candidate_key(measured.record.candidate)] = measured
         self._show_measurement()
         self.refresh_predictions(wait=False)  # a new record may train the learned models
         if self.auto_measure.value:
@@ -434,22 +356,26 @@ class CostPanel:
         if change["new"]:
             self._auto()
 
+    def _on_records(self, records: list[TrialRecord]) -> None:
+        # A measurement of the schedule on display (stored by a notebook cell, a search, the
+        # CLI): look again, so the panel shows it.
+        if self._closed or self._current_key is None:
+            return
+        if any(candidate_key(r.candidate) == self._current_key for r in records):
+            self.refresh_predictions(wait=False)
+
     def _show_measurement(self) -> None:
         current = self._measured.get(self._current_key or "")
         noisy = current is not None and current.result.status is MeasureStatus.NOISY
         # A noisy timing is no answer: the button offers to measure again.
         self.measure_button.description = "Measure again" if noisy else "Measure"
         if current is not None:  # measured before (also after an undo back to it)
-            self.latency.value = latency_html(current.result)
+            self.latency.value = latency_html(current.result, label=current.label)
             self.details.value = details_html(current)
-        elif self.measure_job is not None and self.measure_job.is_active:
+        elif self.measure_job is not None and not self.measure_job._settled:
             return  # "Measuring..." stays until the job reports
-        elif self._last is not None:
-            self.latency.value = "<i>This schedule is not measured yet.</i> " + latency_html(
-                self._last.result, stale=self._last.label
-            )
-            self.details.value = ""
         else:
+            # Never another schedule's number: what is shown belongs to what is displayed.
             self.latency.value = "<i>This schedule is not measured yet: press Measure.</i>"
             self.details.value = ""
 
@@ -471,17 +397,15 @@ class CostPanel:
             log.exception("cost panel callback failed")
             self._notice(f"Something went wrong: {exc}")
 
-    def _on_records(self, records: list[TrialRecord]) -> None:
-        with self._lock:
-            for r in records:
-                self._dirty.add(f"{r.candidate.workload.key()}|{r.candidate.target.key()}")
-
     def close(self) -> None:
+        self._closed = True
         self._unsubscribe_ctx()
         self._unsubscribe_store()
         if self._unsubscribe_session is not None:
             self._unsubscribe_session()
+            self._unsubscribe_session = None
         self._runner.shutdown()
+        self.predictor.close()
 
 
 def candidate_key(candidate: Candidate) -> str:
@@ -505,7 +429,7 @@ def predictions_html(predictions: dict[str, Prediction]) -> str:
         elif p.latency_secs is not None:
             value = f"\u2248 {format_secs(p.latency_secs)}"
             if p.model == "static":
-                value += f" ({p.score:.2f} GFLOP/s)"
+                value += f" ({p.score:.2f} GFLOPS)"
         elif p.beats is None or not p.beats[1]:
             value = f"score {p.score:.3g}"
         else:
@@ -525,13 +449,13 @@ def predictions_html(predictions: dict[str, Prediction]) -> str:
     return "".join(rows)
 
 
-def latency_html(result: MeasureResult, *, stale: str | None = None) -> str:
-    """The latency line; ``stale`` names the earlier step it belongs to."""
-    prefix = f"Last measured ({html.escape(stale)}): " if stale else "Latency: "
+def latency_html(result: MeasureResult, *, label: str | None = None) -> str:
+    """The latency line; ``label`` says which measurement it is (``"step 3"``)."""
+    prefix = f"Latency ({html.escape(label)}): " if label else "Latency: "
     secs = result.median_secs
     if result.is_ok and secs:
         gflops = result.gflops
-        rate = f" \u00b7 {gflops:.2f} GFLOP/s" if gflops is not None else ""
+        rate = f" \u00b7 {gflops:.2f} GFLOPS" if gflops is not None else ""
         return f"{prefix}<b>{format_secs(secs)}</b> (median of {len(result.run_secs)}){rate}"
     if result.status is MeasureStatus.NOISY and secs:
         # Shown, never as the answer: not bold, not ranked, not trained on.

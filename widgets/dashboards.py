@@ -1,10 +1,11 @@
 """Live dashboards of the current workload: convergence, strategy comparison, predicted vs
 measured, knob effects.
 
-Data flow: the store's subscription hands over every committed batch (on the writer's thread);
-matching trials are queued, and a timer coalesces them into at most one refresh per
-``refresh_secs``. The first refresh of a workload loads a ``TrialTable`` from the store's
-``trial_rows`` (columns, no trace decoded: 100k decoded records would take gigabytes and
+Data flow: the store's subscription hands over every committed batch (on the writer's thread,
+which only posts it to the UI thread); matching trials are queued, and a timer coalesces them
+into at most one refresh per ``refresh_secs``. A refresh computes on a worker thread and draws on
+the UI thread (``widgets._ui``). The first refresh of a workload loads a ``TrialTable`` from the
+store's ``trial_rows`` (columns, no trace decoded: 100k decoded records would take gigabytes and
 seconds); later ones append the queue to it. Every figure is redrawn from its
 ``explorer.analysis`` info, the runs' best-so-far curves included (computed from the table, so
 re-measurements are recognised the same way everywhere). Clicking a trial in the
@@ -17,6 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import ipywidgets as w
@@ -34,14 +36,25 @@ from explorer.analysis import (
 )
 from explorer.session import ScheduleSession
 from explorer.space import DesignSpace, KnobSpace
-from explorer.storage import CheckSummary, RunInfo, TrialRecord, check_unchecked
+from explorer.storage import MANUAL, CheckSummary, TrialRecord, check_unchecked
 from explorer.target import Target
 from explorer.workloads import Workload
-from widgets import plots
-from widgets._context import MANUAL, Context
-from widgets._jobs import Job
+from widgets import _ui, plots
+from widgets._context import Context
+from widgets._jobs import Job, JobRunner
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """What one refresh computed (on a worker), for the UI thread to draw."""
+
+    workload: Workload
+    target: Target
+    table: TrialTable
+    infos: dict[str, Any]
+    status: str
 
 
 class Dashboards:
@@ -80,13 +93,13 @@ class Dashboards:
         self.max_lines = max_lines
         self.infos: dict[str, Any] = {}
 
-        self._lock = threading.Lock()  # the fields below, written from several threads
-        self._refreshing = threading.Lock()  # one refresh at a time
+        # Touched on the UI thread only; a refresh's worker gets copies.
         self._workload: Workload | None = None
         self._target: Target | None = None
         self._table: TrialTable | None = None  # None: (re)load from the store
         self._pending: list[TrialRecord] = []
-        self._timer: threading.Timer | None = None
+        self._timer: threading.Timer | None = None  # a refresh is due
+        self._jobs = JobRunner("explorer-dashboards")
         self._last_refresh = 0.0
         self._spaces: dict[str, KnobSpace | str] = {}  # key -> space, or why there is none
         self._closed = False
@@ -122,90 +135,127 @@ class Dashboards:
         self.widget.add_class("se-dashboards")
 
         self._unsubscribe = [
-            ctx.store.subscribe(self._on_batch),
+            # the writer's thread (a search's) only hands the batch over
+            ctx.store.subscribe(lambda records: _ui.call_soon(self._on_batch, records)),
             ctx.on("session", self._on_session),
         ]
         if ctx.session is not None:
             self._on_session(ctx.session)
 
-    # -- events -------------------------------------------------------------------------------
+    # -- events (UI thread) -------------------------------------------------------------------
     def _on_session(self, session: ScheduleSession) -> None:
-        with self._lock:
-            if self._workload == session.workload and _same_target(self._target, session.target):
-                return  # e.g. a record of this workload was opened: nothing to reload
-            self._workload, self._target = session.workload, session.target
-            self._table = None
-            self._pending = []
+        if self._workload == session.workload and _same_target(self._target, session.target):
+            return  # e.g. a record of this workload was opened: nothing to reload
+        self._workload, self._target = session.workload, session.target
+        self._table = None
+        self._pending = []
         self._schedule(immediately=True)
 
     def _on_batch(self, records: list[TrialRecord]) -> None:
-        with self._lock:
-            if self._workload is None or self._target is None:
-                return
-            wk, tk = self._workload.key(), self._target.key()
-            mine = [
-                r
-                for r in records
-                if r.candidate.workload.key() == wk and r.candidate.target.key() == tk
-            ]
-            if not mine:
-                return
+        if self._workload is None or self._target is None:
+            return
+        wk, tk = self._workload.key(), self._target.key()
+        mine = [
+            r
+            for r in records
+            if r.candidate.workload.key() == wk and r.candidate.target.key() == tk
+        ]
+        if mine:
             self._pending.extend(mine)
-        self._schedule()
+            self._schedule()
 
     def _schedule(self, *, immediately: bool = False) -> None:
-        """Refresh soon, on a timer thread; batches arriving meanwhile join that refresh."""
-        with self._lock:
-            if self._timer is not None or self._closed:
-                return
-            wait = (
-                0.0 if immediately else self._last_refresh + self.refresh_secs - time.monotonic()
-            )
-            self._timer = threading.Timer(max(wait, 0.0), self._on_timer)
-            self._timer.daemon = True
-            self._timer.start()
+        """Refresh soon; batches arriving meanwhile join that refresh."""
+        if self._timer is not None or self._closed or self._jobs.busy:
+            return  # a refresh is due or under way: it (or the one after it) takes them
+        wait = 0.0 if immediately else self._last_refresh + self.refresh_secs - time.monotonic()
+        self._timer = _ui.call_later(wait, self._start_refresh)
 
-    def _on_timer(self) -> None:
-        failed = False
-        try:
-            self.refresh()
-        except Exception as exc:  # a timer thread has nobody to raise to: show it instead
-            failed = True
-            log.exception("dashboard refresh failed")
-            self.status.value = f"Dashboard refresh failed: {type(exc).__name__}: {exc}"
-        # The timer stays set during the refresh, so batches arriving meanwhile only queue; they
-        # get the next refresh, one interval after this one ended (at once for a new session).
-        with self._lock:
-            self._timer = None
-            reload = self._table is None and not failed  # never retry a failure in a loop
-            again = bool(self._pending)
-        if reload or again:
+    def _start_refresh(self) -> None:
+        self._timer = None
+        if self._closed or self._workload is None or self._target is None:
+            return
+        workload, target, table = self._workload, self._target, self._table
+        pending, self._pending = self._pending, []
+        self._jobs.submit(
+            "dashboard refresh",
+            lambda _job: self._compute(workload, target, table, pending),
+            on_done=self._refreshed,
+        )
+
+    def _refreshed(self, job: Job) -> None:
+        failed = job.exception is not None
+        if failed:  # shown, and never retried in a loop
+            log.error("dashboard refresh failed: %s", job.exception)
+            self.status.value = f"Dashboard refresh failed: {type(job.exception).__name__}: " + (
+                f"{job.exception}"
+            )
+        elif not self._closed:
+            self._draw(job.result)
+        # Batches that arrived meanwhile get the next refresh, one interval after this one
+        # (at once for a session changed meanwhile).
+        reload = self._table is None and not failed
+        if reload or self._pending:
             self._schedule(immediately=reload)
 
     # -- refresh ------------------------------------------------------------------------------
     def refresh(self) -> None:
-        """Bring every figure up to date with the store now (synchronous; tests call it)."""
-        with self._refreshing:
-            with self._lock:
-                workload, target = self._workload, self._target
-                table, pending, self._pending = self._table, self._pending, []
-            if workload is None or target is None:
-                return
-            if table is None:
-                table = self._load(workload, target)
-            if pending:
-                known = table.has([r.id for r in pending])
-                table = table.extend(r for r, k in zip(pending, known, strict=True) if not k)
-            with self._lock:
-                if self._workload is not workload or self._target is not target:
-                    return  # the session changed meanwhile; its own refresh is scheduled
-                self._table = table
-            runs = self.ctx.store.runs(workload=workload, target=target)
-            conv = self._draw_runs(runs, table)
-            space = self._draw_trials(workload, target, table)
-            self.status.value = _summary(workload, target, table, conv, space)
-            self._show_check_button(table.num_unchecked)
-            self._last_refresh = time.monotonic()
+        """Bring every figure up to date with the store now (on the UI thread; tests call it)."""
+        _ui.drain()  # batches the store announced but the UI thread has not taken yet
+        if self._workload is None or self._target is None:
+            return
+        pending, self._pending = self._pending, []
+        self._draw(self._compute(self._workload, self._target, self._table, pending))
+
+    def _compute(
+        self,
+        workload: Workload,
+        target: Target,
+        table: TrialTable | None,
+        pending: list[TrialRecord],
+    ) -> _Frame:
+        """Everything a refresh shows, from the store (any thread; writes no widget)."""
+        if table is None:
+            table = self._load(workload, target)
+        if pending:
+            known = table.has([r.id for r in pending])
+            table = table.extend(r for r, k in zip(pending, known, strict=True) if not k)
+        runs = self.ctx.store.runs(workload=workload, target=target)
+        curves = [run_curve(table, run) for run in runs]
+        searches = [c for c in curves if c.run.strategy != MANUAL]
+        conv = convergence_info(curves, metric=self.metric)
+        infos: dict[str, Any] = dict(
+            convergence=conv,
+            comparison=strategy_comparison_info(searches, metric=self.metric),
+            pred_vs_meas=predicted_vs_measured_info(table, max_points=self.max_points),
+        )
+        space = self._space(workload, target)
+        infos["knobs"] = (
+            knob_effects_info(table, space, max_lines=self.max_lines)
+            if isinstance(space, KnobSpace)
+            else _no_knobs()
+        )
+        return _Frame(
+            workload, target, table, infos, _summary(workload, target, table, conv, space)
+        )
+
+    def _draw(self, frame: _Frame) -> None:
+        if frame.workload is not self._workload or frame.target is not self._target:
+            return  # the session changed meanwhile; its own refresh is scheduled
+        self._table = frame.table
+        self.infos.update(frame.infos)
+        plots.update_convergence_figure(self.convergence_fig, frame.infos["convergence"])
+        plots.update_strategy_comparison_figure(self.comparison_fig, frame.infos["comparison"])
+        plots.update_predicted_vs_measured_figure(
+            self.pred_vs_meas_fig, frame.infos["pred_vs_meas"]
+        )
+        plots.update_knob_effects_figure(self.knobs_fig, frame.infos["knobs"])
+        # Updates may have replaced the traces: (re-)attach the click handlers.
+        plots.on_point_click(self.convergence_fig, "runs|", self._on_convergence_click)
+        plots.on_point_click(self.pred_vs_meas_fig, "pvm|", self._on_pred_click)
+        self.status.value = frame.status
+        self._show_check_button(frame.table.num_unchecked)
+        self._last_refresh = time.monotonic()
 
     # -- "check these" ------------------------------------------------------------------------
     def check_unchecked(self) -> Job | None:
@@ -213,8 +263,7 @@ class Dashboards:
 
         The checked trials reach the figures through the store, like any other measurement.
         """
-        with self._lock:
-            workload, target = self._workload, self._target
+        workload, target = self._workload, self._target
         runner = self.ctx.measure_jobs
         if workload is None or target is None:
             return None
@@ -254,38 +303,13 @@ class Dashboards:
         runs = self.ctx.store.runs(workload=workload, target=target)
         table = TrialTable.empty()
         for i, run in enumerate(runs):
-            self.status.value = f"Loading the trials of {workload.key()}: run {i + 1}/{len(runs)}"
+            text = f"Loading the trials of {workload.key()}: run {i + 1}/{len(runs)}"
+            _ui.call_soon(self._say, text)
             table = table.extend(self.ctx.store.trial_rows(run_id=run.id))
         return table
 
-    def _draw_runs(self, runs: Sequence[RunInfo], table: TrialTable) -> ConvergenceInfo:
-        """The per-run plots, from the table (a few array operations per run)."""
-        curves = [run_curve(table, run) for run in runs]
-        searches = [c for c in curves if c.run.strategy != MANUAL]
-        conv = convergence_info(curves, metric=self.metric)
-        cmp = strategy_comparison_info(searches, metric=self.metric)
-        self.infos.update(convergence=conv, comparison=cmp)
-        plots.update_convergence_figure(self.convergence_fig, conv)
-        plots.update_strategy_comparison_figure(self.comparison_fig, cmp)
-        # Updates may have replaced the traces: (re-)attach the click handlers.
-        plots.on_point_click(self.convergence_fig, "runs|", self._on_convergence_click)
-        return conv
-
-    def _draw_trials(
-        self, workload: Workload, target: Target, table: TrialTable
-    ) -> KnobSpace | str:
-        pvm = predicted_vs_measured_info(table, max_points=self.max_points)
-        space = self._space(workload, target)
-        knobs = (
-            knob_effects_info(table, space, max_lines=self.max_lines)
-            if isinstance(space, KnobSpace)
-            else _no_knobs()
-        )
-        self.infos.update(pred_vs_meas=pvm, knobs=knobs)
-        plots.update_predicted_vs_measured_figure(self.pred_vs_meas_fig, pvm)
-        plots.update_knob_effects_figure(self.knobs_fig, knobs)
-        plots.on_point_click(self.pred_vs_meas_fig, "pvm|", self._on_pred_click)
-        return space
+    def _say(self, text: str) -> None:
+        self.status.value = text
 
     def _space(self, workload: Workload, target: Target) -> KnobSpace | str:
         key = f"{workload.key()}|{target.key()}"
@@ -310,8 +334,7 @@ class Dashboards:
             self._open(lambda: self._trial_at(int(run_id), int(seq)))
 
     def _trial_at(self, run_id: int, seq: int) -> int:
-        with self._lock:
-            table = self._table
+        table = self._table
         trial_id = table.trial_id_at(run_id, seq) if table is not None else None
         if trial_id is None:  # not loaded yet: ask the store
             rows = self.ctx.store.trial_rows(run_id=run_id)
@@ -329,11 +352,11 @@ class Dashboards:
     # -- lifetime -----------------------------------------------------------------------------
     def close(self) -> None:
         """Stop listening to the store and the session; cancel a pending refresh."""
-        with self._lock:
-            self._closed = True
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._jobs.shutdown()
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         self._unsubscribe = []

@@ -11,7 +11,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from explorer.measure import LocalMeasurer, Measurer
+from explorer.measure import Measurer
 from explorer.session import ScheduleSession
 from explorer.storage import RecordStore
 from explorer.target import Target
@@ -37,8 +37,8 @@ class Explorer:
         target: where schedules are built and measured (default: this machine's CPU).
         store: a ``RecordStore``, a database path, ``":memory:"``, or ``None`` for the default
             database (``$EXPLORER_DB`` or ``~/.explorer/records.db``).
-        measurer: the editor's measurer (default: a ``LocalMeasurer`` started on first use).
-            ``close()`` closes it.
+        measurer: a measurer of yours for the editor and the searches; the explorer never
+            closes it. Default: its own ``LocalMeasurer`` instances, closed by ``close()``.
 
     Example:
         >>> from widgets import Explorer
@@ -54,8 +54,7 @@ class Explorer:
         store: RecordStore | str | None = None,
         measurer: Measurer | None = None,
     ) -> None:
-        make_measurer = (lambda: measurer) if measurer is not None else LocalMeasurer
-        self.ctx = Context(store=store, target=target, make_measurer=make_measurer)
+        self.ctx = Context(store=store, target=target, measurer=measurer)
         self.builder = ExpressionBuilder(self.ctx)
         self.editor = ScheduleEditor(self.ctx)
         self.cost = CostPanel(self.ctx)

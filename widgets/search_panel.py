@@ -20,6 +20,7 @@ import ipywidgets as w
 from explorer.cost_models import COST_MODELS, make_cost_model
 from explorer.search import STRATEGIES, make_strategy
 from explorer.tuner import TuneProgress, Tuner, TuneResult
+from widgets import _ui
 from widgets._context import Context
 from widgets._jobs import Job, JobState
 from widgets._style import themed
@@ -196,8 +197,8 @@ class SearchPanel:
         workload, target, seed = session.workload, self.target.value, int(self.seed.value)
 
         def run(job: Job) -> TuneResult:
-            measurer = self.ctx.make_measurer()
-            try:
+            # Worker thread: progress reaches the widgets through the UI thread.
+            with self.ctx.search_measurer() as measurer:
                 tuner = Tuner(measurer=measurer, store=self.ctx.store, batch_size=self.batch_size)
                 return tuner.run(
                     workload,
@@ -207,24 +208,15 @@ class SearchPanel:
                     max_secs=max_secs,
                     seed=seed,
                     should_stop=job.is_cancelled,
-                    on_progress=self._on_progress,
+                    on_progress=lambda p: _ui.call_soon(self._on_progress, p),
                 )
-            finally:
-                measurer.close()  # its worker processes must not outlive the search
 
-        # The UI shows "running" before the job exists: a job that fails at once reports from
-        # the worker, and that report must not be overwritten by this thread afterwards.
         self.result = None
         self.progress.max, self.progress.value = max_trials, 0
         self.progress.bar_style = "info"
         self._set_running(True)
         self._say(f"Searching {workload.key()} with {name}: starting the measurer...")
-        try:
-            self.job = self.ctx.search_jobs.submit(f"{name} search", run, on_done=self._on_done)
-        except RuntimeError as exc:  # lost a race with another Start
-            self._set_running(False)
-            self._say(f"Not started: {exc}")
-            return None
+        self.job = self.ctx.search_jobs.submit(f"{name} search", run, on_done=self._on_done)
         return self.job
 
     def stop(self) -> None:
@@ -247,8 +239,10 @@ class SearchPanel:
     def close(self) -> None:
         self._unsubscribe()
 
-    # -- callbacks (worker thread) ------------------------------------------------------------
+    # -- callbacks (UI thread) ----------------------------------------------------------------
     def _on_progress(self, p: TuneProgress) -> None:
+        if self.job is None or self.job._settled:
+            return  # a late report of a search that has ended
         self.progress.value = min(p.num_trials, self.progress.max)
         best = "none yet" if p.best_secs is None else f"{p.best_secs * 1e3:.4g} ms"
         text = f"{p.num_trials}/{p.max_trials} trials in {p.elapsed_secs:.1f} s, best {best}"
@@ -284,10 +278,7 @@ class SearchPanel:
             versus += " Nothing beat your schedule: it is the answer."
         elif result.speedup_over_start is not None:
             versus += f" {result.speedup_over_start:.2f}x faster than your schedule."
-        self._say(
-            f"{how}: {result.num_trials} trials (ended by {result.stopped_because}), {best}."
-            + versus
-        )
+        self._say(f"{how}: {result.num_trials} trials ({result.why_stopped}), {best}." + versus)
 
     # -- helpers ------------------------------------------------------------------------------
     def _sync_options(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import enum
 import inspect
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -13,6 +14,14 @@ from explorer.measure._base import Candidate
 from explorer.measure._gate import cpu_heavy
 from explorer.storage._base import TrialRecord
 from explorer.types import JSON
+
+
+class ScoreScale(enum.Enum):
+    """What a model's score measures, i.e. what a reader may derive from it."""
+
+    RANK = "rank"  # only orders candidates of one workload
+    RELATIVE = "relative"  # throughput over the best measured one's: latency = best / score
+    GFLOPS = "gflops"  # an absolute throughput: latency = flops / (score * 1e9)
 
 
 class CostModel(abc.ABC):
@@ -61,6 +70,16 @@ class CostModel(abc.ABC):
     @abc.abstractmethod
     def predict(self, candidates: Sequence[Candidate]) -> np.ndarray:
         """One score per candidate, higher = faster."""
+
+    @property
+    def score_scale(self) -> ScoreScale:
+        """What ``predict``'s scores measure (``RANK`` unless a model says more)."""
+        return ScoreScale.RANK
+
+    @property
+    def is_fitted(self) -> bool:
+        """Whether ``predict`` says something (an analytical model always does)."""
+        return True
 
     def save(self, path: str) -> None:
         raise NotImplementedError(f"{type(self).__name__} cannot be saved")

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from explorer import _tvm
-from explorer.cost_models._base import CostModel
+from explorer.cost_models._base import CostModel, ScoreScale
 from explorer.measure._base import Candidate
 from explorer.measure._replay import trace_key
 from explorer.space import DesignSpace
@@ -98,6 +98,10 @@ class MetaScheduleXGBCostModel(CostModel):
             early_stopping_rounds=self.early_stopping_rounds,
             adaptive_training=self.adaptive_training,
         )
+
+    @property
+    def score_scale(self) -> ScoreScale:
+        return ScoreScale.RELATIVE  # MetaSchedule normalises throughputs by the best one
 
     @property
     def is_fitted(self) -> bool:

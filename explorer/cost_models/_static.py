@@ -12,7 +12,7 @@ features):
   (an instruction's reciprocal throughput, a byte's share of a cache's bandwidth, a launch's
   cycles). The three penalty features (vector waste, load imbalance, idle cores) start at weight
   ~0 and are there for the calibration to use if the data says so.
-* **Score** (higher = faster): ``predict`` returns ``clock / cost`` in GFLOP/s, i.e.
+* **Score** (higher = faster): ``predict`` returns ``clock / cost`` in GFLOPS, i.e.
   ``flops / predicted_secs``; a candidate TVM cannot build scores 0.
 * **Default weights** come from first principles (roughly Zen-class reciprocal throughputs),
   so the model works with no calibration at all.
@@ -42,7 +42,7 @@ import numpy as np
 from scipy import optimize
 
 from explorer.cost_models import _static_features as sf
-from explorer.cost_models._base import CostModel
+from explorer.cost_models._base import CostModel, ScoreScale
 from explorer.measure._base import Candidate
 from explorer.measure._pool import WorkerPool, shutdown_pool
 from explorer.measure._replay import trace_key
@@ -54,7 +54,7 @@ from explorer.target import available_cores
 MIN_WORKER_BATCH = 8
 _EXTRACT_TIMEOUT_SECS = 120.0  # one compile; a candidate past it scores 0 like an unbuildable one
 
-CLOCK_GHZ = 3.0  # turns cycles/FLOP into GFLOP/s; only the scale of the score depends on it
+CLOCK_GHZ = 3.0  # turns cycles/FLOP into GFLOPS; only the scale of the score depends on it
 
 DEFAULT_WEIGHTS: dict[str, float] = {
     # Reciprocal throughputs in cycles per instruction (two FMA pipes, two load ports, one
@@ -104,6 +104,10 @@ class StaticCostModel(CostModel):
     """
 
     name = "static"
+
+    @property
+    def score_scale(self) -> ScoreScale:
+        return ScoreScale.GFLOPS
 
     def __init__(
         self,
@@ -196,7 +200,7 @@ class StaticCostModel(CostModel):
 
     # -- CostModel ----------------------------------------------------------------------------
     def predict(self, candidates: Sequence[Candidate]) -> np.ndarray:
-        """Predicted GFLOP/s (``flops / predicted_secs``); 0 for a candidate that won't build."""
+        """Predicted GFLOPS (``flops / predicted_secs``); 0 for a candidate that won't build."""
         X, ok = self.feature_matrix(candidates)
         return self._score(X, ok, self.weights_)
 

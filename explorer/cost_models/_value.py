@@ -229,6 +229,10 @@ class ValueModel(CostModel):
         self.samples_: list[ValueSample] = []
         self.booster_: Any = None  # xgboost.Booster once fitted
 
+    @property
+    def is_fitted(self) -> bool:
+        return self.booster_ is not None
+
     # -- training -----------------------------------------------------------------------------
     def fit(self, samples: Sequence[ValueSample]) -> ValueModel:
         """Replace the data with ``samples`` and refit; returns ``self``."""

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from explorer.cost_models._base import CostModel
+from explorer.cost_models._base import CostModel, ScoreScale
 from explorer.cost_models._features import FEATURE_KINDS, FeatureExtractor, fit_width, pad_rows
 from explorer.cost_models._metrics import average_recall_curve
 from explorer.measure._base import Candidate
@@ -170,6 +170,11 @@ class XGBCostModel(CostModel):
     @property
     def is_fitted(self) -> bool:
         return self.booster_ is not None
+
+    @property
+    def score_scale(self) -> ScoreScale:
+        # regression targets are throughputs normalised by the best measured one
+        return ScoreScale.RELATIVE if self.loss == "reg" else ScoreScale.RANK
 
     # -- CostModel --------------------------------------------------------------------------
     def update(self, records: Sequence[TrialRecord]) -> None:

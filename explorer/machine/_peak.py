@@ -52,7 +52,7 @@ class MachinePeak:
     """What the machine's cores sustain, measured by TVM-compiled kernels.
 
     Attributes:
-        gflops_f32: fp32 GFLOP/s of an FMA-bound kernel on all the target's cores.
+        gflops_f32: fp32 GFLOPS of an FMA-bound kernel on all the target's cores.
         bandwidth_gbs: GB/s of a STREAM triad over arrays far larger than the caches.
         target_key: ``Target.key()`` of the target measured.
         cpu_model: the CPU's model name.
@@ -87,7 +87,7 @@ class MachinePeak:
         sentence; it says so plainly when the rate is above the measured peak."""
         peak, bw = self.gflops_f32, self.bandwidth_gbs
         memory = intensity * bw
-        measured = f"measured fp32 peak {peak:.0f} GFLOP/s, memory {bw:.1f} GB/s"
+        measured = f"measured fp32 peak {peak:.0f} GFLOPS, memory {bw:.1f} GB/s"
         at = f"arithmetic intensity {intensity:.2f} FLOP/byte"
         if gflops > peak:
             busy = (
@@ -96,24 +96,24 @@ class MachinePeak:
                 else ""
             )
             return (
-                f"Roofline: {gflops:.2f} GFLOP/s is above this CPU's measured fp32 peak "
-                f"({peak:.0f} GFLOP/s): the peak measurement may have been disturbed{busy}; "
+                f"Roofline: {gflops:.2f} GFLOPS is above this CPU's measured fp32 peak "
+                f"({peak:.0f} GFLOPS): the peak measurement may have been disturbed{busy}; "
                 f"{REMEASURE_HINT}. ({at})"
             )
         if memory >= peak:
             return (
-                f"Roofline: {gflops:.2f} GFLOP/s is {gflops / peak:.1%} of this CPU's fp32 peak "
+                f"Roofline: {gflops:.2f} GFLOPS is {gflops / peak:.1%} of this CPU's fp32 peak "
                 f"({measured}); {at}: compute-bound."
             )
         if gflops > memory:
             return (
-                f"Roofline: {gflops:.2f} GFLOP/s is {gflops / peak:.1%} of this CPU's fp32 peak "
+                f"Roofline: {gflops:.2f} GFLOPS is {gflops / peak:.1%} of this CPU's fp32 peak "
                 f"and above what main memory allows at {intensity:.2f} FLOP/byte "
-                f"({memory:.1f} GFLOP/s): its data stays in the caches ({measured})."
+                f"({memory:.1f} GFLOPS): its data stays in the caches ({measured})."
             )
         return (
-            f"Roofline: {gflops:.2f} GFLOP/s is {gflops / memory:.1%} of the memory-bound "
-            f"roofline at {intensity:.2f} FLOP/byte ({memory:.1f} GFLOP/s; {measured})."
+            f"Roofline: {gflops:.2f} GFLOPS is {gflops / memory:.1%} of the memory-bound "
+            f"roofline at {intensity:.2f} FLOP/byte ({memory:.1f} GFLOPS; {measured})."
         )
 
     def to_json(self) -> dict[str, Any]:

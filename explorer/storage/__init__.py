@@ -13,8 +13,10 @@ import os
 from pathlib import Path
 
 from explorer.storage._base import (
+    MANUAL,
     BestSoFar,
     NewTrial,
+    Rank,
     RecordStore,
     RunInfo,
     RunStatus,
@@ -86,11 +88,13 @@ def get_store(
 
 __all__ = [
     "ENV_VAR",
+    "MANUAL",
     "SCHEMA_VERSION",
     "BestSoFar",
     "CheckSummary",
     "ImportSummary",
     "NewTrial",
+    "Rank",
     "RecordStore",
     "RunInfo",
     "RunStatus",

@@ -41,9 +41,14 @@ REMOTE_STALE_SECS = 3600.0
 counts as interrupted once its heartbeat is this old."""
 
 
+MANUAL = "manual"
+"""The strategy name of the runs that hold measurements made by hand (the editor's Measure,
+``explorer measure --trace``)."""
+
+
 @dataclass(frozen=True)
 class RunInfo:
-    """One search run, or the manual measurements of one session (strategy ``"manual"``).
+    """One search run, or the manual measurements of one session (strategy ``MANUAL``).
 
     ``owner`` is the process that holds the run while it is running (``None`` once it ended);
     ``heartbeat_at`` when that owner last said it was alive; ``active_secs`` the time spent
@@ -200,6 +205,17 @@ class BestSoFar:
     best_secs: tuple[float, ...]
 
 
+@dataclass(frozen=True)
+class Rank:
+    """Where a latency ranks among a workload's correct timings on a target (re-measurements
+    not counted): ``position`` 1 is the fastest, ``best_secs`` the fastest known (``None``
+    when there is none)."""
+
+    position: int
+    num_ok: int
+    best_secs: float | None
+
+
 class RecordStore(abc.ABC):
     """Where runs and trials live.
 
@@ -313,6 +329,27 @@ class RecordStore(abc.ABC):
     @abc.abstractmethod
     def best(self, workload: Workload, target: Target, k: int = 1) -> list[TrialRecord]:
         """The ``k`` fastest successful trials of a workload on a target, fastest first."""
+
+    def measurements_of(self, candidate: Candidate) -> list[TrialRecord]:
+        """Every stored measurement of exactly this schedule (workload, target and trace),
+        oldest first: what a front end shows for a schedule it displays."""
+        mine = trace_hash(candidate.trace)
+        return [
+            r
+            for r in self.trials(workload=candidate.workload, target=candidate.target)
+            if trace_hash(r.candidate.trace) == mine
+        ]
+
+    def rank(self, workload: Workload, target: Target, secs: float | None) -> Rank:
+        """Where ``secs`` ranks among this workload's correct timings on ``target``.
+
+        The default reads the rows (no trace decoded); a store that can count in place should
+        override it (the SQLite store does, along its ``trials_best`` index).
+        """
+        rows = self.trial_rows(workload=workload, target=target, status=MeasureStatus.OK)
+        times = [r.median_secs for r in rows if r.median_secs is not None and not r.is_remeasure]
+        faster = sum(t < secs for t in times) if secs is not None else len(times)
+        return Rank(1 + faster, len(times), min(times, default=None))
 
     @abc.abstractmethod
     def best_so_far(self, run_id: int) -> BestSoFar:

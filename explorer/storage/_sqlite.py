@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import sqlite3
 import threading
 import time
@@ -17,6 +18,7 @@ from explorer.errors import StoreError
 from explorer.storage._base import (
     BestSoFar,
     NewTrial,
+    Rank,
     RecordStore,
     RunInfo,
     TrialRecord,
@@ -39,6 +41,7 @@ from explorer.storage._files import checkpoint, ensure_intact, explain
 from explorer.storage._lease import OWNER_COLUMNS, beat, claim, hold, owner_of, release
 from explorer.storage._open import open_database
 from explorer.storage._schema import SCHEMA_VERSION  # noqa: F401 (explorer.storage re-exports it)
+from explorer.measure._base import Candidate
 from explorer.target import Target
 from explorer.types import JSON, MeasureStatus
 from explorer.workloads import Workload
@@ -418,6 +421,17 @@ class SQLiteStore(RecordStore):
             rows = conn.execute(sql, args).fetchall()
         return self._decode_trials(rows)
 
+    def measurements_of(self, candidate: Candidate) -> list[TrialRecord]:
+        # Traces are stored canonical: equal schedules have equal text, compared in place.
+        sql = (
+            f"SELECT {_TRIAL_COLUMNS} FROM trials WHERE workload_key = ? AND target_key = ? "
+            "AND trace_json = ? ORDER BY id"
+        )
+        key = (candidate.workload.key(), candidate.target.key(), dumps(candidate.trace, "trace"))
+        with self._reading() as conn:
+            rows = conn.execute(sql, key).fetchall()
+        return self._decode_trials(rows)
+
     def trial_rows(
         self,
         *,
@@ -468,6 +482,19 @@ class SQLiteStore(RecordStore):
         with self._reading() as conn:
             rows = conn.execute(sql, (workload.key(), target.key(), k)).fetchall()
         return self._decode_trials(rows)
+
+    def rank(self, workload: Workload, target: Target, secs: float | None) -> Rank:
+        # The literal status = 'ok' lets SQLite use the partial index trials_best.
+        sql = (
+            "SELECT count(*), min(median_secs), count(CASE WHEN median_secs < ? THEN 1 END) "
+            "FROM trials WHERE workload_key = ? AND target_key = ? AND status = 'ok' "
+            "AND median_secs IS NOT NULL AND is_remeasure = 0"
+        )
+        with self._reading() as conn:
+            num_ok, best, faster = conn.execute(
+                sql, (math.inf if secs is None else secs, workload.key(), target.key())
+            ).fetchone()
+        return Rank(1 + int(faster), int(num_ok), best)
 
     def best_so_far(self, run_id: int) -> BestSoFar:
         started_at = self.get_run(run_id).started_at

@@ -62,7 +62,7 @@ def test_tune_then_runs_then_measure_then_export(tmp_path):
         "tune", *SMALL, "--trials", "6", "--batch", "3", "--save-trace", str(best), "-q", db=db
     )
     assert out.returncode == 0, out.stderr
-    assert "run 1: 6 trials (budget)" in out.stdout
+    assert "run 1: 6 trials (the trial budget was used)" in out.stdout
     assert "GFLOPS" in out.stdout and best.exists()
 
     listing = run("runs", db=db)

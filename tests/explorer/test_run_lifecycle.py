@@ -89,7 +89,9 @@ def test_kill_9_then_resume_alone_finishes_the_run_on_its_own_terms(tmp_path):
 
     resumed = explorer("tune", "--resume", "1", "-q", db=db)  # no workload, no options
     assert resumed.returncode == 0, resumed.stderr
-    assert "run 1: 12 trials (budget)" in resumed.stdout  # the run's budget, not the default 64
+    assert (
+        "run 1: 12 trials (the trial budget was used)" in resumed.stdout
+    )  # the run's budget, not the default 64
     assert not any(os.path.exists(d) for d in left)  # ...removed by the next measurer
     best = re.search(r"median (\S+ \S+) \(re-measured\)", resumed.stdout).group(1)
     assert listing(db) == (12, best, "finished")  # `runs` agrees with `tune`

@@ -1,7 +1,9 @@
 """Fixtures of the headless widget tests: a real in-memory store, real sessions, real measurers.
 
 Widgets are driven as a user would (``button.click()``, setting ``.value``) with no browser and
-no kernel; background jobs are awaited with ``job.wait(timeout)``.
+no kernel; background jobs are awaited with ``job.wait(timeout)``, which runs the UI thread's
+queued calls meanwhile (``widgets._ui``). Every test here checks that no widget was written and
+no session read outside the UI thread (``ui_thread_only``).
 
 ``replay_measurer`` (fixture ``make_replay``) is the core's ``ReplayMeasurer`` answering from a
 rule instead of a recording: deterministic latencies (one tenth of a millisecond per trace
@@ -28,6 +30,7 @@ from explorer.measure import (
 from explorer.session import ScheduleSession
 from explorer.types import MeasureStatus
 from explorer.workloads import Workload, get_workload
+from widgets import _ui
 from widgets._context import Context
 
 WAIT = 120.0  # seconds: generous, the machine is shared
@@ -62,6 +65,40 @@ def replay_measurer(
     return ReplayMeasurer(lookup)
 
 
+# What the UI thread alone may do: write a widget (any trait of any ipywidget, plotly's
+# FigureWidget included), read or change a schedule session.
+_SESSION_METHODS = ("candidate", "apply", "undo", "redo", "loops", "load_trace", "goto")
+
+
+@pytest.fixture(autouse=True)
+def ui_thread_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Fails the test if a widget was written or a session used from a non-UI thread."""
+    import ipywidgets
+
+    offenders: list[str] = []
+
+    def checked(owner: type, name: str) -> None:
+        original = getattr(owner, name)
+
+        def wrapper(self: object, *args: object, **kwargs: object) -> object:
+            if not _ui.is_ui_thread():
+                what = f"{type(self).__name__}.{name}"
+                if name == "notify_change" and args:
+                    what += f"({getattr(args[0], 'name', '?')})"
+                offenders.append(f"{what} on thread {threading.current_thread().name}")
+            return original(self, *args, **kwargs)
+
+        monkeypatch.setattr(owner, name, wrapper)
+
+    checked(ipywidgets.Widget, "notify_change")
+    for name in _SESSION_METHODS:
+        if hasattr(ScheduleSession, name):
+            checked(ScheduleSession, name)
+    yield offenders
+    _ui.drain()  # what the test left queued runs here, on the UI thread
+    assert not offenders, "off the UI thread: " + "; ".join(dict.fromkeys(offenders))
+
+
 @pytest.fixture
 def make_replay() -> Callable[..., Measurer]:
     """``make_replay(status=OK, gate=None)``: see ``replay_measurer``."""
@@ -80,7 +117,7 @@ def make_ctx() -> Iterator[Callable[..., Context]]:
 
     def make(measurer: Measurer | None = None) -> Context:
         m = measurer if measurer is not None else replay_measurer()
-        ctx = Context(store=":memory:", make_measurer=lambda: m)
+        ctx = Context(store=":memory:", measurer=m)
         made.append(ctx)
         return ctx
 
@@ -112,16 +149,6 @@ def local_measurer() -> Iterator[LocalMeasurer]:
         yield m
 
 
-class _Borrowed(Measurer):
-    """Lends the session-wide ``LocalMeasurer`` to one ``Context`` without letting it close it."""
-
-    def __init__(self, inner: Measurer) -> None:
-        self.inner = inner
-
-    def measure(self, candidates: list[Candidate]) -> list[MeasureResult]:  # type: ignore[override]
-        return self.inner.measure(candidates)
-
-
 @pytest.fixture
 def local_ctx(make_ctx: Callable[..., Context], local_measurer: LocalMeasurer) -> Context:
-    return make_ctx(_Borrowed(local_measurer))
+    return make_ctx(local_measurer)  # lent: a Context never closes a measurer it is given

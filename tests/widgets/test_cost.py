@@ -12,9 +12,11 @@ import pytest
 from explorer.machine import MachinePeak, cached_peak
 from explorer.measure import LocalMeasurer, Measurer, MeasureResult
 from explorer.session import ScheduleSession
+from explorer.storage import MANUAL, NewTrial
 from explorer.types import MeasureStatus
 from explorer.workloads import get_workload
-from widgets._context import MANUAL, Context
+from widgets import _ui
+from widgets._context import Context
 from widgets._jobs import Job, JobState
 from widgets.cost import MODELS, CostPanel, format_secs, roofline_text
 from widgets.editor import ScheduleEditor
@@ -35,6 +37,7 @@ def finish(job: Job | None) -> Job:
 
 def settle(panel: CostPanel) -> None:
     """Wait for the prediction chain (a follow-up job may start when one ends)."""
+    _ui.drain()  # e.g. the store's news of a record, which may start a prediction
     for _ in range(10):
         job = panel.predict_job
         finish(job)
@@ -115,21 +118,21 @@ def test_measure_shows_latency_gflops_check_rank_roofline_and_stores_it(
     p = CostPanel(ctx)
     settle(p)
     records: list = []
-    ctx.on("record", records.append)
+    ctx.store.subscribe(records.extend)
     job = measure(p)
     result = job.result.result
     assert result.status is MeasureStatus.OK
     latency = text_of(p.latency.value)
     assert re.search(r"\d+\.\d{3} ms", latency)
     assert format_secs(result.median_secs) in latency
-    assert f"{result.gflops:.2f} GFLOP/s" in latency
+    assert f"{result.gflops:.2f} GFLOPS" in latency
     details = text_of(p.details.value)
     assert "correct" in details
     assert "the fastest of 1" in details
     # against the CPU's measured roofline (measured on first use, then kept)
     peak = cached_peak(session.target)
     assert peak is not None and "Roofline:" in details and "% of " in details
-    assert f"measured fp32 peak {peak.gflops_f32:.0f} GFLOP/s" in details
+    assert f"measured fp32 peak {peak.gflops_f32:.0f} GFLOPS" in details
     # Stored as a manual trial, with the models' predictions of this very schedule.
     (record,) = records
     assert ctx.store.get_run(record.run_id).strategy == MANUAL
@@ -141,7 +144,7 @@ def test_measure_shows_latency_gflops_check_rank_roofline_and_stores_it(
 
 def test_a_rate_above_the_measured_peak_is_never_a_silent_percentage(matmul64) -> None:
     peak = MachinePeak(10.0, 5.0, "llvm:znver4:2", "AMD EPYC", "0.27.0", 2, 0.0, 0.0)
-    secs = matmul64.flops() / 20e9  # 20 GFLOP/s, twice the peak
+    secs = matmul64.flops() / 20e9  # 20 GFLOPS, twice the peak
     text = roofline_text(matmul64, MeasureResult(MeasureStatus.OK, run_secs=(secs,)), peak)
     assert "above this CPU's measured fp32 peak" in text and "--remeasure" in text
     assert "%" not in text
@@ -155,12 +158,53 @@ def test_rank_against_the_best_known(ctx: Context, session: ScheduleSession) -> 
     measure(p)  # the unscheduled program: the fastest under the replay rule
     session.apply("split", loop="i", factors=[None, 16])
     assert "not measured yet" in text_of(p.latency.value)
-    assert "0.100 ms" in text_of(p.latency.value)  # the last measurement, marked as earlier
+    assert "ms" not in text_of(p.latency.value)  # never another schedule's number
     measure(p)
     details = text_of(p.details.value)
     assert "#2 of 2" in details and "0.100 ms" in details and "slower" in details
     session.undo()  # back to a measured schedule: its measurement shows again
-    assert "Latency:" in text_of(p.latency.value) and "0.100 ms" in text_of(p.latency.value)
+    assert "Latency (step 0):" in text_of(p.latency.value)
+    assert "0.100 ms" in text_of(p.latency.value)
+    p.close()
+    p.close()  # twice: nothing left to unsubscribe, no error
+
+
+def test_what_is_shown_belongs_to_what_is_displayed(
+    ctx: Context, session: ScheduleSession
+) -> None:
+    """Issue 10, symptom 1: after opening a stored trial, building another workload, or a
+    notebook cell storing a measurement, the panel shows that schedule's own stored number."""
+    p = CostPanel(ctx)
+    session.apply("split", loop="i", factors=[None, 16])
+    job = measure(p)
+    measured = job.result.record
+    # another workload: nothing of the matmul 64 is shown
+    other = ScheduleSession(get_workload("matmul", M=32, N=32, K=32), ctx.target)
+    ctx.set_session(other)
+    settle(p)
+    assert "not measured yet" in text_of(p.latency.value) and p.details.value == ""
+    ctx.open_record(measured)  # measured here before: the panel's own measurement
+    settle(p)
+    assert format_secs(measured.result.median_secs) in text_of(p.latency.value)
+    # a search's trial opened ("Open best in editor"): its stored measurement
+    searched = ScheduleSession(session.workload, ctx.target)
+    searched.apply("split", loop="j", factors=[None, 8])
+    timed = MeasureResult(MeasureStatus.OK, run_secs=(5e-4,) * 3, flops=session.workload.flops())
+    run = ctx.store.create_run(session.workload, ctx.target, "random")
+    (best,) = ctx.store.add_trials(run.id, [NewTrial(searched.candidate(), timed)])
+    ctx.open_record(best)
+    settle(p)
+    latency = text_of(p.latency.value)
+    assert f"stored trial {best.id}" in latency and "0.500 ms" in latency
+    assert "#2 of 2" in text_of(p.details.value)  # ranked among the stored ones
+    # a measurement of the schedule on display stored by someone else (a notebook cell)
+    ctx.set_session(other)
+    settle(p)
+    candidate = other.candidate()
+    timed = MeasureResult(MeasureStatus.OK, run_secs=(2e-4,) * 3, flops=other.workload.flops())
+    record = ctx.record_manual(NewTrial(candidate, timed), other.workload)
+    settle(p)
+    assert f"stored trial {record.id}" in text_of(p.latency.value)
     p.close()
 
 
@@ -277,7 +321,7 @@ def test_auto_measure_after_every_edit(ctx: Context, session: ScheduleSession) -
     assert len(ctx.store.trials()) == 2
     assert "#2 of 2" in text_of(p.details.value)
     e.undo_button.click()  # known schedule: shown from memory, not measured again
-    assert "Latency:" in text_of(p.latency.value)
+    assert "Latency (step 0):" in text_of(p.latency.value)
     assert p.measure_job is not None and not p.measure_job.is_active
     assert len(ctx.store.trials()) == 2
     p.close()

@@ -94,7 +94,7 @@ def test_no_arguments_uses_the_default_database(
 def test_build_edit_measure_end_to_end(explorer: Explorer) -> None:
     ex = explorer
     records: list = []
-    ex.ctx.on("record", records.append)
+    ex.ctx.store.subscribe(records.extend)
     # Build a new workload in the builder: every panel follows.
     for name, value in {"M": 64, "N": 64, "K": 64}.items():
         ex.builder.fields[name].value = value
@@ -128,3 +128,24 @@ def test_close_stops_background_work(make_replay: Callable[..., Measurer]) -> No
     ex.close()
     with pytest.raises(RuntimeError):
         ex.ctx.measure_jobs.submit("after close", lambda _job: None)
+
+
+def test_a_measurer_you_pass_in_stays_yours(make_replay: Callable[..., Measurer]) -> None:
+    """Issue 10: the search panel closed the editor's measurer after a search, and the next
+    Measure failed with "this LocalMeasurer is closed"."""
+    mine = make_replay()
+    closed: list[bool] = []
+    mine.close = lambda: closed.append(True)  # type: ignore[method-assign]
+    ex = Explorer(store=":memory:", measurer=mine)
+    try:
+        ex.search.strategy.value = "random"
+        ex.search.trials.value = 4
+        job = ex.search.start()
+        assert job is not None and job.wait(WAIT) and job.state is JobState.FINISHED
+        ex.cost.measure_button.click()  # the editor's Measure, after the search
+        job = ex.cost.measure_job
+        assert job is not None and job.wait(WAIT) and job.state is JobState.FINISHED
+        assert "ms" in text_of(ex.cost.latency.value)
+    finally:
+        ex.close()
+    assert closed == []  # never closed by the explorer, not even by close()

@@ -14,7 +14,7 @@ from explorer.session import ScheduleSession
 from explorer.space import DesignSpace, KnobSpace, Point
 from explorer.types import MeasureStatus
 from explorer.workloads import get_workload
-from widgets import SearchPanel
+from widgets import SearchPanel, _ui
 from widgets._context import Context
 from widgets._jobs import JobState
 from widgets.search_panel import NO_MODEL, cost_model_options
@@ -120,6 +120,7 @@ def test_stop_mid_run(make_panel, real_measurer):
     job = panel.start()
     deadline = time.monotonic() + WAIT
     while panel.progress.value < 2 and time.monotonic() < deadline:
+        _ui.drain()  # as the kernel's loop would: progress reaches the bar on the UI thread
         time.sleep(0.05)
     panel.stop_button.click()
     assert "Stopping" in panel.status.value

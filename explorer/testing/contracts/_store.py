@@ -16,7 +16,7 @@ from explorer import _tvm
 from explorer._process import ProcessIdentity
 from explorer.errors import RunInUseError
 from explorer.measure import Candidate, MeasureResult
-from explorer.storage import NewTrial, RecordStore, RunStatus
+from explorer.storage import NewTrial, Rank, RecordStore, RunStatus
 from explorer.storage._base import TrialRow, trace_hash
 from explorer.target import Target
 from explorer.types import MeasureStatus
@@ -327,6 +327,40 @@ class RecordStoreContract:
         assert store.best_so_far(run.id).best_secs == (math.inf, 2e-3)
         (row,) = store.trial_rows(run_id=run.id, status=MeasureStatus.UNCHECKED)
         assert row.run_secs == (1e-7,) and not row.is_ok
+
+    def test_rank_counts_correct_timings_only(self, store, workload, other_workload, target,
+                                              make_trial):  # fmt: skip
+        assert store.rank(workload, target, 1e-3) == Rank(1, 0, None)
+        run = store.create_run(workload, target, "random")
+        store.add_trials(run.id, [
+            make_trial(workload, target, 5e-3),
+            make_trial(workload, target, 1e-6, status=MeasureStatus.WRONG_RESULT),
+            make_trial(workload, target, 3e-3, trace=1),
+            make_trial(workload, target, 9e-6, status=MeasureStatus.NOISY, trace=2),
+        ])  # fmt: skip
+        again = make_trial(workload, target, 1e-6, trace=1)  # a re-timing is not another one
+        store.add_trials(run.id, [dataclasses.replace(again, is_remeasure=True)])
+        other = store.create_run(other_workload, target, "random")
+        store.add_trials(other.id, [make_trial(other_workload, target, 1e-7)])
+        assert store.rank(workload, target, 4e-3) == Rank(2, 2, 3e-3)
+        assert store.rank(workload, target, 1e-3) == Rank(1, 2, 3e-3)
+        assert store.rank(workload, target, 3e-3) == Rank(1, 2, 3e-3)  # ties rank alike
+        assert store.rank(workload, target, None) == Rank(3, 2, 3e-3)  # no timing: last
+
+    def test_measurements_of_one_schedule(self, store, workload, other_workload, target,
+                                          other_target, make_trial):  # fmt: skip
+        run = store.create_run(workload, target, "random")
+        a, b, a2 = store.add_trials(run.id, [
+            make_trial(workload, target, 5e-3),
+            make_trial(workload, target, 4e-3, trace=1),
+            make_trial(workload, target, None, status=BUILD_ERROR),  # the same trace as `a`
+        ])  # fmt: skip
+        elsewhere = store.create_run(workload, other_target, "random")
+        store.add_trials(elsewhere.id, [make_trial(workload, other_target, 1e-3)])
+        assert store.measurements_of(a.candidate) == [a, a2]  # oldest first, failures too
+        assert store.measurements_of(b.candidate) == [b]
+        unseen = make_trial(workload, target, trace=3).candidate
+        assert store.measurements_of(unseen) == []
 
     def test_best_so_far_counts_failures_as_inf(self, store, workload, target, make_trial):
         run = store.create_run(workload, target, "random")

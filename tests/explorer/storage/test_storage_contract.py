@@ -11,6 +11,7 @@ import pytest
 
 from explorer.errors import StoreError
 from explorer.storage import (
+    RecordStore,
     SQLiteStore,
     _sqlite,
     default_store_path,
@@ -28,6 +29,21 @@ class TestSQLiteFile(RecordStoreContract):
 class TestSQLiteMemory(RecordStoreContract):
     def make_store(self, directory):
         return SQLiteStore(":memory:")
+
+
+class _GenericQueries(SQLiteStore):
+    """The SQLite store with ``RecordStore``'s generic queries instead of its SQL ones."""
+
+    trial_rows = RecordStore.trial_rows
+    rank = RecordStore.rank
+    measurements_of = RecordStore.measurements_of
+
+
+class TestGenericQueries(RecordStoreContract):
+    """The defaults a new store inherits obey the same contract as the SQL overrides."""
+
+    def make_store(self, directory):
+        return _GenericQueries(":memory:")
 
 
 # -- append-only and events ---------------------------------------------------------------------
