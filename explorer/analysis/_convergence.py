@@ -22,7 +22,6 @@ first timing (``RunCurve.baseline_secs``, ``start_secs``), and ``ConvergenceInfo
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -96,10 +95,15 @@ class RunSeries:
 
 @dataclass(frozen=True, slots=True)
 class Spread:
-    """Runs summarised on a common grid; NaN where no run has a value yet (or any more).
+    """Runs summarised on a common grid, every statistic a best-so-far curve itself.
 
-    ``lo``/``hi`` are the minimum and maximum across runs, ``q25``/``q75`` the quartiles. Like
-    the runs, a step function: only the grid points where something changes are kept (plus the
+    Each run votes at every grid point: before its first success with the worst value (nothing
+    found yet), after its last trial with its final best (a best stays found). So the median,
+    the quartiles, ``lo`` and ``hi`` (minimum and maximum across runs) never get worse along
+    the grid, which they did when runs that had ended dropped out. Each is a value some run
+    reached (the lower median of an even number of runs, say), NaN while it is still "nothing
+    found". ``num_runs``: the runs still searching at each point. Like the
+    runs, a step function: only the grid points where something changes are kept (plus the
     last one), so draw it with horizontal-then-vertical steps.
     """
 
@@ -277,8 +281,9 @@ def convergence_info(
         num_grid: grid points of the median/spread curves per axis.
 
     Returns:
-        One group per (strategy, target). A run contributes to the summary from its first
-        success until its last trial: beyond its end it had no budget, so it stops voting.
+        One group per (strategy, target). Every run votes in the summary all along: with the
+        worst value before its first success and with its final best after its last trial, so
+        the median and the spread are best-so-far curves too (see ``Spread``).
 
     Example:
         >>> from explorer.storage import get_store
@@ -298,8 +303,8 @@ def convergence_info(
                 strategy=strategy,
                 target_key=target_key,
                 runs=series,
-                by_trials=_spread_by_trials(series, num_grid),
-                by_secs=_spread_by_secs(series, num_grid),
+                by_trials=_spread_by_trials(series, num_grid, metric),
+                by_secs=_spread_by_secs(series, num_grid, metric),
             )
         )
     return ConvergenceInfo(
@@ -436,44 +441,51 @@ def _series(curve: RunCurve, metric: Metric) -> RunSeries:
     )
 
 
-def _spread_by_trials(series: Sequence[RunSeries], num_grid: int) -> Spread:
+def _spread_by_trials(series: Sequence[RunSeries], num_grid: int, metric: Metric) -> Spread:
     end = max((s.num_trials for s in series), default=0)
     if end < 1:
-        return _summarise(np.zeros(0), np.zeros((0, 0)))
+        return _summarise(np.zeros(0), np.zeros((0, 0)), np.zeros((0, 0), bool), metric)
     grid = np.unique(np.linspace(1, end, num_grid).round())
-    rows = [_step_values(s.trials, s.values, s.num_trials, grid) for s in series]
-    return _summarise(grid, np.asarray(rows))
+    rows = [_step_values(s.trials, s.values, grid) for s in series]
+    alive = [grid <= s.num_trials for s in series]
+    return _summarise(grid, np.asarray(rows), np.asarray(alive), metric)
 
 
-def _spread_by_secs(series: Sequence[RunSeries], num_grid: int) -> Spread:
+def _spread_by_secs(series: Sequence[RunSeries], num_grid: int, metric: Metric) -> Spread:
     end = max((s.last_elapsed_secs for s in series), default=0.0)
     if not series or not any(s.seqs for s in series):
-        return _summarise(np.zeros(0), np.zeros((0, 0)))
+        return _summarise(np.zeros(0), np.zeros((0, 0)), np.zeros((0, 0), bool), metric)
     grid = np.linspace(0.0, end, num_grid) if end > 0 else np.zeros(1)
-    rows = [_step_values(s.elapsed_secs, s.values, s.last_elapsed_secs, grid) for s in series]
-    return _summarise(grid, np.asarray(rows))
+    rows = [_step_values(s.elapsed_secs, s.values, grid) for s in series]
+    alive = [grid <= s.last_elapsed_secs for s in series]
+    return _summarise(grid, np.asarray(rows), np.asarray(alive), metric)
 
 
-def _step_values(
-    xs: Sequence[float], values: Sequence[float], end: float, grid: np.ndarray
-) -> np.ndarray:
-    """The step function through (xs, values) at ``grid``: NaN before the first step and after
-    ``end``."""
+def _step_values(xs: Sequence[float], values: Sequence[float], grid: np.ndarray) -> np.ndarray:
+    """The step function through (xs, values) at ``grid``, its last value carried on; NaN
+    before the first step."""
     k = np.searchsorted(np.asarray(xs, dtype=np.float64), grid, side="right") - 1
     vals = np.asarray(values, dtype=np.float64)
-    out = np.where(k >= 0, vals[np.clip(k, 0, None)] if len(vals) else np.nan, np.nan)
-    out[grid > end] = np.nan
-    return out
+    return np.where(k >= 0, vals[np.clip(k, 0, None)] if len(vals) else np.nan, np.nan)
 
 
-def _summarise(grid: np.ndarray, rows: np.ndarray) -> Spread:
+def _summarise(grid: np.ndarray, rows: np.ndarray, alive: np.ndarray, metric: Metric) -> Spread:
     if rows.size == 0:
         empty: tuple[float, ...] = ()
         return Spread(empty, empty, empty, empty, empty, empty, ())
-    counts = np.count_nonzero(~np.isnan(rows), axis=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns stay NaN
-        q = np.nanpercentile(rows, [0, 25, 50, 75, 100], axis=0)
+    # Quantiles of throughputs (higher = better), "nothing found yet" being 0: every run's row
+    # is then non-decreasing, and so is every quantile across them. Latencies go through their
+    # reciprocal and back (a monotone map keeps that).
+    high = metric == "gflops"
+    with np.errstate(divide="ignore"):
+        better = np.where(np.isnan(rows), 0.0, rows if high else 1.0 / rows)
+        # "lower": a value some run reached, never the average of two (of a run that found
+        # nothing and one that did, say)
+        q = np.percentile(better, [0, 25, 50, 75, 100], axis=0, method="lower")
+        q = np.where(q > 0, q if high else 1.0 / q, np.nan)  # still nothing found: no value
+    if not high:
+        q = q[::-1]  # the slowest latency is the lowest throughput
+    counts = np.count_nonzero(alive, axis=0)
     # The summaries are step functions too: a grid point equal to the one before it adds
     # nothing to a step line, so only the changes (and the last point, for the extent) are kept.
     cols = np.vstack([q, counts])

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from explorer.analysis import (
     ConvergenceInfo,
@@ -14,6 +17,7 @@ from explorer.analysis import (
     run_curves,
     strategy_comparison_info,
 )
+from explorer.analysis._convergence import RunSeries, _spread_by_secs, _spread_by_trials
 from explorer.target import Target
 from explorer.testing.recordings import TINY, open_recording, replay_measurer
 from explorer.tuner import Tuner
@@ -66,13 +70,16 @@ def test_groups_per_strategy_with_median_and_spread(store, add_run, workload):
     assert rnd.runs[0].values == pytest.approx((gflops(workload, 4.0), gflops(workload, 2.0)))
     s = rnd.by_trials
     assert s.x == (1.0, 2.0, 3.0, 4.0)
-    # Trial 1: only the second run has a success; trial 4: the second run has ended.
-    assert s.num_runs == (1, 2, 2, 1)
-    assert s.median[0] == pytest.approx(gflops(workload, 8.0))
+    # Trial 1: only the second run has a success; trial 4: the second run has ended, and its
+    # best still votes.
+    assert s.num_runs == (2, 2, 2, 1)
+    assert math.isnan(s.median[0]) and math.isnan(s.lo[0])  # the lower median found nothing
+    assert s.hi[0] == pytest.approx(gflops(workload, 8.0))
     assert s.lo[1] == pytest.approx(gflops(workload, 4.0))
     assert s.hi[1] == pytest.approx(gflops(workload, 1.0))
-    assert s.median[1] == pytest.approx((gflops(workload, 4.0) + gflops(workload, 1.0)) / 2)
+    assert s.median[1] == pytest.approx(gflops(workload, 4.0))  # a value a run reached
     assert s.median[3] == pytest.approx(gflops(workload, 2.0))
+    assert s.hi[3] == pytest.approx(gflops(workload, 1.0))  # the ended run's best stays
     assert len(rnd.by_secs.x) == len(rnd.by_secs.median) == len(rnd.by_secs.num_runs)
 
 
@@ -178,3 +185,47 @@ def test_a_tuner_run_counts_its_budget_not_its_confirmations(tmp_path):
     info = convergence_info([curve])
     assert info.groups[0].by_trials.x[-1] == 8
     store.close()
+
+
+# -- the summary is a best-so-far curve (issue 10: "best so far" medians went down) -------------
+@st.composite
+def run_series(draw, metric):
+    """One run's improvement points: trials increasing, values getting better."""
+    n = draw(st.integers(1, 40))
+    steps = sorted(draw(st.sets(st.integers(1, n), max_size=8)))
+    gains = draw(st.lists(st.floats(0.01, 100), min_size=len(steps), max_size=len(steps)))
+    gflops = np.cumsum(gains)  # better and better
+    values = gflops if metric == "gflops" else 1.0 / gflops
+    return RunSeries(
+        run_id=draw(st.integers(1, 10**6)),
+        seqs=tuple(t - 1 for t in steps),
+        trials=tuple(steps),
+        elapsed_secs=tuple(0.37 * t for t in steps),
+        values=tuple(float(v) for v in values),
+        num_trials=n,
+        last_elapsed_secs=0.37 * n + draw(st.floats(0, 3)),
+        num_remeasured=0,
+    )
+
+
+@given(st.sampled_from(["gflops", "latency_ms"]).flatmap(
+    lambda m: st.tuples(st.just(m), st.lists(run_series(m), min_size=1, max_size=7))
+), st.integers(2, 60))  # fmt: skip
+@settings(max_examples=300, deadline=None)
+def test_every_statistic_only_gets_better(metric_and_runs, num_grid):
+    metric, runs = metric_and_runs
+    sign = 1 if metric == "gflops" else -1  # latencies go down
+    for spread in (
+        _spread_by_trials(runs, num_grid, metric),
+        _spread_by_secs(runs, num_grid, metric),
+    ):
+        for name in ("lo", "q25", "median", "q75", "hi"):
+            values = np.asarray(getattr(spread, name))
+            found = ~np.isnan(values)
+            # "nothing found yet" comes first, then values that never get worse
+            assert not np.any(found[:-1] & ~found[1:]), (name, values)
+            assert np.all(sign * np.diff(values[found]) >= -1e-12), (name, values)
+        # numerically ordered (min to max) where each is found
+        order = np.asarray([spread.lo, spread.q25, spread.median, spread.q75, spread.hi])
+        both = ~np.isnan(order[:-1]) & ~np.isnan(order[1:])
+        assert np.all(np.diff(order, axis=0)[both] >= 0), order
