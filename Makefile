@@ -15,11 +15,13 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-## Open JupyterLab on the tour notebook (local CPU target, embedded SQLite database).
-# JupyterLab refuses to start as root unless told to (containers and CI machines run as root).
-ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
+## Open JupyterLab on the tour notebook (local CPU target, embedded SQLite database), as a pip
+# user would with `explorer lab`: the notebooks are copied once into LAB_DIR (default
+# ~/schedule-explorer-notebooks; a notebook already there is never overwritten) and opened
+# there, so JupyterLab's autosave never writes into the tracked notebooks/.
+LAB_DIR ?=
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab $(ROOT_FLAG) --ServerApp.ip=127.0.0.1 notebooks/00_tour.ipynb
+	$(PY) -m explorer lab $(LAB_DIR)
 
 ## Debian's Chromium for the browser tests (tests/browser drive JupyterLab through Playwright with
 # executable_path=/usr/bin/chromium; never `playwright install`). Installed through apt-get when

@@ -47,6 +47,7 @@ from explorer._cli_args import (
     repeat_count,
 )
 from explorer._cli_db import cmd_backup, cmd_check, cmd_export, cmd_import, cmd_runs
+from explorer._cli_lab import add_lab_parser
 from explorer._cli_runs import (
     Terminated,
     apply_tune_defaults,
@@ -594,6 +595,8 @@ def _parser() -> argparse.ArgumentParser:
         "--remeasure", action="store_true", help="measure again, replacing the kept one"
     )
     p.set_defaults(func=cmd_peak, target="cpu")
+
+    add_lab_parser(sub)  # explorer/_cli_lab.py
     return parser
 
 
