@@ -13,6 +13,10 @@ from explorer.analysis._table import TrialTable, as_table, pick_rows
 from explorer.cost_models._metrics import kendall, spearman
 from explorer.storage._base import TrialRecord, TrialRow
 
+MIN_POINTS = 5
+"""Rank correlations of fewer points are not reported: three presses of Measure gave a
+"Spearman 1.00" that said nothing about the model."""
+
 
 @dataclass(frozen=True, slots=True)
 class ModelPredictions:
@@ -25,7 +29,7 @@ class ModelPredictions:
 
     Attributes:
         model: the cost model's name (a key of ``TrialRecord.predicted``).
-        spearman, kendall: rank correlations (NaN when undefined, e.g. fewer than 2 points).
+        spearman, kendall: rank correlations (NaN below ``MIN_POINTS`` points).
         num_points: successful trials with a prediction (all of them, not only those shipped).
         num_failed: failed trials the model had predicted.
         trial_ids, predicted, predicted_rank, latency_ms: the shipped points; ``predicted_rank``
@@ -103,8 +107,8 @@ def predicted_vs_measured_info(
         models.append(
             ModelPredictions(
                 model=name,
-                spearman=spearman(s, lat) if len(s) else math.nan,
-                kendall=kendall(s, lat) if len(s) else math.nan,
+                spearman=spearman(s, lat) if len(s) >= MIN_POINTS else math.nan,
+                kendall=kendall(s, lat) if len(s) >= MIN_POINTS else math.nan,
                 num_points=len(rows),
                 num_failed=int(np.count_nonzero(has & ~ok & ~table.is_inconclusive)),
                 trial_ids=tuple(int(i) for i in table.ids[rows[shown]]),

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from explorer.analysis import TrialTable, predicted_vs_measured_info
+from explorer.analysis._predicted_vs_measured import MIN_POINTS
 from explorer.cost_models import kendall, spearman
 
 FAIL = None
@@ -94,3 +95,14 @@ def test_remeasurements_are_counted_apart(store, add_run):
     assert info.num_trials == 4 and info.num_remeasured == 2
     assert info.num_unpredicted == 1 and info.num_predicted == 3
     assert info.models[0].num_points == 3
+
+
+def test_too_few_points_get_no_correlation(store, add_run):
+    # Issue 10: three presses of Measure showed "Spearman 1.00" for n=3.
+    lat = [3.0, 1.0, 2.0, 4.0, 5.0]
+    _, records = add_run("manual", lat, predicted=[{"m": -x} for x in lat])
+    few = predicted_vs_measured_info(records[: MIN_POINTS - 1]).models[0]
+    assert few.num_points == MIN_POINTS - 1 and math.isnan(few.spearman)
+    assert math.isnan(few.kendall)
+    enough = predicted_vs_measured_info(records).models[0]
+    assert enough.num_points == MIN_POINTS and enough.spearman == pytest.approx(1.0)
