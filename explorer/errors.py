@@ -49,8 +49,13 @@ class PrimitiveError(ExplorerError, ValueError):
         self.reason = reason
         self.value = value
         self.detail = detail  # TVM's own message, kept verbatim for the curious
-        where = f"{primitive}({arg}={value!r})" if arg is not None else f"{primitive}()"
-        super().__init__(f"{where}: {reason}")
+        if arg is None:
+            text = f"{primitive}(): {reason}"
+        elif value is None and reason.startswith("is "):  # "split: factors is required (...)"
+            text = f"{primitive}: {arg} {reason}"
+        else:
+            text = f"{primitive}({arg}={value!r}): {reason}"
+        super().__init__(text)
 
 
 class TraceError(ExplorerError, ValueError):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 import re
 
-from explorer.session import Snapshot
+from explorer.session import Snapshot, script_diff
 
 CHANGED_STYLE = "background:#fff2a8"
 
@@ -50,9 +50,23 @@ def changed_lines(diff: str) -> tuple[set[int], int]:
     return added, removed
 
 
-def script_html(snapshot: Snapshot) -> str:
-    """The TVMScript in a ``<pre>``, lines the last step changed marked ``se-changed``."""
-    added, removed = changed_lines(snapshot.diff)
+def script_html(snapshot: Snapshot, before: Snapshot | None = None) -> str:
+    """The TVMScript in a ``<pre>``, the lines that changed on screen marked ``se-changed``.
+
+    ``before`` is what the view showed until now: after an undo, a reset or a checkout the
+    marks show what that move changed, not what the step now current once did.
+    """
+    moved = (
+        before is not None
+        and before.workload == snapshot.workload
+        and before.step_id != snapshot.step_id
+        and snapshot.step.parent != before.step_id  # not a step applied (or redone) after it
+    )
+    diff = snapshot.diff
+    if moved:
+        assert before is not None
+        diff = script_diff(before.script, snapshot.script, "shown", "now")
+    added, removed = changed_lines(diff)
     out = []
     for number, line in enumerate(snapshot.script.splitlines(), start=1):
         text = html.escape(line)
@@ -60,15 +74,22 @@ def script_html(snapshot: Snapshot) -> str:
             out.append(f'<span class="se-changed" style="{CHANGED_STYLE}">{text}</span>')
         else:
             out.append(text)
-    if snapshot.step_id == 0:
+    changed = (
+        f'<span style="{CHANGED_STYLE}">{len(added)} line(s)</span>'
+        f"{f' and removed {removed}' if removed else ''}"
+    )
+    if moved:
+        assert before is not None
+        where = "the unscheduled program" if snapshot.step_id == 0 else f"step {snapshot.step_id}"
+        caption = f"Moved to {where} from step {before.step_id}: changed {changed}."
+    elif snapshot.step_id == 0:
         caption = "The unscheduled program."
     elif snapshot.step.primitive == "load":
         caption = f"Loaded by step {snapshot.step_id}: {len(added)} line(s) differ."
     else:
         caption = (
             f"Step {snapshot.step_id}, <code>{html.escape(snapshot.step.label)}</code>, changed "
-            f'<span style="{CHANGED_STYLE}">{len(added)} line(s)</span>'
-            f"{f' and removed {removed}' if removed else ''}."
+            f"{changed}."
         )
     body = "\n".join(out)
     return (

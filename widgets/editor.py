@@ -60,6 +60,7 @@ class ScheduleEditor:
         self.ctx = ctx
         self.session: ScheduleSession | None = None
         self._unsubscribe_session: Callable[[], None] | None = None
+        self._shown: Snapshot | None = None  # what the script view shows (its marks: the change)
 
         self.title = w.HTML(layout=w.Layout(margin="0 0 6px 0"))
         # The table scrolls sideways inside its column (fused loop names get long).
@@ -336,6 +337,7 @@ class ScheduleEditor:
     def _render(self, snapshot: Snapshot | None) -> None:
         self.clear_error()
         if snapshot is None:
+            self._shown = None
             self.title.value = "<i>No workload yet: build one above.</i>"
             self.loop_table.value = ""
             self.script.value = ""
@@ -351,7 +353,8 @@ class ScheduleEditor:
             f"on {html.escape(str(snapshot.target))}, step {snapshot.step_id}"
         )
         self.loop_table.value = loop_table_html(snapshot)
-        self.script.value = script_html(snapshot)
+        self.script.value = script_html(snapshot, self._shown)
+        self._shown = snapshot
         self.trace.value = snapshot.trace_python
         self.apply_button.disabled = False
         self.reset_button.disabled = not snapshot.can_undo

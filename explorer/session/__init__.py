@@ -18,7 +18,7 @@ from explorer.session._primitives import (
     StepContext,
 )
 from explorer.session._session import Branch, ScheduleSession
-from explorer.session._snapshot import Snapshot, Step
+from explorer.session._snapshot import Snapshot, Step, script_diff
 from explorer.session._trace_check import (
     CheckedTrace,
     check_trace,
@@ -50,6 +50,7 @@ __all__ = [
     "check_trace_json",
     "check_trace_on_module",
     "read_trace_file",
+    "script_diff",
     "refit_trace",
     "translate_tvm_error",
 ]

@@ -118,11 +118,9 @@ def trace_python(trace: Any, workload: Workload) -> str:
 
 
 def script_diff(before: str, after: str, before_name: str, after_name: str) -> str:
-    return "".join(
-        difflib.unified_diff(
-            before.splitlines(keepends=True),
-            after.splitlines(keepends=True),
-            fromfile=before_name,
-            tofile=after_name,
-        )
+    """A unified diff, one line per line (a script's last line has no newline: kept as is,
+    difflib glued the next diff line onto it)."""
+    lines = difflib.unified_diff(
+        before.splitlines(), after.splitlines(), before_name, after_name, lineterm=""
     )
+    return "".join(line + "\n" for line in lines)

@@ -276,3 +276,31 @@ def test_changed_lines() -> None:
     diff = "--- a\n+++ b\n@@ -1,3 +1,3 @@\n x\n-y\n+Y\n z\n@@ -10,2 +10,3 @@\n p\n+q\n+r\n"
     assert changed_lines(diff) == ({2, 11, 12}, 1)
     assert changed_lines("") == (set(), 0)
+
+
+def test_after_undo_the_marks_show_what_undo_changed(
+    ctx: Context, session: ScheduleSession
+) -> None:
+    """Issue 10: after Undo, the script view marked what the now-current step once changed."""
+    e = ScheduleEditor(ctx)
+    apply(e, "split", loop="i", factors="None, 16")
+    apply(e, "parallel", loop="i_0")
+    assert any("T.parallel" in line for line in changed_text(e.script.value))
+    e.undo_button.click()  # parallel undone: the loop is serial again
+    lines = changed_text(e.script.value)
+    assert lines and not any("T.parallel" in line for line in lines)
+    assert any("i_0" in line for line in lines)  # the loop whose kind Undo changed back
+    assert "Moved to step 1 from step 2" in text_of(e.script.value)
+    e.redo_button.click()  # a step applied after the one shown: its own change again
+    assert any("T.parallel" in line for line in changed_text(e.script.value))
+    assert "Step 2" in text_of(e.script.value)
+
+
+def test_a_missing_argument_names_itself_plainly(ctx: Context, session: ScheduleSession) -> None:
+    e = ScheduleEditor(ctx)
+    e.primitive.value = "split"
+    e.params["loop"].value = "i"
+    e.params["factors"].value = ""
+    e.apply_button.click()
+    banner = text_of(e.banner.value)
+    assert "split: factors is required" in banner and "None)" not in banner, banner

@@ -5,8 +5,11 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from explorer.session import ScheduleSession, Snapshot
+from explorer.session._snapshot import script_diff
 
 
 def _labels(session: ScheduleSession) -> list[str]:
@@ -161,3 +164,20 @@ def test_schedule_copy_is_independent(matmul) -> None:
     sch.parallel(sch.get_loops(sch.get_sblock("C"))[0])
     assert "T.parallel" not in session.snapshot.script
     assert session.snapshot.trace_json == [[], []]
+
+
+@given(
+    st.lists(st.text(alphabet="ab \t", max_size=4), max_size=6),
+    st.lists(st.text(alphabet="ab \t", max_size=4), max_size=6),
+)
+def test_a_diff_has_one_line_per_line(before, after) -> None:
+    # Issue 10: the tour printed "...* B[v_k, v_j]+        for i in T.parallel(128):", the
+    # script's last line (no newline) glued to the next diff line.
+    diff = script_diff("\n".join(before), "\n".join(after), "a", "b")
+    lines = diff.splitlines()
+    assert all(line[:1] in "@+- " for line in lines), lines
+    added = [line[1:] for line in lines[2:] if line.startswith("+")]
+    removed = [line[1:] for line in lines[2:] if line.startswith("-")]
+    # what the diff adds and removes is exactly the lines that differ
+    assert set(added) <= set(after) and set(removed) <= set(before)
+    assert (diff == "") == (before == after or "\n".join(before) == "\n".join(after))
