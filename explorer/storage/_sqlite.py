@@ -15,6 +15,7 @@ from typing import Any
 
 from explorer._process import ProcessIdentity
 from explorer.errors import StoreError
+from explorer.measure._base import Candidate
 from explorer.storage._base import (
     BestSoFar,
     NewTrial,
@@ -41,7 +42,6 @@ from explorer.storage._files import checkpoint, ensure_intact, explain
 from explorer.storage._lease import OWNER_COLUMNS, beat, claim, hold, owner_of, release
 from explorer.storage._open import open_database
 from explorer.storage._schema import SCHEMA_VERSION  # noqa: F401 (explorer.storage re-exports it)
-from explorer.measure._base import Candidate
 from explorer.target import Target
 from explorer.types import JSON, MeasureStatus
 from explorer.workloads import Workload
