@@ -48,6 +48,7 @@ from explorer._cli_args import (
 )
 from explorer._cli_db import cmd_backup, cmd_check, cmd_export, cmd_import, cmd_runs
 from explorer._cli_lab import add_lab_parser
+from explorer._cli_report import add_report_parser
 from explorer._cli_runs import (
     Terminated,
     apply_tune_defaults,
@@ -596,6 +597,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_peak, target="cpu")
 
+    add_report_parser(sub)  # explorer/_cli_report.py
     add_lab_parser(sub)  # explorer/_cli_lab.py
     return parser
 

@@ -19,10 +19,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import ipywidgets as w
 
+from explorer import report
 from explorer.analysis import (
     ConvergenceInfo,
     KnobEffectsInfo,
@@ -121,9 +123,27 @@ class Dashboards:
         )
         self.check_button.add_class("se-check-unchecked")
         self.check_button.on_click(lambda _button: self.check_unchecked())
+        # "Save report": the runs shown, as one HTML file to share (explorer.report).
+        self._report_jobs = JobRunner("explorer-report")
+        self.report_name = w.Text(value="report.html", layout=w.Layout(width="14em"))
+        self.report_name.add_class("se-report-name")
+        self.report_button = w.Button(
+            description="Save report",
+            tooltip="write these runs' plots, best schedules and settings into one HTML file "
+            "that opens in any browser",
+        )
+        self.report_button.add_class("se-save-report")
+        self.report_button.on_click(lambda _button: self.save_report())
+        self.report_status = w.Label()
+        self.report_status.add_class("se-report-status")
         self.widget = w.VBox(
             [
-                w.HBox([self.status, self.check_button]),
+                w.VBox(
+                    [
+                        w.HBox([self.status, self.check_button]),
+                        w.HBox([self.report_name, self.report_button, self.report_status]),
+                    ]
+                ),
                 # Stacked, not side by side: in JupyterLab two FigureWidgets in one row were
                 # drawn at their default width and clipped.
                 _boxed(self.convergence_fig, "se-convergence"),
@@ -291,6 +311,44 @@ class Dashboards:
         self.check_button.description = "Checking…"
         return runner.submit("checking unchecked timings", check, on_done=done)
 
+    # -- "save report" ------------------------------------------------------------------------
+    def save_report(self, path: str | None = None) -> Job | None:
+        """Write the runs shown into one HTML file (``explorer.report.write_report``) in the
+        background; ``path`` defaults to the file name field. The label says where it went."""
+        name = (path if path is not None else self.report_name.value).strip()
+        workload, target = self._workload, self._target
+        if self._report_jobs.busy:
+            return None
+        runs = [] if workload is None else self.ctx.store.runs(workload=workload, target=target)
+        if not runs or not name:
+            self.report_status.value = (
+                "Give the report a file name." if runs else "No runs to report yet."
+            )
+            return None
+        run_ids = [r.id for r in runs]
+        dest = Path(name).expanduser().absolute()
+
+        def done(job: Job) -> None:
+            self.report_button.disabled = False
+            exc = job.exception
+            if exc is not None:
+                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+                self.report_status.value = f"Could not write {dest}: {why}"
+                return
+            r: report.ReportResult = job.result
+            self.report_status.value = (
+                f"Wrote {r.path} ({r.size_bytes / 1e6:.1f} MB, "
+                f"{r.num_runs} run{'s' * (r.num_runs != 1)})"
+            )
+
+        self.report_button.disabled = True
+        self.report_status.value = f"Writing {dest}…"
+        return self._report_jobs.submit(
+            "saving a report",
+            lambda _job: report.write_report(self.ctx.store, dest, run_ids),
+            on_done=done,
+        )
+
     def _show_check_button(self, num_unchecked: int) -> None:
         button = self.check_button
         button.layout.display = "" if num_unchecked else "none"
@@ -357,6 +415,7 @@ class Dashboards:
             self._timer.cancel()
             self._timer = None
         self._jobs.shutdown()
+        self._report_jobs.shutdown()
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         self._unsubscribe = []

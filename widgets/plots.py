@@ -39,10 +39,13 @@ AXES = ("trials", "secs")
 
 
 # -- convergence ------------------------------------------------------------------------------
-def make_convergence_figure(info: ConvergenceInfo) -> go.FigureWidget:
+def make_convergence_figure(info: ConvergenceInfo, *, widget: bool = True) -> go.FigureWidget:
     """Best-so-far vs trials (left) and vs wall-clock seconds (right): per strategy, the median
     across runs with the min-max spread shaded, and every run as a thin step line; the
-    unscheduled baseline (and the start, when the runs have one) as dashed horizontal lines."""
+    unscheduled baseline (and the start, when the runs have one) as dashed horizontal lines.
+
+    Every ``make_*_figure`` returns a ``FigureWidget``, or with ``widget=False`` a plain
+    ``go.Figure`` (no ipywidgets needed: the HTML report, ``explorer.report``)."""
     base = make_subplots(
         rows=1,
         cols=2,
@@ -50,7 +53,7 @@ def make_convergence_figure(info: ConvergenceInfo) -> go.FigureWidget:
         horizontal_spacing=0.05,
         subplot_titles=("vs trials", "vs wall-clock time"),
     )
-    fig = go.FigureWidget(base)
+    fig = _new_figure(widget, base)
     fig.update_layout(
         height=410,
         # The title and its subtitle (the counts) sit in the top margin, above the subplot
@@ -219,10 +222,12 @@ NO_PREDICTIONS = (
 )
 
 
-def make_predicted_vs_measured_figure(info: PredictedVsMeasuredInfo) -> go.FigureWidget:
+def make_predicted_vs_measured_figure(
+    info: PredictedVsMeasuredInfo, *, widget: bool = True
+) -> go.FigureWidget:
     """Measured latency against each cost model's predicted rank (WebGL scatter), with the rank
     correlations in the legend."""
-    fig = go.FigureWidget()
+    fig = _new_figure(widget)
     fig.update_layout(
         height=380,
         margin=dict(l=60, r=20, t=60, b=50),
@@ -328,9 +333,11 @@ def _corr(value: float) -> str:
 
 
 # -- strategy comparison ----------------------------------------------------------------------
-def make_strategy_comparison_figure(info: StrategyComparisonInfo) -> go.FigureWidget:
+def make_strategy_comparison_figure(
+    info: StrategyComparisonInfo, *, widget: bool = True
+) -> go.FigureWidget:
     """Each run's best at an equal budget, one box per strategy (every run drawn as a point)."""
-    fig = go.FigureWidget()
+    fig = _new_figure(widget)
     fig.update_layout(
         height=380,
         margin=dict(l=60, r=20, t=60, b=50),
@@ -383,10 +390,10 @@ def update_strategy_comparison_figure(fig: go.FigureWidget, info: StrategyCompar
 
 
 # -- knob effects -----------------------------------------------------------------------------
-def make_knob_effects_figure(info: KnobEffectsInfo) -> go.FigureWidget:
+def make_knob_effects_figure(info: KnobEffectsInfo, *, widget: bool = True) -> go.FigureWidget:
     """Parallel coordinates of the knobs (most important first) and latency, coloured by
     latency, next to a bar chart of each knob's importance."""
-    fig = go.FigureWidget()
+    fig = _new_figure(widget)
     fig.update_layout(
         height=420,
         margin=dict(l=60, r=30, t=90, b=40),
@@ -476,6 +483,13 @@ def _ticks(codes: Sequence[int], labels: Sequence[str]) -> dict[str, Any]:
 
 
 # -- shared -----------------------------------------------------------------------------------
+def _new_figure(widget: bool, base: go.Figure | None = None) -> Any:
+    """A ``FigureWidget`` for the notebook, or a plain ``Figure`` (static HTML, no ipywidgets)."""
+    if widget:
+        return go.FigureWidget(base)
+    return go.Figure(base)
+
+
 def _sync(
     fig: go.FigureWidget,
     traces: Sequence[Any],

@@ -1,0 +1,327 @@
+"""The report as one self-contained HTML file: plotly.js is embedded, nothing is fetched.
+
+The figures are the dashboards' own (``widgets.plots``, as plain ``go.Figure``\\ s), so a report
+shows what the notebook shows. plotly is an optional extra (``pip install
+'schedule-explorer[lab]'``); it is imported on first use only, so ``explorer`` keeps importing
+without it, and its absence is one ``MissingDependencyError`` sentence.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from explorer._cli_args import format_secs
+from explorer.analysis import Metric
+from explorer.errors import ExplorerError
+from explorer.report._collect import (
+    MAX_SCHEDULES,
+    BestSchedule,
+    NoRunsError,
+    ReportInfo,
+    RunReport,
+    WorkloadReport,
+    collect_report,
+    settings_text,
+)
+from explorer.storage import RecordStore
+
+PLOT_CONFIG = {"displaylogo": False, "responsive": True}
+
+
+class MissingDependencyError(ExplorerError, ImportError):
+    """A package the report needs (plotly) is not installed."""
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    """Where a report was written and what it holds."""
+
+    path: Path
+    num_runs: int
+    num_workloads: int
+    num_schedules: int
+    size_bytes: int
+
+
+def write_report(
+    store: RecordStore,
+    path: str | Path,
+    run_ids: Sequence[int] | None = None,
+    *,
+    latest: int | None = None,
+    metric: Metric = "gflops",
+    max_schedules: int = MAX_SCHEDULES,
+    knobs: bool = True,
+    title: str | None = None,
+) -> ReportResult:
+    """Write one self-contained HTML report of runs: the dashboards' plots, the best schedules'
+    TVMScript and traces, and the runs' settings. It opens in any browser, offline.
+
+    Args:
+        store: Where the runs are.
+        path: The HTML file to write (replaced if it exists; written whole or not at all).
+        run_ids: The runs to show; ``None``: the ``latest`` ones, else every run.
+        latest: Show the latest this many runs (not with ``run_ids``).
+        metric: ``"gflops"`` or ``"latency_ms"`` for the convergence and comparison plots.
+        max_schedules: Best distinct schedules shown per workload.
+        knobs: Include the knob-effects plot (builds each workload's knob space).
+        title: The page's title.
+
+    Raises:
+        MissingDependencyError: plotly is not installed.
+        UnknownRunError: A run of ``run_ids`` is not in the store.
+        NoRunsError: The store has no run.
+        ValueError: Both ``run_ids`` and ``latest`` were given.
+        OSError: The file cannot be written.
+    """
+    _plotting()  # before any work: a missing plotly is one sentence, at once
+    info = collect_report(
+        store, run_ids, latest=latest, metric=metric, max_schedules=max_schedules, knobs=knobs
+    )
+    if not info.workloads:
+        raise NoRunsError(f"no runs in {info.source}: nothing to report")
+    text = render_report(info, title=title)
+    path = Path(path).expanduser()
+    _write_atomically(path, text.encode("utf-8"))
+    return ReportResult(
+        path=path,
+        num_runs=info.num_runs,
+        num_workloads=len(info.workloads),
+        num_schedules=sum(len(w.best) for w in info.workloads),
+        size_bytes=path.stat().st_size,
+    )
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes it private; a report is for sharing
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _plotting() -> tuple[Any, Any]:
+    """``(plotly.io, widgets.plots)``, or one sentence saying what to install."""
+    try:
+        import plotly.io as pio
+
+        from widgets import plots
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"the HTML report needs plotly, which is not installed ({exc}): "
+            "pip install 'schedule-explorer[lab]'"
+        ) from None
+    return pio, plots
+
+
+# -- rendering ---------------------------------------------------------------------------------
+def render_report(info: ReportInfo, *, title: str | None = None) -> str:
+    """The report's HTML text (``write_report`` writes it)."""
+    from plotly.offline import get_plotlyjs
+
+    from explorer import __version__
+
+    title = title or "Schedule Explorer report"
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.created_at))
+    runs = _count(info.num_runs, "run")
+    toc = "".join(
+        f'<li><a href="#w{i}">{_e(w.title)}</a> ({_count(len(w.runs), "run")})</li>'
+        for i, w in enumerate(info.workloads)
+    )
+    figures = _Figures()
+    sections = "\n".join(_workload_section(i, w, figures) for i, w in enumerate(info.workloads))
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="Schedule Explorer {_e(__version__)}">
+<title>{_e(title)}</title>
+<style>{_CSS}</style>
+<script type="text/javascript">{get_plotlyjs()}</script>
+</head>
+<body>
+<header>
+<h1>{_e(title)}</h1>
+<p class="meta">{runs} from <code>{_e(info.source)}</code>, written {when} by Schedule
+Explorer {_e(__version__)}. Latencies are medians of repeated timings; a run's best is the
+schedule with the lowest median over all its timings (re-timed at the end of a search).</p>
+<nav><ol>{toc}</ol></nav>
+</header>
+<main>
+{sections}
+</main>
+</body>
+</html>
+"""
+
+
+class _Figures:
+    """Turns the dashboards' figures into ``<div>``\\ s, numbered through the page."""
+
+    def __init__(self) -> None:
+        self.pio, self.plots = _plotting()
+        self.count = 0
+
+    def div(self, make: str, info: Any, css_class: str) -> str:
+        fig = getattr(self.plots, make)(info, widget=False)
+        self.count += 1
+        body = self.pio.to_html(
+            fig,
+            full_html=False,
+            include_plotlyjs=False,  # once, in <head>
+            config=PLOT_CONFIG,
+            div_id=f"plot-{self.count}",
+        )
+        return f'<div class="plot {css_class}">{body}</div>'
+
+
+def _workload_section(index: int, w: WorkloadReport, figures: _Figures) -> str:
+    conv = w.convergence
+    parts = [
+        f'<section class="workload" id="w{index}">',
+        f"<h2>{_e(w.title)}</h2>",
+        f'<p class="meta">{_count(conv.num_runs, "run")}, {_count(conv.num_trials, "trial")}'
+        f"{_remeasured(conv.num_remeasured)}; {w.workload.flops():,} FLOPs per call</p>",
+        _runs_table(w.runs, w.workload),
+        "<h3>Convergence</h3>",
+        figures.div("make_convergence_figure", conv, "se-convergence"),
+    ]
+    if w.comparison.groups:
+        parts += [
+            "<h3>Strategies compared</h3>",
+            figures.div("make_strategy_comparison_figure", w.comparison, "se-comparison"),
+        ]
+    parts.append("<h3>Predicted vs measured</h3>")
+    if w.predicted.models:
+        parts.append(figures.div("make_predicted_vs_measured_figure", w.predicted, "se-pvm"))
+    else:
+        parts.append(
+            '<p class="note">No cost-model predictions are stored for these runs (searches '
+            "with a cost model store one with each trial they propose once the model is "
+            "trained; random search and manual measurements do not).</p>"
+        )
+    if w.knobs is not None and w.knobs.num_used:
+        parts += [
+            "<h3>Knob effects</h3>",
+            figures.div("make_knob_effects_figure", w.knobs, "se-knobs"),
+        ]
+    elif w.knobs_note:
+        parts.append(f'<p class="note">Knob effects: {_e(w.knobs_note)}</p>')
+    parts.append("<h3>Best schedules</h3>")
+    if w.best:
+        parts += [_schedule(i, b) for i, b in enumerate(w.best, 1)]
+    else:
+        parts.append('<p class="note">No run has a successful trial.</p>')
+    parts.append("<h3>Run settings</h3>")
+    parts += [_settings(r) for r in w.runs]
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _runs_table(runs: Sequence[RunReport], workload: Any) -> str:
+    head = (
+        "<tr><th>run</th><th>strategy</th><th>status</th><th>trials</th><th>best</th>"
+        "<th>GFLOPS</th><th>vs unscheduled</th><th>started</th><th>best trial</th></tr>"
+    )
+    rows = []
+    flops = workload.flops()
+    for r in runs:
+        s, run = r.summary, r.run
+        gflops = f"{flops / s.best_secs / 1e9:.2f}" if s.best_secs and flops else "-"
+        speedup = s.speedup_over_baseline
+        started = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.started_at))
+        trials = f"{s.num_trials}{_remeasured(s.num_remeasured, short=True)}"
+        rows.append(
+            f'<tr id="run-{run.id}"><td>{run.id}</td><td>{_e(run.strategy)}</td>'
+            f"<td>{_e(str(run.status))}</td><td>{trials}</td>"
+            f"<td>{_e(format_secs(s.best_secs))}</td><td>{gflops}</td>"
+            f"<td>{'-' if speedup is None else f'{speedup:.2f}x'}</td><td>{started}</td>"
+            f"<td>{s.best_trial_id if s.best_trial_id is not None else '-'}</td></tr>"
+        )
+    return f'<table class="runs">{head}{"".join(rows)}</table>'
+
+
+def _schedule(rank: int, b: BestSchedule) -> str:
+    runs = ", ".join(f'<a href="#run-{i}">run {i}</a>' for i in b.run_ids)
+    what = "the unscheduled program (nothing beat it)" if b.is_baseline else f"trial {b.trial_id}"
+    gflops = f", {b.gflops:.2f} GFLOPS" if b.gflops is not None else ""
+    head = (
+        f"<h4>#{rank}: {_e(format_secs(b.secs))}{gflops}: {what}, best of {runs} "
+        f"({_e(', '.join(b.strategies))})</h4>"
+    )
+    if b.script is None:
+        body = f'<p class="note">Could not replay this schedule: {_e(b.error or "")}</p>'
+    else:
+        body = (
+            f'<details open><summary>TVMScript</summary><pre class="script"><code>'
+            f"{_e(b.script)}</code></pre></details>"
+            f'<details><summary>Trace (Python)</summary><pre class="trace"><code>'
+            f"{_e(b.trace_python or '')}</code></pre></details>"
+        )
+    body += (
+        '<details><summary>Trace (JSON, as stored)</summary><pre class="trace-json"><code>'
+        f"{_e(settings_text({'trace': b.trace_json}))}</code></pre></details>"
+    )
+    return f'<article class="schedule" id="trial-{b.trial_id}">{head}{body}</article>'
+
+
+def _settings(r: RunReport) -> str:
+    run = r.run
+    ended = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.ended_at)) if run.ended_at else "-"
+    return (
+        f'<div class="settings"><h4>Run {run.id}: {_e(run.strategy)}, {_e(str(run.status))}, '
+        f"ended {ended}</h4>"
+        f'<pre class="run-settings"><code>{_e(settings_text(run.settings))}</code></pre>'
+        f"<details><summary>Environment (TVM, CPU, threads...)</summary>"
+        f"<pre><code>{_e(settings_text(run.environment))}</code></pre></details></div>"
+    )
+
+
+def _remeasured(n: int, *, short: bool = False) -> str:
+    if not n:
+        return ""
+    return f" + {n}" if short else f" + {_count(n, 're-measurement')}"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0 auto;
+       max-width: 1200px; padding: 1rem 2rem; color: #222; line-height: 1.4; }
+h1 { margin-bottom: 0.2rem; } h2 { border-bottom: 2px solid #ddd; margin-top: 2.5rem; }
+h4 { margin: 1rem 0 0.4rem; }
+.meta, .note { color: #555; } .note { font-style: italic; }
+table.runs { border-collapse: collapse; margin: 0.5rem 0 1rem; font-size: 0.9rem; }
+table.runs th, table.runs td { border: 1px solid #ddd; padding: 0.25rem 0.6rem;
+                               text-align: right; }
+table.runs th { background: #f4f4f4; }
+table.runs td:nth-child(2), table.runs td:nth-child(3) { text-align: left; }
+pre { background: #f7f7f7; border: 1px solid #e3e3e3; padding: 0.6rem; overflow: auto;
+      max-height: 32rem; font-size: 0.8rem; }
+.plot { width: 100%; margin: 0.5rem 0 1rem; }
+details > summary { cursor: pointer; color: #1f5fa8; margin: 0.3rem 0; }
+article.schedule, div.settings { margin-bottom: 1rem; }
+"""

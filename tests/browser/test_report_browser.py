@@ -1,0 +1,84 @@
+"""The HTML report (``explorer report``) opened from disk in headless Chromium: every plotly
+figure is drawn, the best schedule's TVMScript is on the page, the browser reports no error, and
+nothing is fetched from the network (the file is self-contained)."""
+
+from __future__ import annotations
+
+import pytest
+from browser_helpers import full_shot, shot
+from playwright.sync_api import expect
+
+from explorer.search import make_strategy
+from explorer.storage import get_store
+from explorer.testing.recordings import TINY, open_recording, recorded_trials, replay_measurer
+from explorer.tuner import Tuner
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """A report of two real searches (autotvm, with predictions, and random) answered by the
+    shipped recording, written by the command as a user would."""
+    from explorer.cli import main
+
+    base = tmp_path_factory.mktemp("report-browser")
+    recording = open_recording(base)
+    target = recorded_trials(recording, TINY)[0].candidate.target
+    db = base / "records.db"
+    with get_store(db) as store:
+        autotvm = make_strategy("autotvm", plan_size=8, parallel_size=16, n_iter=40, early_stop=10)
+        for strategy in (autotvm, "random"):
+            Tuner(measurer=replay_measurer(recording, TINY), store=store, batch_size=4).run(
+                TINY, target, strategy, max_trials=24, seed=3
+            )
+    recording.close()
+    out = base / "report.html"
+    assert main(["report", "--db", str(db), "-o", str(out)]) == 0
+    return out
+
+
+FIGURES_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => ({
+    id: gd.id,
+    traces: (gd.data || []).length,
+    drawn: (gd._fullData || []).filter(t => t.visible !== false).length,
+    svg: gd.querySelectorAll('.main-svg').length,
+    marks: gd.querySelectorAll('.trace, .parcoords-lines, .bars .point').length,
+    canvases: gd.querySelectorAll('canvas').length,
+    title: (gd.querySelector('.gtitle') || {}).textContent || '',
+    height: gd.getBoundingClientRect().height,
+}))"""
+
+
+def test_the_report_draws_every_plot_offline_without_errors(report, page):
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(report.as_uri())
+    expect(page.locator(".js-plotly-plot .main-svg").first).to_be_attached()
+    page.wait_for_function(
+        "() => Array.from(document.querySelectorAll('.js-plotly-plot'))"
+        ".every(gd => gd._fullLayout && gd.querySelector('.main-svg'))"
+    )
+    figures = page.evaluate(FIGURES_JS)
+    titles = [f["title"] for f in figures]
+    # convergence, strategy comparison, predicted vs measured (autotvm's), knob effects
+    assert len(figures) == 4, titles
+    assert any(t.startswith("Best so far") for t in titles), titles
+    assert any(t.startswith("Predicted vs measured") for t in titles), titles
+    for f in figures:
+        assert f["traces"] > 0 and f["drawn"] == f["traces"], f
+        assert f["svg"] >= 1 and f["height"] > 200, f
+        assert f["marks"] > 0 or f["canvases"] > 0, f  # SVG traces, or WebGL (Scattergl)
+
+    script = page.locator("article.schedule pre.script").first
+    expect(script).to_be_visible()
+    expect(script).to_contain_text("T.prim_func")
+    expect(page.locator("pre.run-settings").first).to_contain_text('"seed": 3')
+
+    assert not page.log.page_errors, page.log.page_errors
+    assert not page.log.console_errors, page.log.console_errors
+    fetched = [u for u in requests if not u.startswith(("file:", "data:", "blob:"))]
+    assert not fetched, fetched  # self-contained: nothing from the network
+    shot(page, "report_top")
+    shot(page, "report_convergence", page.locator(".js-plotly-plot").first)
+    full_shot(page, "report_full")
