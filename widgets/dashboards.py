@@ -73,6 +73,8 @@ class Dashboards:
         widget: the container to display.
         convergence_fig, pred_vs_meas_fig, comparison_fig, knobs_fig: the ``FigureWidget``s.
         infos: the infos of the last refresh, by plot name (for tests and notebooks).
+        notice: what the last click on a point opened; ``on_open(record)`` is called after it
+            (the ``Explorer`` switches to its Schedule tab).
 
     Example:
         >>> dash = Dashboards(Context(store="records.db"))  # doctest: +SKIP
@@ -114,6 +116,10 @@ class Dashboards:
         self.knobs_fig = plots.make_knob_effects_figure(_no_knobs())
         self.status = w.Label(value="Open or build a schedule to see its dashboards.")
         self.status.add_class("se-dashboards-status")
+        # What a click on a point did (the editor may be on another tab).
+        self.notice = w.Label(value="Click a point to open its schedule in the editor.")
+        self.notice.add_class("se-dashboards-notice")
+        self.on_open: Callable[[TrialRecord], None] | None = None
         # Timings imported from MetaSchedule are unchecked until our measurer has compared the
         # output with NumPy; the button re-measures this workload's (hidden when there are none).
         self.check_button = w.Button(
@@ -141,6 +147,7 @@ class Dashboards:
                 w.VBox(
                     [
                         w.HBox([self.status, self.check_button]),
+                        self.notice,
                         w.HBox([self.report_name, self.report_button, self.report_status]),
                     ]
                 ),
@@ -402,10 +409,21 @@ class Dashboards:
     def _open(self, trial_id: Callable[[], int]) -> None:
         """Open a trial in the editor; a click must never raise into the front end."""
         try:
-            self.ctx.open_record(self.ctx.store.get_trial(trial_id()))
+            record = self.ctx.store.get_trial(trial_id())
+            self.ctx.open_record(record)
         except Exception as exc:
             log.exception("opening a clicked trial failed")
-            self.status.value = f"Could not open that trial: {type(exc).__name__}: {exc}"
+            self.notice.value = f"Could not open that trial: {type(exc).__name__}: {exc}"
+            return
+        secs = record.median_secs
+        timing = f", {secs * 1e3:.4g} ms" if secs else ""
+        run = self.ctx.store.get_run(record.run_id)
+        self.notice.value = (
+            f"Opened trial {record.id} (run {run.id}, {run.strategy}{timing}) in the editor "
+            "(Schedule tab)."
+        )
+        if self.on_open is not None:
+            self.on_open(record)
 
     # -- lifetime -----------------------------------------------------------------------------
     def close(self) -> None:

@@ -79,6 +79,8 @@ class Explorer:
             titles=("Schedule", "Search", "Dashboards"),
         )
         self.tabs.add_class("se-tabs")
+        # A point clicked in the dashboards opens in the editor: show it there.
+        self.dashboards.on_open = lambda _record: setattr(self.tabs, "selected_index", 0)
         self._root = w.VBox([self.builder.widget, self.tabs])
         self._root.add_class("se-explorer")
         themed(self._root)

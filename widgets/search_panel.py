@@ -100,7 +100,12 @@ class SearchPanel:
         )
         self.trials = _tagged(w.IntText(value=64, description="Max trials"), "se-trials")
         self.secs = _tagged(
-            w.FloatText(value=0.0, description="Max secs", tooltip="seconds; 0 = no time limit"),
+            w.FloatText(
+                value=0.0,
+                description="Max secs (0: no limit)",
+                tooltip="the search's time limit in seconds; 0 = no time limit",
+                style={"description_width": "initial"},
+            ),
             "se-secs",
         )
         self.seed = _tagged(w.IntText(value=0, description="Seed"), "se-seed")

@@ -166,6 +166,8 @@ def test_clicking_a_prediction_opens_that_trial(dash, dctx, candidates):
     assert opened[0].candidate.trace == next(
         r.candidate.trace for r in records if r.id == pvm.customdata[i]
     )
+    # Issue 10: the click gave no visible feedback on the dashboards tab
+    assert f"Opened trial {opened[0].id} (run {opened[0].run_id}, autotvm" in dash.notice.value
 
 
 def test_clicking_a_convergence_step_opens_the_improving_trial(dash, dctx, candidates):
@@ -266,7 +268,7 @@ def test_a_click_that_cannot_open_shows_why(dash, dctx):
         customdata = (10**9,)  # no such trial
 
     dash._on_pred_click(Trace(), Points(point_inds=[0]))
-    assert dash.status.value.startswith("Could not open that trial: KeyError")
+    assert dash.notice.value.startswith("Could not open that trial: KeyError")
 
 
 def test_unchecked_timings_offer_a_check_that_measures_them(candidates) -> None:

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from explorer.measure import Measurer
-from explorer.storage import ENV_VAR
+from explorer.measure import Measurer, MeasureResult
+from explorer.storage import ENV_VAR, NewTrial
+from explorer.types import MeasureStatus
 from explorer.workloads import get_workload
 from widgets import CostPanel, Explorer, ExpressionBuilder, ScheduleEditor
 from widgets._jobs import JobState
@@ -149,3 +150,17 @@ def test_a_measurer_you_pass_in_stays_yours(make_replay: Callable[..., Measurer]
     finally:
         ex.close()
     assert closed == []  # never closed by the explorer, not even by close()
+
+
+def test_a_point_clicked_in_the_dashboards_shows_the_editor(explorer: Explorer) -> None:
+    ex = explorer
+    ex.tabs.selected_index = 2  # the dashboards
+    session = ex.ctx.session
+    assert session is not None
+    run = ex.ctx.store.create_run(session.workload, ex.ctx.target, "random")
+    (record,) = ex.ctx.store.add_trials(
+        run.id, [NewTrial(session.candidate(), MeasureResult(MeasureStatus.OK, (1e-3,), flops=1))]
+    )
+    ex.dashboards._open(lambda: record.id)
+    assert ex.tabs.selected_index == 0 and ex.ctx.session is not session
+    assert f"Opened trial {record.id}" in ex.dashboards.notice.value

@@ -234,3 +234,8 @@ def test_dom_classes_and_labels(make_panel):
         assert css in widget._dom_classes
     assert [b.description for b in (panel.start_button, panel.stop_button)] == ["Start", "Stop"]
     assert panel.open_best_button.description == "Open best in editor"
+
+
+def test_the_settings_say_what_they_mean(make_panel):
+    _ctx, panel, _lent = make_panel(Instant(), session=False)
+    assert "0: no limit" in panel.secs.description  # not only in a tooltip (issue 10)
