@@ -1,11 +1,20 @@
 """The HTML report (``explorer report``) opened from disk in headless Chromium: every plotly
 figure is drawn, the best schedule's TVMScript is on the page, the browser reports no error, and
-nothing is fetched from the network (the file is self-contained)."""
+nothing is fetched from the network (the file is self-contained). And the dashboards' "Save
+report" button in a real JupyterLab: clicked, it writes the file the label names."""
 
 from __future__ import annotations
 
 import pytest
-from browser_helpers import full_shot, shot
+from browser_helpers import (
+    assert_page_clean,
+    full_shot,
+    open_notebook,
+    reveal,
+    run_all_cells,
+    shot,
+    write_notebook,
+)
 from playwright.sync_api import expect
 
 from explorer.search import make_strategy
@@ -82,3 +91,47 @@ def test_the_report_draws_every_plot_offline_without_errors(report, page):
     shot(page, "report_top")
     shot(page, "report_convergence", page.locator(".js-plotly-plot").first)
     full_shot(page, "report_full")
+
+
+# The dashboards of the shipped recording's TINY workload (a private copy of it), in a notebook.
+DASHBOARD_CELLS = [
+    """from explorer.session import ScheduleSession
+from explorer.testing.recordings import TINY, open_recording, recorded_trials
+from widgets import Dashboards
+from widgets._context import Context""",
+    """recording = open_recording()
+ctx = Context(store=recording)
+ctx.set_session(ScheduleSession(TINY, recorded_trials(recording, TINY)[0].candidate.target))
+dash = Dashboards(ctx)
+dash""",
+]
+
+
+def test_save_report_in_jupyterlab_writes_the_file_the_label_names(jupyter_lab, page):
+    name = write_notebook(jupyter_lab.root, "report_button.ipynb", DASHBOARD_CELLS)
+    try:
+        open_notebook(page, jupyter_lab.lab_url(name))
+        run_all_cells(page)
+        dashboards = page.locator(".se-dashboards").first
+        expect(dashboards.locator(".se-convergence .main-svg").first).to_be_attached()
+        field = dashboards.locator(".se-report-name input")
+        reveal(page, field)
+        field.fill("shared report.html")
+        field.press("Enter")
+        dashboards.locator(".se-save-report").click()
+        written = jupyter_lab.root / "shared report.html"
+        status = dashboards.locator(".se-report-status")
+        expect(status).to_contain_text(f"Wrote {written} (", timeout=120_000)
+        shot(page, "report_button_saved", dashboards.locator(".se-save-report").locator(".."))
+        shot(page, "report_button_dashboards")
+        assert_page_clean(page, page.log, "after Save report")
+        assert "T.prim_func" in written.read_text()
+    finally:
+        jupyter_lab.shutdown_sessions(name)
+
+    page.goto(written.as_uri())  # what was written opens, its plots drawn
+    # the recording's run: best so far, strategies compared, knob effects (no predictions)
+    plots = page.locator(".js-plotly-plot")
+    expect(plots).to_have_count(3)
+    for i in range(3):
+        expect(plots.nth(i).locator(".main-svg").first).to_be_attached()
