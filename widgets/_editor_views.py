@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import re
+import textwrap
 
 from explorer.session import Snapshot, script_diff
 
@@ -13,17 +14,37 @@ CHANGED_STYLE = "background:#fff2a8"
 
 
 def primitive_help(doc: str) -> str:
-    """A primitive's docstring as help: the summary, then the ``Rewrite:`` example."""
+    """A primitive's docstring as help: the summary, then the ``Rewrite:`` example, its before
+    and after stacked (side by side they need ~520 px, more than the controls column has)."""
     summary, _, rest = doc.partition("\n")
     rewrite = ""
     if "Rewrite:" in rest:
-        rewrite = rest.split("Rewrite:", 1)[1].strip("\n")
+        example = rest.split("Rewrite:", 1)[1].strip("\n")
         # Scrolls sideways: a wrapped line of code breaks mid-token and misleads.
-        rewrite = (
-            '<pre style="font-size:85%;margin:2px 0;white-space:pre;overflow-x:auto">'
-            f"{html.escape(rewrite)}</pre>"
-        )
+        pre = '<pre style="font-size:85%;margin:2px 0 4px 0;white-space:pre;overflow-x:auto">'
+        halves = _before_after(example)
+        if halves is None:
+            rewrite = f"{pre}{html.escape(example)}</pre>"
+        else:
+            before, after, call = halves
+            rewrite = (
+                f"<div style='font-size:85%'>before:</div>{pre}{html.escape(before)}</pre>"
+                f"<div style='font-size:85%'>after <code>{html.escape(call)}</code>:</div>"
+                f"{pre}{html.escape(after)}</pre>"
+            )
     return f"<div style='font-size:90%'>{html.escape(summary)}</div>{rewrite}"
+
+
+def _before_after(example: str) -> tuple[str, str, str] | None:
+    """``(before, after, call)`` of a docstring's side-by-side example: the columns left and
+    right of its ``->``, then its last line (the call); ``None`` when it has no arrow."""
+    *lines, call = example.rstrip().splitlines() or [""]
+    arrow = next((line.index("->") for line in lines if "->" in line), None)
+    if arrow is None:
+        return None
+    left = textwrap.dedent("\n".join(line[:arrow].rstrip() for line in lines)).strip("\n")
+    right = textwrap.dedent("\n".join(line[arrow + 2 :].rstrip() for line in lines))
+    return left, right.strip("\n"), call.strip()
 
 
 def changed_lines(diff: str) -> tuple[set[int], int]:

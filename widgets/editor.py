@@ -97,8 +97,9 @@ class ScheduleEditor:
         self.trace = w.Textarea(layout=w.Layout(width="100%", height="14em"))
         self.trace.add_class("se-trace")
 
-        # Two columns that share the width (about 45:55) and stack when the editor gets too
-        # narrow for both; each field fills its column, so nothing overflows into the other.
+        # Two columns: the controls (~380 px suffice) and the views, which get the rest; they
+        # stack when the views would get less than 600 px (a TVMScript line is ~800 px wide).
+        # Each field fills its column, so nothing overflows into the other.
         controls = w.VBox(
             [
                 self.primitive,
@@ -110,11 +111,11 @@ class ScheduleEditor:
                 self.history,
                 _buttons(self.checkout_button, self.branches),
             ],
-            layout=w.Layout(flex="1 1 0%", min_width="240px", margin="0 12px 0 0"),
+            layout=w.Layout(flex="1 1 360px", min_width="min(340px, 100%)", margin="0 12px 0 0"),
         )
         views = w.VBox(
             [self.loop_table, _section("<b>TVMScript</b>"), self.script],
-            layout=w.Layout(flex="1.25 1 0%", min_width="260px"),
+            layout=w.Layout(flex="2 1 600px", min_width="min(600px, 100%)"),
         )
         self.widget = w.VBox(
             [

@@ -61,17 +61,18 @@ class Explorer:
         self.search = SearchPanel(self.ctx)
         self.dashboards = Dashboards(self.ctx)
 
-        # Side by side (3:2) with a rule between them; stacked when too narrow for both.
+        # The editor gets the width: its loop table, TVMScript and help examples need ~800 px.
+        # The cost panel sits beside it only when both fit (a wide screen), else it wraps below
+        # (a laptop with JupyterLab's file browser open).
         schedule = w.HBox(
             [self.editor.widget, self.cost.widget],
             layout=w.Layout(width="100%", align_items="flex-start", flex_flow="row wrap"),
         )
         schedule.add_class("se-schedule")
-        self.editor.widget.layout.flex = "3 1 0%"
-        self.editor.widget.layout.min_width = "480px"
-        self.cost.widget.layout.flex = "2 1 0%"
-        self.cost.widget.layout.min_width = "260px"
-        self.cost.widget.layout.margin = "0 0 0 12px"
+        self.editor.widget.layout.flex = "3 1 800px"
+        self.editor.widget.layout.min_width = "min(800px, 100%)"
+        self.cost.widget.layout.flex = "1 1 320px"
+        self.cost.widget.layout.min_width = "min(320px, 100%)"
         self.cost.widget.layout.padding = "0 0 0 12px"
         self.cost.widget.layout.border_left = "1px solid #ddd"
         self.tabs = w.Tab(

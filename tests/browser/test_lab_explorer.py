@@ -30,6 +30,7 @@ from browser_helpers import (
     save_failure_screenshot,
     select_of,
     set_text,
+    settle,
     shot,
     stderr_outputs,
     visible_text,
@@ -103,6 +104,11 @@ def script_text(page: Any) -> str:
     return page.locator(".se-script").first.inner_text()
 
 
+def code_of(script: str) -> str:
+    """The TVMScript of a script view's text, without its caption (the first line)."""
+    return script.split("\n", 1)[1]
+
+
 def choose_primitive(page: Any, name: str, params: list[str]) -> None:
     """Pick a primitive and wait until its form (exactly ``params``) replaced the old one."""
     choose(page, "se-primitive", name)
@@ -158,7 +164,8 @@ LAYOUT_PROBLEMS_JS = """() => {
   if (!editor || !cost) return ['editor or cost panel missing'];
   // Nothing of the editor spills over its own box (into the cost panel); widgets' own 2 px
   // margins are tolerated.
-  const edge = Math.min(rect(editor).right, rect(cost).left) + 4;
+  const beside = rect(cost).top < rect(editor).bottom - 1;  // else the cost panel wrapped below
+  const edge = (beside ? Math.min(rect(editor).right, rect(cost).left) : rect(editor).right) + 4;
   for (const sel of ['.se-primitive', '.se-apply', '.se-undo', '.se-redo', '.se-reset',
                      '.se-checkout', '.se-history', '.se-loops', '.se-script',
                      '.se-primitive-help', '.se-trace', '.se-params']) {
@@ -231,11 +238,14 @@ def test_editor_split_changes_the_script(ui):
     shot(page, "03_explorer_after_split")
     assert layout_problems(page) == []
 
-    # Undo restores the exact script, Redo brings the split back
+    # Undo restores the exact script, marking what Undo changed; Redo brings the split back
     page.locator(".se-undo").first.click()
-    assert wait_script_changed(page, after) == before
+    undone = wait_script_changed(page, after)
+    assert code_of(undone) == code_of(before)
+    assert "Moved to the unscheduled program from step" in undone  # issue 10: Undo's change
+    expect(script.locator(".se-changed").first).to_be_visible()
     page.locator(".se-redo").first.click()
-    assert wait_script_changed(page, before) == after
+    assert code_of(wait_script_changed(page, undone)) == code_of(after)
     assert_page_clean(page, page.log, "after a split")
 
 
@@ -424,3 +434,43 @@ def _wait_points(page: Any, done: Any, timeout_ms: float) -> int:
         page.wait_for_timeout(500)
         n = plot_points(page, "se-convergence")
     return n
+
+
+SCREENS = {"laptop": (1280, 800), "make-lab": (1400, 1000), "desktop": (1920, 1080)}
+EDITOR_WIDTHS_JS = """() => {
+  const w = (sel) => { const el = document.querySelector(sel);
+                       return el ? el.getBoundingClientRect().width : 0; };
+  const box = (sel) => { const el = document.querySelector(sel);
+                         return el ? el.getBoundingClientRect() : null; };
+  const pre = document.querySelector('.se-script pre');
+  const ed = box('.se-editor'), cost = box('.se-cost');
+  return {editor: w('.se-editor'), schedule: w('.se-schedule'),
+          script: pre ? pre.clientWidth : 0, scriptNeeds: pre ? pre.scrollWidth : 0,
+          costBelow: !!(ed && cost && cost.top >= ed.bottom - 1),
+          cost: w('.se-cost')};
+}"""
+
+
+@pytest.mark.parametrize("screen", list(SCREENS))
+def test_the_editor_gets_the_width_on_a_laptop_and_a_desktop(ui, screen):
+    """Issue 10, symptom 3: inside the Explorer at 1400x1000 with the file browser open, the
+    TVMScript showed a third of its width and the loop table lost a column."""
+    page = ui
+    width, height = SCREENS[screen]
+    page.set_viewport_size({"width": width, "height": height})
+    if not page.locator("#filebrowser").first.is_visible():  # as `make lab` leaves it: open
+        page.locator('[data-id="filebrowser"]').first.click()
+    expect(page.locator("#filebrowser").first).to_be_visible()
+    settle(page, 800)
+    reveal(page, page.locator(".se-editor").first)
+    sizes = page.evaluate(EDITOR_WIDTHS_JS)
+    shot(page, f"10_layout_{screen}")
+    shot(page, f"10_layout_{screen}_schedule", page.locator(".se-schedule").first)
+    # The editor takes the row (the cost panel beside it only when both fit) ...
+    assert sizes["editor"] >= min(780, 0.95 * sizes["schedule"]), sizes
+    if not sizes["costBelow"]:
+        assert sizes["cost"] >= 300, sizes
+    # ... and its script view shows most of the TVMScript's width.
+    assert sizes["script"] >= min(0.9 * sizes["scriptNeeds"], 560), sizes
+    assert layout_problems(page) == []
+    page.set_viewport_size({"width": 1400, "height": 1000})

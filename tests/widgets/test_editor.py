@@ -304,3 +304,21 @@ def test_a_missing_argument_names_itself_plainly(ctx: Context, session: Schedule
     e.apply_button.click()
     banner = text_of(e.banner.value)
     assert "split: factors is required" in banner and "None)" not in banner, banner
+
+
+def test_every_rewrite_example_shows_before_then_after() -> None:
+    """Issue 10: side by side, the help's examples showed only their "before" half."""
+    from explorer.session import PRIMITIVES
+    from widgets._editor_views import _before_after, primitive_help
+
+    examples = {n: p.doc for n, p in PRIMITIVES.items() if "->" in p.doc}
+    assert len(examples) >= 10
+    for name, doc in examples.items():
+        halves = _before_after(doc.split("Rewrite:", 1)[1].strip("\n"))
+        assert halves is not None, name
+        before, after, call = halves
+        assert before and after and "->" not in before + after, name
+        assert call.startswith(f"{name}("), (name, call)
+        assert max(len(line) for line in (before + "\n" + after).splitlines()) <= 60, name
+        shown = text_of(primitive_help(doc))
+        assert shown.index("before:") < shown.index("after")
