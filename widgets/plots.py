@@ -13,6 +13,7 @@ rewrites ``uid``. Clickable traces carry what a click opens in ``customdata``: a
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ from plotly.colors import DEFAULT_PLOTLY_COLORS, unlabel_rgb
 from plotly.subplots import make_subplots
 
 from explorer.analysis import (
+    MIN_POINTS,
     ConvergenceGroup,
     ConvergenceInfo,
     KnobEffectsInfo,
@@ -55,13 +57,11 @@ def make_convergence_figure(info: ConvergenceInfo, *, widget: bool = True) -> go
     )
     fig = _new_figure(widget, base)
     fig.update_layout(
-        height=410,
-        # The title and its subtitle (the counts) sit in the top margin, above the subplot
-        # titles.
-        title=dict(yref="container", y=0.98, yanchor="top"),
-        margin=dict(l=60, r=20, t=100, b=50),
+        height=430,
+        margin=dict(l=60, r=40, b=50),
         legend=dict(orientation="h", y=-0.2),
         hovermode="closest",
+        **HEADER,
     )
     fig.update_xaxes(title_text="trials", row=1, col=1)
     fig.update_xaxes(title_text="wall-clock seconds", row=1, col=2)
@@ -83,8 +83,7 @@ def update_convergence_figure(fig: go.FigureWidget, info: ConvergenceInfo) -> No
         fig,
         traces,
         {
-            "title.text": f"Best so far: {info.metric_label} ({better})",
-            "title.subtitle.text": counts,
+            **_heading(f"Best so far: {info.metric_label} ({better})", [counts], extra=24),
             "yaxis.title.text": info.metric_label,
             "yaxis.type": "log" if info.metric == "latency_ms" else "linear",
         },
@@ -229,8 +228,9 @@ def make_predicted_vs_measured_figure(
     correlations in the legend."""
     fig = _new_figure(widget)
     fig.update_layout(
-        height=380,
-        margin=dict(l=60, r=20, t=60, b=50),
+        height=400,
+        margin=dict(l=60, r=40, b=50),
+        **HEADER,
         # Padded both sides: a rank of exactly 0 or 1 (one point: 1.0) must not sit on the edge.
         xaxis=dict(title=dict(text="predicted rank (1 = predicted fastest)"), range=[-0.05, 1.05]),
         yaxis=dict(title=dict(text="measured latency (ms)"), type="log"),
@@ -245,8 +245,12 @@ def update_predicted_vs_measured_figure(
 ) -> None:
     traces = []
     for i, m in enumerate(info.models):
-        name = f"{m.model}: Spearman {_corr(m.spearman)}, Kendall {_corr(m.kendall)}"
-        name += f" (n={m.num_points}" + (f", {m.num_failed} failed)" if m.num_failed else ")")
+        if m.num_points < MIN_POINTS:  # no correlation of so few points
+            name = f"{m.model}: n={m.num_points}, too few to correlate (needs {MIN_POINTS})"
+        else:
+            name = f"{m.model}: Spearman {_corr(m.spearman)}, Kendall {_corr(m.kendall)}"
+            name += f" (n={m.num_points})"
+        name += f", {m.num_failed} failed" if m.num_failed else ""
         traces.append(
             go.Scattergl(
                 x=m.predicted_rank,
@@ -264,24 +268,24 @@ def update_predicted_vs_measured_figure(
             )
         )
     models = ", ".join(m.model for m in info.models)
-    title = f"Predicted vs measured: {info.num_predicted} of {_count(info.num_trials, 'trial')}"
-    title += f" {'has' if info.num_trials == 1 else 'have'} predictions"
-    title += f" from {models}" if models else ""
-    notes = [f"{info.num_failed} failed"] if info.num_failed else []
+    counts = f"{info.num_predicted} of {_count(info.num_trials, 'trial')}"
+    counts += f" {'has' if info.num_trials == 1 else 'have'} predictions"
+    counts += f" from {models}" if models else ""
+    notes = [counts]
+    notes += [f"{info.num_failed} failed"] if info.num_failed else []
     if info.num_remeasured:
         notes.append(f"+ {_count(info.num_remeasured, 're-measurement')}")
     shown = sum(len(m.trial_ids) for m in info.models)
     if shown < sum(m.num_points for m in info.models):
         notes.append(f"showing {shown} points")
-    if notes:
-        title += f" ({'; '.join(notes)})"
     empty = None
     if not info.models:
         empty = NO_PREDICTIONS
     elif not shown:
         empty = "No successful trial has a prediction yet (the predicted ones failed)."
     latencies = [v for m in info.models for v in m.latency_ms if v > 0]
-    _sync(fig, traces, {"title.text": title, **_log_axis("yaxis", latencies)}, empty=empty)
+    heading = _heading("Predicted vs measured", ["; ".join(notes)])
+    _sync(fig, traces, {**heading, **_log_axis("yaxis", latencies)}, empty=empty)
 
 
 def _log_axis(axis: str, values: Sequence[float]) -> dict[str, Any]:
@@ -339,10 +343,11 @@ def make_strategy_comparison_figure(
     """Each run's best at an equal budget, one box per strategy (every run drawn as a point)."""
     fig = _new_figure(widget)
     fig.update_layout(
-        height=380,
-        margin=dict(l=60, r=20, t=60, b=50),
+        height=400,
+        margin=dict(l=60, r=40, b=50),
         xaxis=dict(title=dict(text="strategy")),
         showlegend=False,
+        **HEADER,
     )
     update_strategy_comparison_figure(fig, info)
     return fig
@@ -369,19 +374,17 @@ def update_strategy_comparison_figure(fig: go.FigureWidget, info: StrategyCompar
                 meta=f"cmp|{g.label}",
             )
         )
-    title = f"Best {info.metric_label} within the first {info.budget} trials of each run"
-    notes = []
+    title = f"Strategies: best {info.metric_label} per run"
+    notes = [f"within the first {_count(info.budget, 'trial')} of each run"]
     if info.num_short_runs:
-        notes.append(f"{info.num_short_runs} shorter runs left out")
+        notes.append(f"{_count(info.num_short_runs, 'shorter run')} left out")
     if info.num_remeasured:
         notes.append("re-measurements not counted")
-    if notes:
-        title += f" ({'; '.join(notes)})"
     _sync(
         fig,
         traces,
         {
-            "title.text": title,
+            **_heading(title, ["; ".join(notes)]),
             "yaxis.title.text": info.metric_label,
             "yaxis.type": "log" if info.metric == "latency_ms" else "linear",
         },
@@ -395,8 +398,9 @@ def make_knob_effects_figure(info: KnobEffectsInfo, *, widget: bool = True) -> g
     latency, next to a bar chart of each knob's importance."""
     fig = _new_figure(widget)
     fig.update_layout(
-        height=420,
-        margin=dict(l=60, r=30, t=90, b=40),
+        height=440,
+        margin=dict(l=60, r=40, b=40),
+        **HEADER,
         xaxis=dict(domain=[0.8, 1.0], range=[0, 1], title=dict(text="variance explained")),
         yaxis=dict(anchor="x", autorange="reversed"),
         showlegend=False,
@@ -440,9 +444,9 @@ def update_knob_effects_figure(fig: go.FigureWidget, info: KnobEffectsInfo) -> N
             meta="knobs|importance",
         ),
     ]
-    title = f"Knob effects: {info.num_used} successful trials"
+    notes = [f"{_count(info.num_used, 'successful trial')}"]
     if len(info.trial_ids) < info.num_used:
-        title += f" (drawing {len(info.trial_ids)})"
+        notes[0] += f" (drawing {len(info.trial_ids)})"
     left_out = [
         f"{n} {why}"
         for n, why in (
@@ -453,11 +457,11 @@ def update_knob_effects_figure(fig: go.FigureWidget, info: KnobEffectsInfo) -> N
         if n
     ]
     if left_out:
-        title += f"; left out: {', '.join(left_out)}"
+        notes.append(f"left out: {', '.join(left_out)}")
     _sync(
         fig,
         traces,
-        {"title.text": title},
+        _heading("Knob effects", ["; ".join(notes)]),
         empty="No successful trial with knob decisions yet" if not info.num_used else None,
     )
 
@@ -483,6 +487,28 @@ def _ticks(codes: Sequence[int], labels: Sequence[str]) -> dict[str, Any]:
 
 
 # -- shared -----------------------------------------------------------------------------------
+HEADER: dict[str, Any] = dict(
+    # The title and its subtitle sit in the top margin, anchored to the figure's top edge;
+    # the toolbar stands vertically on the right, off the subtitle it used to cover.
+    title=dict(yref="container", y=1.0, yanchor="top", pad=dict(t=10), x=0.0, xanchor="left"),
+    modebar=dict(orientation="v"),
+)
+"""The layout every dashboard figure starts from (with ``_heading`` for its text)."""
+
+WRAP = 100  # characters per subtitle line: plotly never wraps a title by itself
+
+
+def _heading(title: str, details: Sequence[str], *, extra: int = 0) -> dict[str, Any]:
+    """A short title, the details wrapped below it as its subtitle, and a top margin that
+    holds both (``extra``: what else sits above the plot, e.g. subplot titles)."""
+    lines = [line for d in details if d for line in textwrap.wrap(d, WRAP)]
+    return {
+        "title.text": title,
+        "title.subtitle.text": "<br>".join(lines),
+        "margin.t": 56 + 17 * len(lines) + extra,
+    }
+
+
 def _new_figure(widget: bool, base: go.Figure | None = None) -> Any:
     """A ``FigureWidget`` for the notebook, or a plain ``Figure`` (static HTML, no ipywidgets)."""
     if widget:

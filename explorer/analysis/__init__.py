@@ -47,6 +47,7 @@ from explorer.analysis._knob_effects import (
     omega_squared,
 )
 from explorer.analysis._predicted_vs_measured import (
+    MIN_POINTS,
     ModelPredictions,
     PredictedVsMeasuredInfo,
     predicted_vs_measured_info,
@@ -55,6 +56,7 @@ from explorer.analysis._table import STATUSES, Decision, TrialTable
 
 __all__ = [
     "METRIC_LABELS",
+    "MIN_POINTS",
     "STATUSES",
     "ComparisonGroup",
     "ConvergenceGroup",

@@ -55,6 +55,12 @@ def store():
     s.close()
 
 
+def heading(fig) -> str:
+    """A figure's title and its subtitle, as one line of text."""
+    title = fig.layout.title
+    return f"{title.text} {title.subtitle.text or ''}".replace("<br>", " ")
+
+
 def fill(store, candidates, strategy: str, latencies_ms, *, predicted=True):
     c0 = candidates[0]
     run = store.create_run(c0.workload, c0.target, strategy)
@@ -131,8 +137,8 @@ def test_predicted_vs_measured_figure(filled):
         assert list(trace.customdata) == list(model.trial_ids)
     assert fig.layout.xaxis.title.text.startswith("predicted rank")
     assert fig.layout.yaxis.title.text == "measured latency (ms)"
-    title = fig.layout.title.text
-    assert "60 of 60 trials have predictions from static, xgb-rank (3 failed)" in title
+    title = heading(fig)
+    assert "60 of 60 trials have predictions from static, xgb-rank; 3 failed" in title
     # Padded axes: no point on an edge; a few round log ticks, never every digit of a decade.
     lo, hi = fig.layout.xaxis.range
     assert lo < 0 and hi > 1
@@ -146,7 +152,7 @@ def test_predicted_vs_measured_figure(filled):
     capped = predicted_vs_measured_info(TrialTable.from_records(filled), max_points=7)
     update_predicted_vs_measured_figure(fig, capped)
     assert [len(t.x) for t in fig.data] == [7, 7]
-    assert "showing 14 points" in fig.layout.title.text
+    assert "showing 14 points" in heading(fig)
     update_predicted_vs_measured_figure(fig, predicted_vs_measured_info([]))
     assert len(fig.data) == 0 and "No predictions yet" in fig.layout.annotations[-1].text
 
@@ -172,7 +178,7 @@ def test_predicted_vs_measured_says_how_many_trials_have_predictions(store, cand
     records += fill(store, candidates[5:], "manual", [2.2])
     info = predicted_vs_measured_info(records)
     fig = make_predicted_vs_measured_figure(info)
-    assert "1 of 5 trials have predictions from static, xgb-rank" in fig.layout.title.text
+    assert "1 of 5 trials have predictions from static, xgb-rank" in heading(fig)
     assert [len(t.x) for t in fig.data] == [1, 1]
     assert not [a for a in fig.layout.annotations if a.name == "empty"]
     lo, hi = fig.layout.xaxis.range
@@ -182,7 +188,7 @@ def test_predicted_vs_measured_says_how_many_trials_have_predictions(store, cand
 
     none = make_predicted_vs_measured_figure(predicted_vs_measured_info(records[:4]))
     assert len(none.data) == 0
-    assert "0 of 4 trials have predictions" in none.layout.title.text
+    assert "0 of 4 trials have predictions" in heading(none)
     (note,) = [a for a in none.layout.annotations if a.name == "empty"]
     assert note.text.startswith("No predictions yet") and "autotvm" in note.text
 
@@ -205,10 +211,10 @@ def test_strategy_comparison_figure(store, filled):
     assert [t.type for t in fig.data] == ["box", "box"]
     assert [t.name for t in fig.data] == ["random", "autotvm"]
     assert len(fig.data[0].y) == 2 and len(fig.data[1].y) == 1
-    assert "first 20 trials" in fig.layout.title.text
+    assert "first 20 trials" in heading(fig)
     assert fig.layout.yaxis.title.text == "GFLOPS"
     update_strategy_comparison_figure(fig, strategy_comparison_info(store, budget=3))
-    assert "first 3 trials" in fig.layout.title.text
+    assert "first 3 trials" in heading(fig)
 
 
 def test_knob_effects_figure(filled, space):
@@ -223,8 +229,8 @@ def test_knob_effects_figure(filled, space):
     assert dims[0].label.startswith(info.knobs[0].label)
     assert list(bars.y) == [k.label for k in info.knobs]
     assert len(parcoords.line.color) == 25
-    assert "57 successful trials" in fig.layout.title.text
-    assert "3 failed" in fig.layout.title.text
+    assert "57 successful trials" in heading(fig)
+    assert "3 failed" in heading(fig)
 
     update_knob_effects_figure(fig, knob_effects_info(filled[:10], space))
     assert all(len(d.values) == 9 for d in fig.data[0].dimensions)
@@ -234,3 +240,18 @@ def test_on_point_click_registers_on_matching_traces(filled):
     fig = make_predicted_vs_measured_figure(predicted_vs_measured_info(filled))
     plots.on_point_click(fig, "pvm|", lambda *a: None)
     assert all(t._click_callbacks for t in fig.data)
+
+
+def test_long_headings_wrap_into_the_margin_they_get() -> None:
+    """Issue 10: titles overlapped their subtitles, the toolbar covered them, and long ones
+    were cut off ("1 shorter runs left out, re-measuremen...")."""
+    from widgets.plots import HEADER, WRAP, _heading
+
+    short = _heading("Title", ["one line"])
+    long = _heading("Title", ["word " * 60, "more"], extra=24)
+    lines = long["title.subtitle.text"].split("<br>")
+    assert len(lines) >= 4 and all(len(line) <= WRAP for line in lines)
+    assert " ".join(lines).split() == ("word " * 60 + "more").split()  # nothing lost
+    assert long["margin.t"] - short["margin.t"] >= 17 * (len(lines) - 1) + 24
+    assert HEADER["modebar"]["orientation"] == "v"  # off the heading
+    assert HEADER["title"]["yref"] == "container" and HEADER["title"]["yanchor"] == "top"

@@ -7,8 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from explorer.analysis import TrialTable, predicted_vs_measured_info
-from explorer.analysis._predicted_vs_measured import MIN_POINTS
+from explorer.analysis import MIN_POINTS, TrialTable, predicted_vs_measured_info
 from explorer.cost_models import kendall, spearman
 
 FAIL = None
