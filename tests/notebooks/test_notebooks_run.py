@@ -34,8 +34,18 @@ EXPECTED = {
 TOUR_PROBES = [
     """
     assert ex.widget is not None
-    assert ex.editor.session is ex.session, "the editor does not follow ex.ctx.open_record"
     assert ex.session.workload == w
+    # Issue 10: after Run All the tour's "Try it" (split loop j) must still work: the search's
+    # best opened in an explorer of its own, not in this one.
+    assert "j" in ex.session.loops(), ex.session.loops()
+    assert best_view.editor.session is best_view.session
+    assert best_view.session.snapshot.trace_json == best.candidate.trace
+    """,
+    """
+    # Issue 10: the tour's printed diff glued two lines ("...B[v_k, v_j]+   for i in ...")
+    lines = s.snapshot.diff.splitlines()
+    assert lines and all(line[:1] in "@+- " for line in lines), lines
+    assert not any("]+" in line or "]-" in line for line in lines), lines
     """,
     """
     snapshot = ex.session.snapshot
