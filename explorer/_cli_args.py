@@ -222,17 +222,15 @@ def did_you_mean(exc: UnknownPluginError) -> str:
 
 def check_tune_options(args: argparse.Namespace) -> None:
     """What `explorer tune` can refuse before building, measuring or storing anything."""
-    from explorer.search import STRATEGIES
+    from explorer.search import check_capabilities
 
-    if args.strategy not in STRATEGIES:
-        raise UnknownPluginError("strategy", args.strategy, STRATEGIES)
-    # Each strategy declares whether it takes a start (SearchStrategy.accepts_start).
-    if getattr(args, "start", None) and not STRATEGIES[args.strategy].accepts_start:
-        able = [n for n, c in STRATEGIES.items() if c.accepts_start]
-        raise UsageError(
-            f"strategy {args.strategy!r} cannot start from a given schedule (--start); "
-            f"these can: {', '.join(able) or 'none'}"
-        )
+    # Each strategy declares what it takes (explorer.search.capabilities); an unknown name, or
+    # a --start or --cost-model it cannot take, is one sentence naming what it does take.
+    check_capabilities(
+        args.strategy,
+        start=bool(getattr(args, "start", None)),
+        cost_model=getattr(args, "cost_model", None),
+    )
     if getattr(args, "save_trace", None):
         check_writable_file(args.save_trace, "--save-trace")
 

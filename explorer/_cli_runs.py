@@ -95,6 +95,8 @@ def check_resume_options(args: argparse.Namespace, run: Any, workload: Any | Non
         conflicts.insert(0, f"workload {workload.key()} (the run tunes {run.workload.key()})")
     if getattr(args, "start", None):
         conflicts.append("--start (a run keeps the start point it began with)")
+    if getattr(args, "cost_model", None):
+        conflicts.append("--cost-model (a run keeps the cost model it began with)")
     if conflicts:
         raise ExplorerError(
             f"run {run.id} resumes with its own settings; these differ: {'; '.join(conflicts)}. "

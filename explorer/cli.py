@@ -318,7 +318,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if args.start:
             # "Start from what I have": a saved session, a record's JSON, or a bare trace.
             options["start"] = _start_candidate(args, workload, target)
-        strategy = make_strategy(args.strategy, **options)
+        strategy = make_strategy(args.strategy, cost_model=args.cost_model, **options)
         store = get_store(args.db)
         total, batch_size = args.trials, args.batch
     else:
@@ -551,6 +551,13 @@ def _parser() -> argparse.ArgumentParser:
         "run's reference and the search starts at its nearest point",
     )
     p.add_argument("--refit", action="store_true", help=REFIT_HELP)
+    p.add_argument(
+        "--cost-model",
+        default=None,
+        metavar="NAME",
+        help="the cost model the strategy runs with, for one that takes a choice (autotvm: "
+        "xgb-rank or xgb-reg); default: the strategy's own",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_tune)
 

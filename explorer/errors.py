@@ -106,6 +106,12 @@ class SettingTypeError(SettingError, TypeError):
     raised before any run is created."""
 
 
+class CapabilityError(SettingError, TypeError):
+    """A strategy was given what it cannot take: a start point, or a cost model it does not run
+    with (``explorer.search.capabilities``). The message names the strategy and what it takes;
+    raised before any run is created."""
+
+
 class RunInUseError(SearchError):
     """A run is owned by another live process (one owner per run): it cannot be resumed or
     continued from here until that process ends."""

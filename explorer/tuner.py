@@ -7,7 +7,6 @@ about which points to propose (Kernel Tuner's CostFunc idea).
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 import math
 import statistics
@@ -502,13 +501,12 @@ def strategy_of(run: RunInfo, trials: Sequence[TrialRecord] = ()) -> SearchStrat
         SearchError: the run's strategy is not a registered one, or its stored settings do not
             build it (pass the instance to ``Tuner.resume`` then).
     """
-    cls = STRATEGIES.get(run.strategy)
-    if cls is None:
+    if run.strategy not in STRATEGIES:
         raise SearchError(
             f"run {run.id} used strategy {run.strategy!r}, which is not a registered strategy "
             f"({', '.join(sorted(STRATEGIES))}); it cannot be resumed by name"
         )
-    accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    accepted = set(STRATEGIES.parameters(run.strategy))
     params = {k: v for k, v in run.settings.items() if k in accepted and k not in RunBudget.KEYS}
     start = params.get("start")
     if isinstance(start, Mapping) and not {"sketch", "point"} <= set(start):

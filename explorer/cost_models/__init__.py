@@ -14,10 +14,10 @@
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Callable
 from typing import Any
 
+from explorer._registry import Registry
 from explorer.cost_models._base import CostModel
 from explorer.cost_models._features import FEATURE_KINDS, FeatureExtractor, KnobTable
 from explorer.cost_models._metrics import (
@@ -33,16 +33,20 @@ from explorer.cost_models._ms_xgb import MetaScheduleXGBCostModel
 from explorer.cost_models._static import StaticCostModel
 from explorer.cost_models._value import ValueModel
 from explorer.cost_models._xgb import XGBCostModel
-from explorer.errors import UnknownPluginError
 
-COST_MODELS: dict[str, Callable[..., CostModel]] = {
-    "xgb-rank": functools.partial(XGBCostModel, loss="rank"),
-    "xgb-reg": functools.partial(XGBCostModel, loss="reg"),
-    "metaschedule-xgb": MetaScheduleXGBCostModel,
-    "static": StaticCostModel,
-    "value": ValueModel,
-}
-"""Every cost model by name: a class, or a ``functools.partial`` of one that fixes arguments."""
+COST_MODELS: Registry[Callable[..., CostModel], CostModel] = Registry(
+    "cost model",
+    CostModel,
+    {
+        "xgb-rank": functools.partial(XGBCostModel, loss="rank"),
+        "xgb-reg": functools.partial(XGBCostModel, loss="reg"),
+        "metaschedule-xgb": MetaScheduleXGBCostModel,
+        "static": StaticCostModel,
+        "value": ValueModel,
+    },
+)
+"""Every cost model by name: a class, or a ``functools.partial`` of one that fixes arguments
+(a read-only mapping; ``explorer._registry.Registry``)."""
 
 
 def make_cost_model(name_or_instance: str | CostModel, **kwargs: Any) -> CostModel:
@@ -53,33 +57,7 @@ def make_cost_model(name_or_instance: str | CostModel, **kwargs: Any) -> CostMod
         TypeError: an argument the model does not take (or one its name already fixes, like
             ``loss`` for ``"xgb-rank"``), or arguments given with an instance.
     """
-    if isinstance(name_or_instance, CostModel):
-        if kwargs:
-            raise TypeError(
-                f"make_cost_model: arguments {sorted(kwargs)} given with a ready "
-                f"{type(name_or_instance).__name__} instance"
-            )
-        return name_or_instance
-    if not isinstance(name_or_instance, str):
-        kind = type(name_or_instance).__name__
-        raise TypeError(f"make_cost_model takes a name or a CostModel (got {kind})")
-    try:
-        factory = COST_MODELS[name_or_instance]
-    except KeyError:
-        raise UnknownPluginError("cost model", name_or_instance, COST_MODELS) from None
-    fixed = set(factory.keywords) if isinstance(factory, functools.partial) else set()
-    params = inspect.signature(factory).parameters
-    accepted = {
-        n for n, p in params.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-    } - fixed
-    unknown = sorted(set(kwargs) - accepted)
-    if unknown:
-        raise TypeError(
-            f"make_cost_model({name_or_instance!r}): unknown argument(s) {', '.join(unknown)}"
-            f"{' (fixed by the name)' if set(unknown) & fixed else ''}; "
-            f"valid: {', '.join(sorted(accepted))}"
-        )
-    return factory(**kwargs)
+    return COST_MODELS.make(name_or_instance, **kwargs)
 
 
 __all__ = [

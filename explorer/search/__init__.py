@@ -1,53 +1,151 @@
-"""Search strategies: one ask/tell interface, an explicit registry, ``make_strategy``."""
+"""Search strategies: one ask/tell interface, an explicit registry, ``make_strategy``.
+
+What each strategy can be given besides its hyper-parameters (a start point, a cost model) is
+declared by its class and read with ``capabilities(name)``; ``make_strategy`` refuses anything
+else with one sentence naming the strategy and what it takes (``CapabilityError``).
+"""
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
-from explorer.errors import UnknownPluginError
+from explorer._registry import Registry
+from explorer.cost_models import COST_MODELS
+from explorer.errors import CapabilityError
 from explorer.search._autotvm import AutoTVMSearch
-from explorer.search._base import SearchStrategy
+from explorer.search._base import Capabilities, SearchStrategy
 from explorer.search._droplet import DropletSearch, EvolutionaryDropletSearch
 from explorer.search._evolutionary import EvolutionarySearch
 from explorer.search._random import RandomSearch
 from explorer.search._static import StaticSearch
 from explorer.search._value import ValueSearch
 
-STRATEGIES: dict[str, type[SearchStrategy]] = {
-    "random": RandomSearch,
-    "autotvm": AutoTVMSearch,
-    "evolutionary": EvolutionarySearch,
-    "droplet": DropletSearch,
-    "evolutionary+droplet": EvolutionaryDropletSearch,
-    "static": StaticSearch,
-    "value": ValueSearch,
-}
+STRATEGIES: Registry[type[SearchStrategy], SearchStrategy] = Registry(
+    "strategy",
+    SearchStrategy,
+    {
+        "random": RandomSearch,
+        "autotvm": AutoTVMSearch,
+        "evolutionary": EvolutionarySearch,
+        "droplet": DropletSearch,
+        "evolutionary+droplet": EvolutionaryDropletSearch,
+        "static": StaticSearch,
+        "value": ValueSearch,
+    },
+)
+"""Every strategy class by name (a read-only mapping; ``explorer._registry.Registry``)."""
 
 
-def make_strategy(spec: str | SearchStrategy, **kwargs: Any) -> SearchStrategy:
-    """An instance from a registered name (or the instance itself, unchanged).
+def capabilities(strategy: str | SearchStrategy | type[SearchStrategy]) -> Capabilities:
+    """What a strategy (a registered name, an instance or a class) can be given besides its
+    hyper-parameters: whether it takes a start point, which cost models it runs with.
 
     Raises:
-        UnknownPluginError: the name is not registered.
-        TypeError: a keyword is not a parameter of the strategy (never silently dropped).
+        UnknownPluginError: an unknown name (the message lists the valid ones).
+
+    Example:
+        >>> capabilities("droplet").start, capabilities("droplet").cost_models
+        (True, ())
+        >>> [name for name in STRATEGIES if capabilities(name).start]
+        ['autotvm', 'evolutionary', 'droplet', 'evolutionary+droplet', 'value']
     """
-    if isinstance(spec, SearchStrategy):
-        if kwargs:
-            raise TypeError("keyword arguments are only accepted with a strategy name")
-        return spec
-    try:
-        cls = STRATEGIES[spec]
-    except KeyError:
-        raise UnknownPluginError("strategy", spec, STRATEGIES) from None
-    accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
-    unknown = sorted(set(kwargs) - accepted)
-    if unknown:
-        raise TypeError(
-            f"strategy {spec!r} has no parameter(s) {', '.join(unknown)}; "
-            f"valid: {', '.join(sorted(accepted)) or '(none)'}"
+    if isinstance(strategy, str):
+        return STRATEGIES.factory(strategy).capabilities
+    return strategy.capabilities
+
+
+def check_capabilities(
+    strategy: str, *, start: bool = False, cost_model: str | None = None
+) -> None:
+    """Refuse a start point or a cost model that ``strategy`` cannot take, before anything is
+    built (the command line calls this before it reads the start's file).
+
+    Raises:
+        UnknownPluginError: an unknown strategy or cost model name.
+        CapabilityError: one sentence naming the strategy and what it takes.
+
+    Example:
+        >>> check_capabilities("autotvm", start=True, cost_model="xgb-reg")  # both fine
+        >>> check_capabilities("random", start=True)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+          ...
+        explorer.errors.CapabilityError: strategy 'random' cannot start ...; these can: ...
+    """
+    caps = capabilities(strategy)
+    if start and not caps.start:
+        able = [n for n in STRATEGIES if capabilities(n).start]
+        raise CapabilityError(
+            f"strategy {strategy!r} cannot start from a given schedule; "
+            f"these can: {', '.join(able) or 'none'}"
         )
-    return cls(**kwargs)
+    if cost_model is None:
+        return
+    COST_MODELS.factory(cost_model)  # an unknown name lists the valid ones
+    if not caps.cost_models:
+        able = [
+            f"{n} ({', '.join(capabilities(n).cost_models)})"
+            for n in STRATEGIES
+            if capabilities(n).cost_models
+        ]
+        raise CapabilityError(
+            f"strategy {strategy!r} uses no cost model (asked for {cost_model!r}); "
+            f"these do: {'; '.join(able)}"
+        )
+    if cost_model not in caps.cost_models:
+        takes = " or ".join(caps.cost_models)
+        raise CapabilityError(
+            f"strategy {strategy!r} runs with the cost model {takes}, not {cost_model!r}"
+        )
 
 
-__all__ = ["STRATEGIES", "RandomSearch", "SearchStrategy", "make_strategy"]
+def make_strategy(
+    spec: str | SearchStrategy, /, *, cost_model: str | None = None, **kwargs: Any
+) -> SearchStrategy:
+    """An instance from a registered name and its hyper-parameters (or the instance itself,
+    unchanged).
+
+    Args:
+        spec: a name in ``STRATEGIES``, or a ready instance (then no other argument).
+        cost_model: the cost model to run with, one of ``capabilities(spec).cost_models``
+            (default: the strategy's first); turned into the constructor arguments that select
+            it (``cost_model="xgb-reg"`` is ``loss="reg"`` for ``autotvm``).
+        **kwargs: the strategy's hyper-parameters; ``start=`` only for a strategy whose
+            ``capabilities(spec).start`` is true.
+
+    Raises:
+        UnknownPluginError: the name (or the cost model's) is not registered.
+        CapabilityError: a start or a cost model the strategy cannot take (a ``TypeError``).
+        TypeError: a keyword that is not a parameter of the strategy (never silently dropped),
+            or one that contradicts ``cost_model``.
+
+    Example:
+        >>> make_strategy("autotvm", cost_model="xgb-reg").loss
+        'reg'
+    """
+    if isinstance(spec, str):
+        check_capabilities(spec, start="start" in kwargs, cost_model=cost_model)
+        if cost_model is not None:
+            chosen = STRATEGIES.factory(spec).cost_model_arguments(cost_model)
+            clash = sorted(k for k in chosen if k in kwargs and kwargs[k] != chosen[k])
+            if clash:
+                given = ", ".join(f"{k}={kwargs[k]!r}" for k in clash)
+                means = ", ".join(f"{k}={chosen[k]!r}" for k in clash)
+                raise TypeError(
+                    f"make_strategy({spec!r}): cost_model={cost_model!r} means {means}, "
+                    f"but {given} was given"
+                )
+            kwargs = {**kwargs, **chosen}
+    elif cost_model is not None:
+        kwargs = {**kwargs, "cost_model": cost_model}  # refused with the instance below
+    return STRATEGIES.make(spec, **kwargs)
+
+
+__all__ = [
+    "STRATEGIES",
+    "Capabilities",
+    "RandomSearch",
+    "SearchStrategy",
+    "capabilities",
+    "check_capabilities",
+    "make_strategy",
+]

@@ -44,11 +44,12 @@ from explorer.cost_models._xgb import LOSSES, XGBCostModel, throughput
 from explorer.errors import SearchError
 from explorer.measure._base import Candidate
 from explorer.measure._replay import trace_key
-from explorer.search._base import AUTO, SearchStrategy, check_scaled
+from explorer.search._base import AUTO, Capabilities, SearchStrategy, check_scaled
 from explorer.search._sa import Key, SimulatedAnnealing, diversity_pick
 from explorer.search._start import StartPlan, first_candidates, is_hand_start, plan_start
 from explorer.space import KnobSpace, Point
 from explorer.storage._base import TrialRecord
+from explorer.types import JSON
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,8 @@ class AutoTVMSearch(SearchStrategy):
     """
 
     name = "autotvm"
-    accepts_start = True
+    # Its XGBoost model with the rank loss (AutoTVM's default) or squared error (``loss``).
+    capabilities = Capabilities(start=True, cost_models=tuple(f"xgb-{x}" for x in LOSSES))
 
     def __init__(
         self,
@@ -146,6 +148,11 @@ class AutoTVMSearch(SearchStrategy):
     def model_name(self) -> str:
         """The key of this strategy's predictions in stored trials (a ``COST_MODELS`` name)."""
         return f"xgb-{self.loss}"
+
+    @classmethod
+    def cost_model_arguments(cls, cost_model: str) -> dict[str, JSON]:
+        """``xgb-rank`` and ``xgb-reg`` are the two ``loss`` values of its XGBoost model."""
+        return {"loss": cost_model.removeprefix("xgb-")}
 
     # -- SearchStrategy ---------------------------------------------------------------------
     def _start(self, history: list[TrialRecord]) -> list[TrialRecord]:

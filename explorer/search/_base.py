@@ -6,6 +6,7 @@ import abc
 import inspect
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -15,6 +16,46 @@ from explorer.search._start import start_setting
 from explorer.space import DesignSpace
 from explorer.storage._base import RecordStore, TrialRecord
 from explorer.types import JSON
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a strategy can be given besides its hyper-parameters, declared by the class
+    (``SearchStrategy.capabilities``) and read by the UI and the command line alike.
+
+    Attributes:
+        start: whether it takes ``start=`` (a schedule to start from: ``session.candidate()``,
+            a record's candidate or a knob-space ``Point``), measured first as the run's
+            reference (``explorer.search._start``).
+        cost_models: the ``COST_MODELS`` names it can run with, its default first; ``()`` when
+            it uses no cost model. Its stored predictions are named by the one it runs with;
+            ``make_strategy(name, cost_model=...)`` picks one (``cost_model_arguments``).
+
+    No strategy needs a particular batch size: every one answers ``ask(n)`` for any ``n``
+    (hyper-parameters given as ``"auto"`` scale to the trial budget instead).
+
+    Example:
+        >>> from explorer.search import capabilities
+        >>> capabilities("autotvm")
+        Capabilities(start=True, cost_models=('xgb-rank', 'xgb-reg'))
+        >>> capabilities("autotvm").default_cost_model
+        'xgb-rank'
+        >>> capabilities("random").takes_cost_model
+        False
+    """
+
+    start: bool = False
+    cost_models: tuple[str, ...] = ()
+
+    @property
+    def takes_cost_model(self) -> bool:
+        """Whether it runs with a cost model at all."""
+        return bool(self.cost_models)
+
+    @property
+    def default_cost_model(self) -> str | None:
+        """The cost model it runs with unless told otherwise (``None``: none)."""
+        return self.cost_models[0] if self.cost_models else None
 
 
 class SearchStrategy(abc.ABC):
@@ -34,15 +75,44 @@ class SearchStrategy(abc.ABC):
           order the candidates were asked.
         * Constructor arguments are keyword-only hyper-parameters stored verbatim; ``settings()``
           returns them for the run's record.
-        * A strategy with ``accepts_start = True`` takes a keyword ``start`` (a ``Candidate``,
-          e.g. ``session.candidate()``, or a knob-space ``Point``) and proposes, before anything
-          else, the user's schedule marked as the run's reference and its nearest point
-          (``explorer.search._start``), which it then starts from.
+        * What it can be given besides its hyper-parameters is declared in ``capabilities``
+          (never discovered from its signature): a strategy with ``Capabilities(start=True)``
+          takes a keyword ``start`` (a ``Candidate``, e.g. ``session.candidate()``, or a
+          knob-space ``Point``) and proposes, before anything else, the user's schedule marked
+          as the run's reference and its nearest point (``explorer.search._start``), which it
+          then starts from; one with ``cost_models`` names its predictions by the model it runs
+          with, chosen through ``cost_model_arguments``.
     """
 
     name: ClassVar[str] = ""
+    capabilities: ClassVar[Capabilities] = Capabilities()
+    """What the strategy takes besides its hyper-parameters (the UI and the CLI read this)."""
     accepts_start: ClassVar[bool] = False
-    """Whether ``start=`` is a parameter (the CLI's ``--start`` asks this, not the signature)."""
+    """``capabilities.start``, kept for older callers (set from ``capabilities``; a subclass
+    that declares only ``accepts_start = True`` gets ``Capabilities(start=True)``)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__
+        if "accepts_start" in own and "capabilities" not in own:  # the older declaration
+            cls.capabilities = Capabilities(
+                start=bool(own["accepts_start"]), cost_models=cls.capabilities.cost_models
+            )
+        elif "accepts_start" in own and own["accepts_start"] != cls.capabilities.start:
+            raise TypeError(
+                f"{cls.__name__}: accepts_start={own['accepts_start']} contradicts "
+                f"capabilities.start={cls.capabilities.start}; declare capabilities only"
+            )
+        cls.accepts_start = cls.capabilities.start
+
+    @classmethod
+    def cost_model_arguments(cls, cost_model: str) -> dict[str, JSON]:
+        """The constructor arguments that make the strategy run with ``cost_model``, one of
+        ``capabilities.cost_models`` (default: none, for a strategy with one model).
+
+        ``make_strategy(name, cost_model=...)`` checks the name against the declaration first.
+        """
+        return {}
 
     def reset(
         self,
@@ -86,7 +156,7 @@ class SearchStrategy(abc.ABC):
             for name in params
             if name != "self" and hasattr(self, name) and _is_jsonable(getattr(self, name))
         }
-        if self.accepts_start and hasattr(self, "start"):
+        if self.capabilities.start and hasattr(self, "start"):
             # A schedule is not a setting; the run's trial marked "start" holds it.
             out["start"] = start_setting(self.start)
         # What an "auto" setting came to for this run: a resumed run rebuilt from its settings

@@ -21,7 +21,7 @@ from scipy import stats
 
 from explorer.errors import SearchError
 from explorer.measure._base import Candidate
-from explorer.search._base import AUTO, SearchStrategy, check_scaled
+from explorer.search._base import AUTO, Capabilities, SearchStrategy, check_scaled
 from explorer.search._evolutionary import EvolutionarySearch
 from explorer.search._start import StartPlan, first_candidates, plan_start
 from explorer.space import KnobDomain, KnobSpace, Point
@@ -102,7 +102,7 @@ class DropletSearch(SearchStrategy):
     """
 
     name = "droplet"
-    accepts_start = True
+    capabilities = Capabilities(start=True)  # a descent on measurements: no model
 
     def __init__(
         self,
@@ -267,7 +267,8 @@ class EvolutionaryDropletSearch(SearchStrategy):
     """
 
     name = "evolutionary+droplet"
-    accepts_start = True
+    # The evolutionary phase's model (its predictions); the Droplet phase uses none.
+    capabilities = EvolutionarySearch.capabilities
 
     def __init__(
         self,

@@ -31,7 +31,7 @@ from explorer import _tvm
 from explorer.measure._base import Candidate, MeasureResult
 from explorer.measure._gate import TIMING_GATE
 from explorer.measure._replay import trace_key
-from explorer.search._base import AUTO, SearchStrategy, check_scaled
+from explorer.search._base import AUTO, Capabilities, SearchStrategy, check_scaled
 from explorer.search._start import StartPlan, first_candidates, is_hand_start, plan_start
 from explorer.space import KnobSpace, Point
 from explorer.space._design_space import SAMPLING_KINDS
@@ -155,7 +155,8 @@ class EvolutionarySearch(SearchStrategy):
     """
 
     name = "evolutionary"
-    accepts_start = True
+    # MetaSchedule's own XGBModel, driven through TVM's API: the one model it runs with.
+    capabilities = Capabilities(start=True, cost_models=(PREDICTION_NAME,))
 
     def __init__(
         self,

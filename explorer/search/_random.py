@@ -6,7 +6,7 @@ import itertools
 from collections.abc import Sequence
 
 from explorer.measure._base import Candidate
-from explorer.search._base import SearchStrategy
+from explorer.search._base import Capabilities, SearchStrategy
 from explorer.space import KnobSpace, Point
 from explorer.storage._base import TrialRecord
 
@@ -28,7 +28,7 @@ class RandomSearch(SearchStrategy):
 
     name = "random"
     # The uniform baseline every strategy is compared with: a start point would bias it.
-    accepts_start = False
+    capabilities = Capabilities(start=False)
 
     def __init__(self, *, max_misses: int = 200):
         if max_misses < 1:

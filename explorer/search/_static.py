@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from explorer.cost_models._static import StaticCostModel
 from explorer.measure._base import Candidate
 from explorer.measure._replay import trace_key
-from explorer.search._base import SearchStrategy
+from explorer.search._base import Capabilities, SearchStrategy
 from explorer.space import KnobSpace, Point
 from explorer.storage._base import TrialRecord
 
@@ -50,8 +50,9 @@ class StaticSearch(SearchStrategy):
 
     name = "static"
     # Ranks the space by its static model alone and measures only the top k: a start point
-    # would not change what it proposes.
-    accepts_start = False
+    # would not change what it proposes. Its one model is the static one (``model=`` takes a
+    # calibrated instance of it).
+    capabilities = Capabilities(start=False, cost_models=("static",))
 
     def __init__(
         self,

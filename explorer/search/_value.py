@@ -35,7 +35,7 @@ import numpy as np
 from explorer.cost_models._value import ValueModel, samples_from_records
 from explorer.measure._base import Candidate
 from explorer.measure._replay import trace_key
-from explorer.search._base import SearchStrategy
+from explorer.search._base import Capabilities, SearchStrategy
 from explorer.search._start import StartPlan, first_candidates, plan_start
 from explorer.space import KnobSpace, Point
 from explorer.storage._base import RecordStore, TrialRecord
@@ -69,7 +69,7 @@ class ValueSearch(SearchStrategy):
     """
 
     name = "value"
-    accepts_start = True
+    capabilities = Capabilities(start=True, cost_models=("value",))
 
     def __init__(
         self,

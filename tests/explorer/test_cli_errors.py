@@ -128,6 +128,17 @@ BAD: list[tuple[list[str], int, str]] = [
     (["measure", *SMALL, "--repeat", "101"], 2, "at most 100"),
     # an option that would do nothing is refused, not ignored
     (["tune", *SMALL, "--refit"], 2, "--refit only applies with --start"),
+    # what a strategy takes is declared (explorer.search.capabilities), refused in one sentence
+    (["tune", *SMALL, "--start", "{root}/text.json"], 2, "strategy 'random' cannot start from"),
+    (["tune", *SMALL, "--strategy", "static", "--start", "{root}/no.json"], 2, "'static' cannot"),
+    (["tune", *SMALL, "--strategy", "droplet", "--cost-model", "xgb-rank"], 2, "uses no cost"),
+    (["tune", *SMALL, "--cost-model", "static"], 2, "strategy 'random' uses no cost model"),
+    (
+        ["tune", *SMALL, "--strategy", "autotvm", "--cost-model", "static"],
+        2,
+        "xgb-rank or xgb-reg",
+    ),
+    (["tune", *SMALL, "--strategy", "autotvm", "--cost-model", "xgb-rnk"], 2, "mean 'xgb-rank'"),
     (["measure", *SMALL, "--refit"], 2, "--refit only applies with --trace"),
     (["tune", *SMALL, "--save-trace", ""], 2, "--save-trace: expected a file name"),
     (["tune", *SMALL, "--start", ""], 2, "--start: expected a file name"),
@@ -242,6 +253,16 @@ def test_resuming_with_a_time_budget_the_run_lacks_says_so_in_words(files, capsy
     code = cli.main(["tune", "--resume", "1", "--seconds", "1", "--db", str(files["db"])])
     out, err = capsys.readouterr()
     check_one_error(code, out, err, 2, "--seconds 1 (the run has no time budget)")
+    assert snapshot(files["db"]) == before
+
+
+def test_a_resumed_run_keeps_its_cost_model(files, capsys):
+    before = snapshot(files["db"])
+    code = cli.main(
+        ["tune", "--resume", "1", "--cost-model", "xgb-rank", "--db", str(files["db"])]
+    )
+    out, err = capsys.readouterr()
+    check_one_error(code, out, err, 2, "--cost-model (a run keeps the cost model it began with)")
     assert snapshot(files["db"]) == before
 
 
@@ -367,6 +388,13 @@ def test_tune_help_lists_every_strategy(capsys):
     assert cli.main(["tune", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
     assert all(name in text for name in STRATEGIES)
+    # --cost-model's help names the strategies that take a choice, and their models
+    from explorer.search import capabilities
+
+    choices = {n: capabilities(n).cost_models for n in STRATEGIES}
+    for name, models in choices.items():
+        if len(models) > 1:
+            assert f"{name}: {' or '.join(models)}" in text, (name, models)
 
 
 @pytest.mark.parametrize(

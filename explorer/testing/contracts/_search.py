@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import itertools
 from collections.abc import Callable
-from typing import ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import pytest
@@ -33,9 +33,11 @@ class SearchStrategyContract:
     * ``stochastic``: different seeds give different proposals (``False`` for deterministic
       strategies).
 
-    A strategy that declares ``accepts_start`` must take ``start=`` and propose a hand-made
+    A strategy that declares ``capabilities.start`` must take ``start=`` and propose a hand-made
     schedule first (marked as the run's reference), then its nearest knob-space point; the run's
-    answer is never slower than the start.
+    answer is never slower than the start. One that declares ``capabilities.cost_models`` must
+    store predictions named by the model it runs with (within ``prediction_trials``), and one
+    that declares none must store none.
 
     Searches run against ``ReplayMeasurer``s over ``explorer.testing.recordings``: the tiny
     ``reduce_sum`` workload (every point recorded) and the 64^3 matmul (240 recorded points,
@@ -45,6 +47,8 @@ class SearchStrategyContract:
     exhausts: ClassVar[bool] = True
     stochastic: ClassVar[bool] = True
     batch_size: ClassVar[int] = 4
+    prediction_trials: ClassVar[int] = 16
+    """Trials within which a strategy declaring a cost model stores a prediction from it."""
 
     def make_strategy(self) -> SearchStrategy:
         raise NotImplementedError("subclasses return a fresh strategy instance")
@@ -204,8 +208,8 @@ class SearchStrategyContract:
     ) -> None:
         strategy = self.make_strategy()
         takes_start = "start" in inspect.signature(type(strategy).__init__).parameters
-        assert strategy.accepts_start == takes_start, "accepts_start must match start="
-        if not strategy.accepts_start:
+        assert strategy.capabilities.start == takes_start, "capabilities.start must match start="
+        if not strategy.capabilities.start:
             return
         session = ScheduleSession(recordings.SMALL, target)
         session.apply("split", loop="i", factors=[None, 8])
@@ -227,7 +231,7 @@ class SearchStrategyContract:
             store = get_store(":memory:")
             measurer = ReplayMeasurer(timed)
             given = self.make_strategy()
-            given.start = session.candidate()  # hyper-parameters are stored verbatim
+            cast(Any, given).start = session.candidate()  # hyper-parameters are stored verbatim
             result = Tuner(measurer=measurer, store=store, batch_size=self.batch_size).run(
                 recordings.SMALL, target, given, max_trials=12
             )
@@ -242,6 +246,29 @@ class SearchStrategyContract:
             others = [t for t in trials if trace_key(t.candidate.trace) != mine]
             beaten = start_secs > 1 and any(t.result.is_ok for t in others)
             assert result.best_is_start == (not beaten)
+
+    def test_predictions_are_named_by_the_declared_cost_model(
+        self, target: Target, tiny_replay: ReplayMeasurer
+    ) -> None:
+        """Run with each of ``capabilities.cost_models`` in turn, the strategy stores
+        predictions, all named by that model; a strategy that declares none stores none."""
+        declared = self.make_strategy().capabilities.cost_models
+        for model in declared or (None,):
+            strategy = self.make_strategy()
+            if model is not None:
+                chosen = type(strategy).cost_model_arguments(model)
+                for name, value in chosen.items():  # hyper-parameters are stored verbatim
+                    setattr(strategy, name, value)
+            store = get_store(":memory:")
+            result = Tuner(
+                measurer=tiny_replay, store=store, batch_size=self.batch_size, confirm_top=0
+            ).run(recordings.TINY, target, strategy, max_trials=self.prediction_trials)
+            named = {n for t in store.trials(run_id=result.run.id) for n in t.predicted}
+            expected = set() if model is None else {model}
+            assert named == expected, (
+                f"run with cost model {model!r}, predictions named {sorted(named)}: "
+                f"capabilities.cost_models ({declared}) do not match what the strategy does"
+            )
 
     def test_a_searched_record_opens_in_a_session(
         self, target: Target, small_replay: ReplayMeasurer
