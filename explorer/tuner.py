@@ -97,8 +97,22 @@ class Tuner:
         confirm_top: how many of the best candidates are re-measured at the end (0: none).
 
     Example:
-        >>> tuner = Tuner(measurer=LocalMeasurer(), store=get_store(":memory:"))  # doctest: +SKIP
-        >>> tuner.run(get_workload("matmul"), Target.local_cpu(), "random", max_trials=16)
+        On this machine the measurer is ``LocalMeasurer()`` (what ``explorer tune`` uses; close
+        it, or use it in a ``with`` block). Here a ``ReplayMeasurer`` answers from the shipped
+        recording of real measurements, so the example runs in a second:
+
+        >>> import tempfile
+        >>> from explorer.storage import get_store
+        >>> from explorer.testing import recordings
+        >>> folder = tempfile.TemporaryDirectory()
+        >>> recording = recordings.open_recording(folder.name)  # a private copy
+        >>> measurer = recordings.replay_measurer(recording, recordings.TINY)
+        >>> target = recordings.recorded_trials(recording, recordings.TINY)[0].candidate.target
+        >>> tuner = Tuner(measurer=measurer, store=get_store(":memory:"), batch_size=4)
+        >>> result = tuner.run(recordings.TINY, target, "random", max_trials=8, seed=0)
+        >>> result.num_trials, result.stopped_because, result.best is not None
+        (8, 'budget', True)
+        >>> recording.close(); folder.cleanup()
     """
 
     def __init__(

@@ -208,8 +208,19 @@ class ValueModel(CostModel):
         learning_rate: xgboost's ``eta``.
 
     Example:
-        >>> model = ValueModel().fit_from_store(store, target=target)  # doctest: +SKIP
-        >>> model.values(space, 0, [(), ([4, 4, 2, 2],)])  # root and one decided knob
+        Fitted on the shipped recording of real measurements of a 64^3 matmul:
+
+        >>> import tempfile
+        >>> from explorer.testing import recordings
+        >>> folder = tempfile.TemporaryDirectory()
+        >>> store = recordings.open_recording(folder.name)  # a private copy
+        >>> model = ValueModel(num_rounds=20).fit_from_store(store, workloads=[recordings.SMALL])
+        >>> target = recordings.recorded_trials(store, recordings.SMALL)[0].candidate.target
+        >>> store.close(); folder.cleanup()
+        >>> space = KnobSpace(DesignSpace.of(recordings.SMALL, target))
+        >>> first = space.domains[0][0].values[0]  # the first knob's first value
+        >>> model.values(space, 0, [(), (first,)]).shape  # the root, then one decided knob
+        (2,)
     """
 
     name = "value"

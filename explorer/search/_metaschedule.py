@@ -148,10 +148,18 @@ def run_metaschedule(
         The finished run (``status`` ``"finished"``, ``"cancelled"`` or ``"failed"``).
 
     Example:
+        Not run with the doctests: ``tune_tir`` starts MetaSchedule's builder and runner
+        processes, about 10 s even for two trials of a tiny workload.
+
+        >>> from explorer.storage import get_store
+        >>> from explorer.workloads import get_workload
         >>> store = get_store(":memory:")
-        >>> run = run_metaschedule(w, t, store, max_trials=64)  # doctest: +SKIP
-        >>> len(store.trials(run_id=run.id))  # doctest: +SKIP
-        64
+        >>> tiny = get_workload("reduce_sum", D0=4, D1=8)
+        >>> run = run_metaschedule(  # doctest: +SKIP
+        ...     tiny, Target.local_cpu(), store, max_trials=2, num_trials_per_iter=2
+        ... )
+        >>> run.status, len(store.trials(run_id=run.id))  # doctest: +SKIP
+        ('finished', 2)
     """
     ms = _tvm.ms
     _tvm.ensure_cpu_intrinsics()

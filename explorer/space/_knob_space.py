@@ -57,9 +57,14 @@ class KnobSpace:
     """Points <-> decisions <-> buildable candidates for one workload and target.
 
     Example:
-        >>> space = KnobSpace(DesignSpace.of(workload, target))  # doctest: +SKIP
-        >>> p = space.random_point(np.random.default_rng(0))
-        >>> space.materialize(p)  # a Candidate, or None when the point is not buildable
+        >>> from explorer.target import Target
+        >>> from explorer.workloads import get_workload
+        >>> matmul = get_workload("matmul", M=16, N=16, K=16)
+        >>> space = KnobSpace(DesignSpace.of(matmul, Target.local_cpu()))
+        >>> point = space.random_point(np.random.default_rng(0))
+        >>> candidate = space.materialize(point)  # None when TVM refuses to build the point
+        >>> candidate is None or space.point_of_candidate(candidate) == point
+        True
     """
 
     def __init__(self, design: DesignSpace):
