@@ -155,7 +155,9 @@ def _convergence_traces(g: ConvergenceGroup, index: int, info: ConvergenceInfo) 
                 name=f"{g.label}: median of {_count(len(g.runs), 'run')}",
                 legendgroup=g.label,
                 showlegend=axis == "trials",
-                hovertemplate=f"median %{{y:.4g}} {unit}<extra>{g.label}</extra>",
+                # Not hoverable: it lies on the runs' points (exactly, with one run), and a
+                # click on it opened nothing; hover and click reach the runs' trials instead.
+                hoverinfo="skip",
                 meta=f"median|{g.label}|{axis}",
                 **ref,
             )
