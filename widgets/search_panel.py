@@ -8,17 +8,13 @@ dashboards through the store's subscription, not through this panel.
 
 from __future__ import annotations
 
-import functools
-import inspect
 import logging
-import typing
 from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as w
 
-from explorer.cost_models import COST_MODELS, make_cost_model
-from explorer.search import STRATEGIES, make_strategy
+from explorer.search import STRATEGIES, capabilities, make_strategy
 from explorer.tuner import TuneProgress, Tuner, TuneResult
 from widgets import _ui
 from widgets._context import Context
@@ -28,42 +24,6 @@ from widgets._style import themed
 log = logging.getLogger(__name__)
 
 NO_MODEL = "(none)"
-
-
-def cost_model_options(strategy: str) -> dict[str, dict[str, Any]]:
-    """The ``COST_MODELS`` a strategy can be given, each with the constructor arguments that
-    select it, read from the strategy's constructor parameters.
-
-    * A ``model`` parameter annotated with a cost-model class takes an instance of that class.
-    * A strategy that builds its model itself from fixed arguments (AutoTVM's ``loss``) takes
-      those arguments when the model it then reports (``model_name``) is the registry entry.
-    """
-    cls = STRATEGIES[strategy]
-    params = inspect.signature(cls.__init__).parameters
-    try:
-        hints = typing.get_type_hints(cls.__init__)
-    except (NameError, TypeError):  # an annotation that cannot be resolved: no model choice
-        hints = {}
-    accepted = _classes(hints.get("model")) if "model" in params else ()
-    out: dict[str, dict[str, Any]] = {}
-    for name, factory in COST_MODELS.items():
-        model_cls = factory.func if isinstance(factory, functools.partial) else factory
-        fixed = dict(factory.keywords) if isinstance(factory, functools.partial) else {}
-        if accepted and isinstance(model_cls, type) and issubclass(model_cls, accepted):
-            out[name] = {"model": name}  # built when the search starts
-        elif fixed and set(fixed) <= set(params):
-            try:
-                probe = cls(**fixed)
-            except (TypeError, ValueError):
-                continue
-            if getattr(probe, "model_name", None) == name:
-                out[name] = fixed
-    return out
-
-
-def accepts_start(strategy: str) -> bool:
-    """Whether a strategy can start from a given schedule (its ``accepts_start``)."""
-    return STRATEGIES[strategy].accepts_start
 
 
 class SearchPanel:
@@ -193,9 +153,9 @@ class SearchPanel:
             self._say(f"Max seconds must be 0 (no limit) or positive (got {max_secs}).")
             return None
         name = str(self.strategy.value)
-        kwargs = dict(cost_model_options(name).get(str(self.cost_model.value), {}))
-        if "model" in kwargs:
-            kwargs["model"] = make_cost_model(kwargs["model"])
+        kwargs: dict[str, Any] = {}
+        if not self.cost_model.disabled:  # one the strategy declares (capabilities)
+            kwargs["cost_model"] = str(self.cost_model.value)
         if self.from_session.value and not self.from_session.disabled:
             kwargs["start"] = session.candidate()
         strategy = make_strategy(name, **kwargs)
@@ -289,12 +249,12 @@ class SearchPanel:
     def _sync_options(self) -> None:
         """Cost models and the start option follow the chosen strategy."""
         name = str(self.strategy.value)
-        options = list(cost_model_options(name))
+        options = list(capabilities(name).cost_models)  # the strategy's default first
         current = self.cost_model.value
         self.cost_model.options = options or [NO_MODEL]
         self.cost_model.value = current if current in options else (options or [NO_MODEL])[0]
-        self.cost_model.disabled = not options
-        can_start = [n for n in STRATEGIES if accepts_start(n)]
+        self.cost_model.disabled = len(options) < 2  # nothing to choose (shown all the same)
+        can_start = [n for n in STRATEGIES if capabilities(n).start]
         if name not in can_start:
             self.from_session.value = False
             self.from_session.disabled = True
@@ -330,15 +290,9 @@ class SearchPanel:
         return self.widget._repr_mimebundle_(**kwargs)
 
 
-def _classes(annotation: Any) -> tuple[type, ...]:
-    """The classes in an annotation such as ``StaticCostModel | None``."""
-    args = typing.get_args(annotation) or (annotation,)
-    return tuple(a for a in args if isinstance(a, type) and a is not type(None))
-
-
 def _tagged(widget: Any, css_class: str) -> Any:
     widget.add_class(css_class)
     return widget
 
 
-__all__ = ["SearchPanel", "accepts_start", "cost_model_options"]
+__all__ = ["SearchPanel"]

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import pytest
 
 from explorer.measure import Candidate, LocalMeasurer, MeasureConfig, Measurer, MeasureResult
+from explorer.search import STRATEGIES, capabilities
 from explorer.session import ScheduleSession
 from explorer.space import DesignSpace, KnobSpace, Point
 from explorer.types import MeasureStatus
@@ -17,7 +18,7 @@ from explorer.workloads import get_workload
 from widgets import SearchPanel, _ui
 from widgets._context import Context
 from widgets._jobs import JobState
-from widgets.search_panel import NO_MODEL, cost_model_options
+from widgets.search_panel import NO_MODEL
 
 # Not about timing quality: a correct kernel must not turn NOISY because the shared test
 # machine disturbed its short repeats (tests/explorer/measure/test_timing.py covers NOISY).
@@ -196,7 +197,25 @@ def test_cost_model_and_start_options_follow_the_strategy(make_panel):
     assert list(panel.cost_model.options) == ["xgb-rank", "xgb-reg"]
     panel.strategy.value = "droplet"
     assert not panel.from_session.disabled and panel.from_session_note.value == ""
-    assert cost_model_options("static") == {"static": {"model": "static"}}
+    panel.strategy.value = "static"  # its one model: shown, nothing to choose
+    assert list(panel.cost_model.options) == ["static"] and panel.cost_model.disabled
+    # the options are the strategies' declarations (issue 10: no reflection on constructors)
+    for name in STRATEGIES:
+        panel.strategy.value = name
+        declared = list(capabilities(name).cost_models) or [NO_MODEL]
+        assert list(panel.cost_model.options) == declared, name
+        assert panel.from_session.disabled != capabilities(name).start, name
+
+
+def test_the_chosen_cost_model_is_the_one_the_search_runs_with(make_panel):
+    ctx, panel, _ = make_panel(Instant())
+    panel.strategy.value = "autotvm"
+    panel.cost_model.value = "xgb-reg"
+    panel.trials.value = 2
+    job = panel.start()
+    assert job is not None and job.wait(WAIT), panel.status.value
+    assert job.state is JobState.FINISHED, panel.status.value
+    assert panel.result is not None and panel.result.run.settings["loss"] == "reg"
 
 
 def test_droplet_starts_from_my_schedule(make_panel):
