@@ -38,6 +38,7 @@ import numpy as np
 import plotly.graph_objects as go
 from _timing import median_ms
 
+from explorer import plots
 from explorer.analysis import (
     TrialTable,
     convergence_info,
@@ -54,7 +55,6 @@ from explorer.storage import NewTrial, SQLiteStore
 from explorer.target import Target
 from explorer.types import MeasureStatus
 from explorer.workloads import get_workload
-from widgets import plots
 from widgets._context import Context
 from widgets.dashboards import Dashboards
 

@@ -10,12 +10,7 @@ from widgets._imports import require
 require("ipywidgets")
 require("plotly")
 
-from widgets.cost import CostPanel  # noqa: E402  (after the install-hint checks)
-from widgets.dashboards import Dashboards  # noqa: E402
-from widgets.editor import ScheduleEditor  # noqa: E402
-from widgets.explorer import Explorer  # noqa: E402
-from widgets.expression import ExpressionBuilder  # noqa: E402
-from widgets.plots import (  # noqa: E402
+from explorer.plots import (  # noqa: E402
     make_convergence_figure,
     make_knob_effects_figure,
     make_predicted_vs_measured_figure,
@@ -25,6 +20,11 @@ from widgets.plots import (  # noqa: E402
     update_predicted_vs_measured_figure,
     update_strategy_comparison_figure,
 )
+from widgets.cost import CostPanel  # noqa: E402  (after the install-hint checks)
+from widgets.dashboards import Dashboards  # noqa: E402
+from widgets.editor import ScheduleEditor  # noqa: E402
+from widgets.explorer import Explorer  # noqa: E402
+from widgets.expression import ExpressionBuilder  # noqa: E402
 from widgets.search_panel import SearchPanel  # noqa: E402
 
 __all__: list[str] = [

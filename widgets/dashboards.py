@@ -24,7 +24,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from explorer import report
+from explorer import plots, report
 from explorer.analysis import (
     ConvergenceInfo,
     KnobEffectsInfo,
@@ -41,7 +41,7 @@ from explorer.space import DesignSpace, KnobSpace
 from explorer.storage import MANUAL, CheckSummary, TrialRecord, check_unchecked
 from explorer.target import Target
 from explorer.workloads import Workload
-from widgets import _ui, plots
+from widgets import _ui
 from widgets._context import Context
 from widgets._jobs import Job, JobRunner
 

@@ -1,6 +1,6 @@
 """Pure analyses of stored trials for plots: records in, frozen ``*Info`` dataclasses out.
 
-Nothing here imports a plotting or notebook package; ``widgets.plots`` turns each info into a
+Nothing here imports a plotting or notebook package; ``explorer.plots`` turns each info into a
 figure (Optuna's ``_get_xxx_info`` / ``_get_xxx_plot`` split). Infos are in display units
 (``latency_ms``, GFLOPS) and already reduced for drawing: best-so-far curves keep only their
 improvement points, scatters at most ``max_points`` per series, so a dashboard over 100k trials

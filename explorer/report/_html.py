@@ -1,6 +1,6 @@
 """The report as one self-contained HTML file: plotly.js is embedded, nothing is fetched.
 
-The figures are the dashboards' own (``widgets.plots``, as plain ``go.Figure``\\ s), so a report
+The figures are the dashboards' own (``explorer.plots``, as plain ``go.Figure``\\ s), so a report
 shows what the notebook shows. plotly is an optional extra (``pip install
 'schedule-explorer[lab]'``); it is imported on first use only, so ``explorer`` keeps importing
 without it, and its absence is one ``MissingDependencyError`` sentence.
@@ -117,11 +117,11 @@ def _write_atomically(path: Path, data: bytes) -> None:
 
 
 def _plotting() -> tuple[Any, Any]:
-    """``(plotly.io, widgets.plots)``, or one sentence saying what to install."""
+    """``(plotly.io, explorer.plots)``, or one sentence saying what to install."""
     try:
         import plotly.io as pio
 
-        from widgets import plots
+        from explorer import plots
     except ImportError as exc:
         raise MissingDependencyError(
             f"the HTML report needs plotly, which is not installed ({exc}): "

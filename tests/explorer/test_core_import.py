@@ -21,7 +21,7 @@ def test_explorer_imports_and_builds_a_workload_with_ui_packages_absent():
                     raise ModuleNotFoundError(f"No module named {{name!r}}")
         sys.meta_path.insert(0, Absent())
         import explorer, explorer.session, explorer.measure, explorer.storage
-        import explorer.search, explorer.space, explorer.tuner, explorer.cli
+        import explorer.search, explorer.space, explorer.tuner, explorer.cli, explorer.report
         w = explorer.get_workload("matmul", M=8, N=8, K=8)
         assert w.mod() is not None
         loaded = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)

@@ -8,6 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
+from explorer import plots
 from explorer.analysis import (
     TrialTable,
     convergence_info,
@@ -16,13 +17,7 @@ from explorer.analysis import (
     strategy_comparison_info,
 )
 from explorer.measure import Candidate, MeasureResult
-from explorer.space import DesignSpace, KnobSpace
-from explorer.storage import NewTrial, get_store
-from explorer.target import Target
-from explorer.types import MeasureStatus
-from explorer.workloads import get_workload
-from widgets import plots
-from widgets.plots import (
+from explorer.plots import (
     make_convergence_figure,
     make_knob_effects_figure,
     make_predicted_vs_measured_figure,
@@ -32,6 +27,11 @@ from widgets.plots import (
     update_predicted_vs_measured_figure,
     update_strategy_comparison_figure,
 )
+from explorer.space import DesignSpace, KnobSpace
+from explorer.storage import NewTrial, get_store
+from explorer.target import Target
+from explorer.types import MeasureStatus
+from explorer.workloads import get_workload
 
 TRACES_PER_GROUP = 8  # (band low, band high, runs, median) x (vs trials, vs seconds)
 
@@ -245,7 +245,7 @@ def test_on_point_click_registers_on_matching_traces(filled):
 def test_long_headings_wrap_into_the_margin_they_get() -> None:
     """Issue 10: titles overlapped their subtitles, the toolbar covered them, and long ones
     were cut off ("1 shorter runs left out, re-measuremen...")."""
-    from widgets.plots import HEADER, WRAP, _heading
+    from explorer.plots import HEADER, WRAP, _heading
 
     short = _heading("Title", ["one line"])
     long = _heading("Title", ["word " * 60, "more"], extra=24)

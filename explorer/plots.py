@@ -1,5 +1,8 @@
-"""Figure factories for the dashboards: one ``make_*_figure(info)`` and ``update_*_figure(fig,
-info)`` per plot, over the pure infos of ``explorer.analysis`` (Optuna's info/plot split).
+"""Figure factories for the dashboards and the HTML report: one ``make_*_figure(info)`` and
+``update_*_figure(fig, info)`` per plot, over the pure infos of ``explorer.analysis`` (Optuna's
+info/plot split). Needs plotly (the ``[lab]`` extra), imported by this module only: ``explorer``
+itself never imports it. A ``FigureWidget`` (the notebook's) also needs anywidget; with
+``widget=False`` a plain ``go.Figure`` (the report's) needs plotly alone.
 
 Builders only draw: every number comes reduced from the info (improvement points, capped point
 clouds), so a figure over 100k trials stays a few thousand points. An update rewrites the traces
