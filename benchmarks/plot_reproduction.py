@@ -111,8 +111,11 @@ def main() -> None:
     p.add_argument("--results", type=Path, default=Path("bench_results"))
     p.add_argument("--out", type=Path, default=Path("docs/reproduction"))
     args = p.parse_args()
-    rows = list(csv.DictReader((args.results / "search.csv").open()))
-    targets = list(csv.DictReader((args.results / "targets.csv").open()))
+    # bench_confirm.py's re-timing (on a quieter machine) replaces the run's own when present
+    confirmed = (args.results / "search_confirmed.csv").exists()
+    suffix = "_confirmed" if confirmed else ""
+    rows = list(csv.DictReader((args.results / f"search{suffix}.csv").open()))
+    targets = list(csv.DictReader((args.results / f"targets{suffix}.csv").open()))
     store = get_store(args.results / "search.db")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.md").write_text(results_markdown(rows, targets))
