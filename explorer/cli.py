@@ -84,8 +84,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _ignore_further_interrupts() -> None:
     """The user asked to stop and the command has stopped: a Ctrl-C still pending (delivered
     twice while TVM was loading, say) must not turn the clean exit 130 into a death by SIGINT
-    at interpreter shutdown (1 run in 5 of the 0.8 s case in test_cli_interrupt)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    at interpreter shutdown (1 run in 5 of the 0.8 s case in test_cli_interrupt).
+
+    A handler that does nothing, not ``SIG_IGN``: an ignored signal is inherited by every
+    process started afterwards (``main`` also runs inside test processes and notebooks), a
+    Python handler is not."""
+    signal.signal(signal.SIGINT, _do_nothing)
+
+
+def _do_nothing(signum: int, frame: object) -> None:
+    return None
 
 
 def _main(argv: Sequence[str] | None) -> int:
