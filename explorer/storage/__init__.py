@@ -1,10 +1,12 @@
-"""Where runs and trials are kept: the ``RecordStore`` contract, the SQLite store, and the
-MetaSchedule, CSV and JSON Lines import/export formats.
+"""Where runs and trials are kept: the ``RecordStore`` contract, the SQLite store, the
+PostgreSQL store (a database shared by several hosts), and the MetaSchedule, CSV and JSON Lines
+import/export formats.
 
-``get_store`` turns ``None``, a path, ``":memory:"`` or a store into a ``RecordStore`` (Optuna's
-``get_storage``); ``get_store(path, read_only=True)`` reads a database without writing or
-creating anything. ``check_unchecked`` re-measures the ``UNCHECKED`` trials (MetaSchedule's
-timings) against NumPy.
+``get_store`` turns ``None``, a path, ``":memory:"``, a ``postgresql://`` URL or a store into a
+``RecordStore`` (Optuna's ``get_storage``); ``get_store(path, read_only=True)`` reads a database
+without writing or creating anything. ``copy_records`` copies a whole database into an empty one
+(SQLite to PostgreSQL and back). ``check_unchecked`` re-measures the ``UNCHECKED`` trials
+(MetaSchedule's timings) against NumPy.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from explorer.storage._base import (
     trace_hash,
 )
 from explorer.storage._check import CheckSummary, check_unchecked
+from explorer.storage._copy import copy_records
 from explorer.storage._environment import environment
 from explorer.storage._export import export_csv, export_jsonl
 from explorer.storage._metaschedule import (
@@ -33,19 +36,28 @@ from explorer.storage._metaschedule import (
     export_metaschedule,
     import_metaschedule,
 )
+from explorer.storage._postgres import PostgresStore, is_postgres_url
 from explorer.storage._sqlite import SCHEMA_VERSION, SQLiteStore
 from explorer.storage._summary import RunSummary, summarize_run
 
 ENV_VAR = "EXPLORER_DB"
-"""The environment variable naming the default database file."""
+"""The environment variable naming the default database: a file, or a ``postgresql://`` URL."""
 
 
 def default_store_path() -> Path:
-    """The database used when none is given: ``$EXPLORER_DB``, else ``~/.explorer/records.db``."""
+    """The database file used when none is given: ``$EXPLORER_DB``, else
+    ``~/.explorer/records.db`` (see ``default_store`` for a URL in ``$EXPLORER_DB``)."""
     value = os.environ.get(ENV_VAR)
     if value:
         return Path(value).expanduser()
     return Path.home() / ".explorer" / "records.db"
+
+
+def default_store() -> str | Path:
+    """The database used when none is given: ``$EXPLORER_DB`` as it is when it is a
+    ``postgresql://`` URL, else the file ``default_store_path()``."""
+    value = os.environ.get(ENV_VAR, "")
+    return value if is_postgres_url(value) else default_store_path()
 
 
 def get_store(
@@ -54,19 +66,22 @@ def get_store(
     """Coerce what a caller passed into a ``RecordStore``.
 
     Args:
-        store: ``None`` for the default file (``default_store_path()``); a path for an SQLite file
-            (created if missing); ``":memory:"`` for a private in-memory database that any
-            thread may use; or a ``RecordStore``, returned unchanged.
-        read_only: For a file: open it only to read (``SQLiteStore(read_only=True)``): a missing
-            file is an error instead of a new database, nothing is written, and a database in a
-            read-only folder can be read.
+        store: ``None`` for the default database (``default_store()``: ``$EXPLORER_DB`` or
+            ``~/.explorer/records.db``); a ``postgresql://user@host[:port]/dbname`` URL for a
+            PostgreSQL database (``PostgresStore``); a path for an SQLite file (created if
+            missing); ``":memory:"`` for a private in-memory database that any thread may use;
+            or a ``RecordStore``, returned unchanged.
+        read_only: Open it only to read (``SQLiteStore(read_only=True)``,
+            ``PostgresStore(read_only=True)``): a missing file or a database without records'
+            tables is an error instead of a new database, nothing is written, and a database
+            in a read-only folder can be read.
 
     Returns:
         The store.
 
     Raises:
         StoreError: The file is missing (when ``read_only``), unreadable, corrupt, not a record
-            database, or of a newer schema.
+            database, or of a newer schema; the server cannot be reached or refuses the login.
         TypeError: ``store`` is none of the above.
 
     Example:
@@ -78,11 +93,15 @@ def get_store(
     if isinstance(store, RecordStore):
         return store
     if store is None:
-        return SQLiteStore(default_store_path(), read_only=read_only)
+        store = default_store()
+    if is_postgres_url(store):
+        assert isinstance(store, str)
+        return PostgresStore(store, read_only=read_only)
     if isinstance(store, (str, Path)):
         return SQLiteStore(store, read_only=read_only and str(store) != ":memory:")
     raise TypeError(
-        f"store must be None, a path, ':memory:' or a RecordStore (got {type(store).__name__})"
+        "store must be None, a path, ':memory:', a postgresql:// URL or a RecordStore "
+        f"(got {type(store).__name__})"
     )
 
 
@@ -94,6 +113,7 @@ __all__ = [
     "CheckSummary",
     "ImportSummary",
     "NewTrial",
+    "PostgresStore",
     "Rank",
     "RecordStore",
     "RunInfo",
@@ -104,6 +124,8 @@ __all__ = [
     "TrialRow",
     "check_unchecked",
     "check_work_dir",
+    "copy_records",
+    "default_store",
     "default_store_path",
     "environment",
     "export_csv",
@@ -111,6 +133,7 @@ __all__ = [
     "export_metaschedule",
     "get_store",
     "import_metaschedule",
+    "is_postgres_url",
     "summarize_run",
     "trace_hash",
 ]

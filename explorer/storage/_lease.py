@@ -1,24 +1,26 @@
-"""Run ownership in the SQLite store: the owner columns of ``runs`` are a lease.
+"""Run ownership in the SQLite and PostgreSQL stores: the owner columns of ``runs`` are a lease.
 
 A process that creates or resumes a run writes itself (host, pid, process start time) into the
 run's row; ``finish_run`` clears it. While the owner is alive nobody else may resume the run; once
 it is gone (``kill -9``, a crash) the lease is stale and the run reads as ``interrupted``. Every
-check-and-take happens inside one ``BEGIN IMMEDIATE`` transaction, so two processes resuming one
-run at once cannot both win.
+check-and-take happens inside one exclusive write transaction (SQLite's ``BEGIN IMMEDIATE``, a
+table lock in PostgreSQL), so two processes resuming one run at once cannot both win.
 """
 
 from __future__ import annotations
 
 import os
-import sqlite3
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from explorer._process import ProcessIdentity
 from explorer.errors import RunInUseError
 from explorer.storage._base import RunStatus, effective_status
+
+if TYPE_CHECKING:
+    from explorer.storage._sqlstore import Connection
 
 OWNER_COLUMNS = "owner_host, owner_pid, owner_started_at, heartbeat_at, active_secs"
 
@@ -29,7 +31,8 @@ _held_lock = threading.Lock()
 
 
 def _key(path: str, run_id: int) -> tuple[str, int]:
-    return (path if path == ":memory:" else os.path.realpath(path), run_id)
+    """A database file by its real path; ``":memory:"`` and a server's URL as they are."""
+    return (path if path == ":memory:" or "://" in path else os.path.realpath(path), run_id)
 
 
 def hold(path: str, run_id: int) -> None:
@@ -50,7 +53,7 @@ def owner_of(row: Sequence[Any]) -> ProcessIdentity | None:
     return ProcessIdentity(str(host), int(pid), float(started or 0.0))
 
 
-def claim(conn: sqlite3.Connection, path: str, run_id: int, me: ProcessIdentity) -> None:
+def claim(conn: Connection, path: str, run_id: int, me: ProcessIdentity) -> None:
     """Take run ``run_id`` for ``me`` (inside the caller's write transaction)."""
     row = conn.execute(
         f"SELECT status, {OWNER_COLUMNS} FROM runs WHERE id = ?", (run_id,)
@@ -79,7 +82,7 @@ def claim(conn: sqlite3.Connection, path: str, run_id: int, me: ProcessIdentity)
     hold(path, run_id)
 
 
-def beat(conn: sqlite3.Connection, run_id: int, me: ProcessIdentity, active_secs: float) -> None:
+def beat(conn: Connection, run_id: int, me: ProcessIdentity, active_secs: float) -> None:
     """Record that ``me`` still runs ``run_id``; ``RunInUseError`` if it no longer owns it."""
     cur = conn.execute(
         "UPDATE runs SET heartbeat_at = ?, active_secs = ? WHERE id = ? AND status = 'running' "

@@ -9,6 +9,10 @@ APPLICATION_ID = 0x53457852
 """``PRAGMA application_id`` of every record database (ASCII ``SExR``), so that a foreign SQLite
 file is recognised before anything is written to it."""
 
+APPLICATION = "schedule-explorer"
+"""The ``application`` row of the ``meta`` table of a PostgreSQL record database (which has no
+``application_id``): tables of another application are recognised before anything is written."""
+
 SQLITE_MAGIC = b"SQLite format 3\x00"
 """The first 16 bytes of every SQLite database file."""
 

@@ -2,71 +2,27 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import sqlite3
-import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-from explorer._process import ProcessIdentity
 from explorer.errors import StoreError
-from explorer.measure._base import Candidate
-from explorer.storage._base import (
-    BestSoFar,
-    NewTrial,
-    Rank,
-    RecordStore,
-    RunInfo,
-    TrialRecord,
-    TrialRow,
-    effective_status,
-)
-from explorer.storage._codec import (
-    GC_PAUSE_ROWS,
-    decode_row,
-    decode_trial,
-    dumps,
-    encode_trial,
-    filters,
-    gc_paused,
-    snapshot,
-)
-from explorer.storage._environment import environment as _environment
 from explorer.storage._files import backup as _backup
 from explorer.storage._files import checkpoint, ensure_intact, explain
-from explorer.storage._lease import OWNER_COLUMNS, beat, claim, hold, owner_of, release
 from explorer.storage._open import open_database
 from explorer.storage._schema import SCHEMA_VERSION  # noqa: F401 (explorer.storage re-exports it)
-from explorer.target import Target
-from explorer.types import JSON, MeasureStatus
-from explorer.workloads import Workload
+from explorer.storage._sqlstore import END_STATUSES, SQLRecordStore
 
 logger = logging.getLogger(__name__)
 
-END_STATUSES = ("finished", "cancelled", "interrupted", "failed")
-_TRIAL_COLUMNS = (
-    "id, run_id, seq, trace_json, decisions_json, status, run_secs_json, build_secs, error_msg, "
-    "flops, num_threads, predicted_json, created_at, is_remeasure"
-)
-# The trace is read as bytes and only hashed: it is stored in canonical form (``_codec.dumps``),
-# so hashing the stored text gives ``trace_hash(candidate.trace)`` without decoding it.
-_ROW_COLUMNS = (
-    "id, run_id, seq, status, median_secs, run_secs_json, predicted_json, decisions_json, "
-    "CAST(trace_json AS BLOB), created_at, is_remeasure"
-)
-_ROWS_PER_READ = 2000  # rows read per lock hold: a writer never waits for a whole table
-_RUN_COLUMNS = (
-    "id, workload_json, target_json, strategy, settings_json, environment_json, started_at, "
-    f"ended_at, status, {OWNER_COLUMNS}"
-)
+__all__ = ["END_STATUSES", "SQLiteStore"]
+
+_ROWS_PER_READ = 2000  # rows read per lock hold (trial_rows): a writer never waits for a table
 
 
-class SQLiteStore(RecordStore):
+class SQLiteStore(SQLRecordStore):
     """A ``RecordStore`` in one SQLite file (the embedded default).
 
     Several processes may read and write the same file at once: the file is in WAL mode, writers
@@ -90,6 +46,7 @@ class SQLiteStore(RecordStore):
     writing raises ``StoreError``.
 
     Subscribers see only the batches written through this object, not other processes' writes.
+    The queries are ``SQLRecordStore``'s, shared with the PostgreSQL store.
 
     Args:
         path: The database file (created with its parent directories if missing, unless
@@ -116,13 +73,7 @@ class SQLiteStore(RecordStore):
             raise ValueError("a private in-memory database cannot be opened read-only")
         self._read_only = bool(read_only)
         self._timeout_secs = float(timeout_secs)
-        self._lock = threading.RLock()
-        self._subscribers: dict[int, Callable[[list[TrialRecord]], None]] = {}
-        self._next_token = 0
-        # Runs never change workload or target, so their decoded objects can be cached forever.
-        self._run_objects: dict[int, tuple[Workload, Target]] = {}
-        self._workloads: dict[str, Workload] = {}
-        self._targets: dict[str, Target] = {}
+        super().__init__(self._path)
         self._conn: sqlite3.Connection | None = None
         # Intact: checked by SQLite's quick_check; done before the first write, if not now.
         self._conn, self._is_intact = open_database(
@@ -140,6 +91,9 @@ class SQLiteStore(RecordStore):
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self._path!r}{', read_only=True' * self._read_only})"
+
+    def _rows_per_read(self) -> int:
+        return _ROWS_PER_READ
 
     # -- connection helpers -------------------------------------------------------------------
     def _connection(self) -> sqlite3.Connection:
@@ -248,350 +202,3 @@ class SQLiteStore(RecordStore):
         with self._lock:
             self.ensure_intact()  # the backup API copies pages as they are, damaged ones too
             return _backup(self._connection(), self._path, dest, overwrite=overwrite)
-
-    # -- runs ---------------------------------------------------------------------------------
-    def create_run(
-        self,
-        workload: Workload,
-        target: Target,
-        strategy: str,
-        *,
-        settings: Mapping[str, JSON] | None = None,
-        environment: Mapping[str, JSON] | None = None,
-    ) -> RunInfo:
-        if not isinstance(workload, Workload):
-            raise TypeError(f"workload must be a Workload (got {type(workload).__name__})")
-        if not isinstance(target, Target):
-            raise TypeError(f"target must be a Target (got {type(target).__name__})")
-        if not isinstance(strategy, str) or not strategy:
-            raise ValueError(f"strategy must be a non-empty string (got {strategy!r})")
-        settings_json = dumps(dict(settings or {}), "settings")
-        env_json = dumps(dict(_environment() if environment is None else environment), "env")
-        workload_json = dumps(workload.to_json(), "workload")
-        target_json = dumps(target.to_json(), "target")
-        now = time.time()
-        me = ProcessIdentity.current()  # the creator owns the run until finish_run
-        with self._writing() as conn:
-            cur = conn.execute(
-                "INSERT INTO runs (workload_key, workload_json, target_key, target_json, "
-                "strategy, settings_json, environment_json, started_at, owner_host, owner_pid, "
-                "owner_started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    workload.key(),
-                    workload_json,
-                    target.key(),
-                    target_json,
-                    strategy,
-                    settings_json,
-                    env_json,
-                    now,
-                    me.host,
-                    me.pid,
-                    me.started_at,
-                    now,
-                ),
-            )
-            run_id = int(cur.lastrowid or 0)
-        hold(self._path, run_id)
-        return self._decode_run(
-            (run_id, workload_json, target_json, strategy, settings_json, env_json, now, None,
-             "running", me.host, me.pid, me.started_at, now, 0.0)
-        )  # fmt: skip
-
-    def finish_run(self, run_id: int, status: str = "finished") -> RunInfo:
-        """Mark a run ended; ``ValueError`` for an unknown status.
-
-        A run that was resumed (trials added after it ended) may be finished again: its end
-        time and status are overwritten, nothing else.
-        """
-        if status not in END_STATUSES:
-            raise ValueError(f"finish_run status must be one of {END_STATUSES} (got {status!r})")
-        with self._writing() as conn:
-            sql = (
-                "UPDATE runs SET ended_at = ?, status = ?, owner_host = NULL, owner_pid = NULL, "
-                "owner_started_at = NULL WHERE id = ?"
-            )
-            if conn.execute(sql, (time.time(), str(status), run_id)).rowcount == 0:
-                raise KeyError(run_id)
-        release(self._path, run_id)
-        return self.get_run(run_id)
-
-    def claim_run(self, run_id: int) -> RunInfo:
-        with self._writing() as conn:
-            claim(conn, self._path, run_id, ProcessIdentity.current())
-        return self.get_run(run_id)
-
-    def heartbeat(self, run_id: int, active_secs: float) -> None:
-        with self._writing() as conn:
-            beat(conn, run_id, ProcessIdentity.current(), active_secs)
-
-    def get_run(self, run_id: int) -> RunInfo:
-        with self._reading() as conn:
-            sql = f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?"
-            row = conn.execute(sql, (run_id,)).fetchone()
-        if row is None:
-            raise KeyError(run_id)
-        with self._decoding():
-            return self._decode_run(row)
-
-    def runs(
-        self,
-        *,
-        workload: Workload | None = None,
-        target: Target | None = None,
-        strategy: str | None = None,
-    ) -> list[RunInfo]:
-        where, args = filters(workload=workload, target=target, strategy=strategy)
-        with self._reading() as conn:
-            rows = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs{where} ORDER BY id", args)
-            rows = rows.fetchall()
-        with self._decoding():
-            return [self._decode_run(row) for row in rows]
-
-    # -- trials -------------------------------------------------------------------------------
-    def add_trials(self, run_id: int, trials: Sequence[NewTrial]) -> list[TrialRecord]:
-        """Store a batch in one transaction.
-
-        Trials are stored against their run's workload and target: a trial whose workload or
-        target key differs from the run's is refused, and returned records carry the run's
-        ``Workload`` and ``Target`` objects (which may differ from the trial's in fields outside
-        the key, such as a target's cache sizes or display name).
-
-        Raises:
-            KeyError: There is no run ``run_id``.
-            ValueError: A trial's workload or target key differs from its run's, or its trace,
-                decisions or predictions are not JSON-serialisable.
-        """
-        trials = list(trials)
-        if not trials:
-            return []
-        run = self.get_run(run_id)
-        rows = [encode_trial(run, i, trial) for i, trial in enumerate(trials)]
-        now = time.time()
-        keys = (run.workload.key(), run.target.key())
-        with self._writing() as conn:
-            (first_seq,) = conn.execute(
-                "SELECT COALESCE(MAX(seq) + 1, 0) FROM trials WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            ids = []
-            for i, row in enumerate(rows):
-                cur = conn.execute(
-                    "INSERT INTO trials (run_id, seq, workload_key, target_key, trace_json, "
-                    "decisions_json, status, run_secs_json, median_secs, gflops, flops, "
-                    "build_secs, error_msg, num_threads, predicted_json, created_at, "
-                    "is_remeasure) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (run_id, first_seq + i, *keys, *row, now, int(trials[i].is_remeasure)),
-                )
-                ids.append(int(cur.lastrowid or 0))
-        records = [
-            snapshot(trial_id, run, first_seq + i, rows[i], now, trials[i].is_remeasure)
-            for i, trial_id in enumerate(ids)
-        ]
-        self._notify(records)
-        return records
-
-    def get_trial(self, trial_id: int) -> TrialRecord:
-        with self._reading() as conn:
-            row = conn.execute(
-                f"SELECT {_TRIAL_COLUMNS} FROM trials WHERE id = ?", (trial_id,)
-            ).fetchone()
-        if row is None:
-            raise KeyError(trial_id)
-        return self._decode_trials([row])[0]
-
-    def trials(
-        self,
-        *,
-        run_id: int | None = None,
-        workload: Workload | None = None,
-        target: Target | None = None,
-        status: MeasureStatus | None = None,
-        limit: int | None = None,
-    ) -> list[TrialRecord]:
-        where, args = filters(run_id=run_id, workload=workload, target=target, status=status)
-        # Within a run, seq order is insertion order and follows the (run_id, seq) index.
-        sql = f"SELECT {_TRIAL_COLUMNS} FROM trials{where} ORDER BY "
-        sql += "seq" if run_id is not None else "id"
-        if limit is not None:
-            if limit < 0:
-                raise ValueError(f"limit must be >= 0 (got {limit})")
-            sql += " LIMIT ?"
-            args.append(limit)
-        with self._reading() as conn:
-            rows = conn.execute(sql, args).fetchall()
-        return self._decode_trials(rows)
-
-    def measurements_of(self, candidate: Candidate) -> list[TrialRecord]:
-        # Traces are stored canonical: equal schedules have equal text, compared in place.
-        sql = (
-            f"SELECT {_TRIAL_COLUMNS} FROM trials WHERE workload_key = ? AND target_key = ? "
-            "AND trace_json = ? ORDER BY id"
-        )
-        key = (candidate.workload.key(), candidate.target.key(), dumps(candidate.trace, "trace"))
-        with self._reading() as conn:
-            rows = conn.execute(sql, key).fetchall()
-        return self._decode_trials(rows)
-
-    def trial_rows(
-        self,
-        *,
-        run_id: int | None = None,
-        workload: Workload | None = None,
-        target: Target | None = None,
-        status: MeasureStatus | None = None,
-    ) -> list[TrialRow]:
-        """``trials(...)`` as ``TrialRow``\\ s: no trace is decoded, each is only hashed.
-
-        Read in chunks of ``_ROWS_PER_READ``, each under the lock, so a search storing trials
-        meanwhile is not held up by a long read. Trials committed while the chunks are read may
-        be included (ids and seqs only grow, so none is seen twice).
-        """
-        where, args = filters(run_id=run_id, workload=workload, target=target, status=status)
-        # Keyset pagination along an index, so no chunk sorts: within a run by seq (the
-        # (run_id, seq) index), else by id. Both are insertion order.
-        key, index = ("seq", 2) if run_id is not None else ("id", 0)
-        where = f"{where} AND {key} > ?" if where else f" WHERE {key} > ?"
-        sql = f"SELECT {_ROW_COLUMNS} FROM trials{where} ORDER BY {key} LIMIT {_ROWS_PER_READ}"
-        out: list[TrialRow] = []
-        last = -1
-        while True:
-            with self._reading() as conn:
-                chunk = conn.execute(sql, [*args, last]).fetchall()
-            with gc_paused(), self._decoding():  # the rows are acyclic: see _codec.gc_paused
-                out += [decode_row(row) for row in chunk]
-            if len(chunk) < _ROWS_PER_READ:
-                return out
-            last = chunk[-1][index]
-
-    def count_trials(self, *, run_id: int | None = None, remeasures: bool = True) -> int:
-        where, args = filters(run_id=run_id)
-        if not remeasures:
-            where += " AND is_remeasure = 0" if where else " WHERE is_remeasure = 0"
-        with self._reading() as conn:
-            (count,) = conn.execute(f"SELECT count(*) FROM trials{where}", args).fetchone()
-        return int(count)
-
-    def best(self, workload: Workload, target: Target, k: int = 1) -> list[TrialRecord]:
-        if k < 0:
-            raise ValueError(f"k must be >= 0 (got {k})")
-        # The literal status = 'ok' lets SQLite use the partial index trials_best.
-        sql = (
-            f"SELECT {_TRIAL_COLUMNS} FROM trials WHERE workload_key = ? AND target_key = ? "
-            "AND status = 'ok' AND median_secs IS NOT NULL ORDER BY median_secs, id LIMIT ?"
-        )
-        with self._reading() as conn:
-            rows = conn.execute(sql, (workload.key(), target.key(), k)).fetchall()
-        return self._decode_trials(rows)
-
-    def rank(self, workload: Workload, target: Target, secs: float | None) -> Rank:
-        # The literal status = 'ok' lets SQLite use the partial index trials_best.
-        sql = (
-            "SELECT count(*), min(median_secs), count(CASE WHEN median_secs < ? THEN 1 END) "
-            "FROM trials WHERE workload_key = ? AND target_key = ? AND status = 'ok' "
-            "AND median_secs IS NOT NULL AND is_remeasure = 0"
-        )
-        with self._reading() as conn:
-            num_ok, best, faster = conn.execute(
-                sql, (math.inf if secs is None else secs, workload.key(), target.key())
-            ).fetchone()
-        return Rank(1 + int(faster), int(num_ok), best)
-
-    def best_so_far(self, run_id: int) -> BestSoFar:
-        started_at = self.get_run(run_id).started_at
-        # Failures count as +inf (9e999 is SQLite's spelling of it), so the curve stays at inf
-        # until the first success and every seq has a point.
-        sql = (
-            "SELECT seq, created_at, MIN(CASE WHEN status = 'ok' AND median_secs IS NOT NULL "
-            "THEN median_secs ELSE 9e999 END) OVER (ORDER BY seq ROWS UNBOUNDED PRECEDING) "
-            "FROM trials WHERE run_id = ? ORDER BY seq"
-        )
-        with self._reading() as conn:
-            rows = conn.execute(sql, (run_id,)).fetchall()
-        return BestSoFar(
-            run_id=run_id,
-            seq=tuple(int(r[0]) for r in rows),
-            elapsed_secs=tuple(float(r[1]) - started_at for r in rows),
-            best_secs=tuple(float(r[2]) for r in rows),
-        )
-
-    # -- events -------------------------------------------------------------------------------
-    def subscribe(self, callback: Callable[[list[TrialRecord]], None]) -> Callable[[], None]:
-        if not callable(callback):
-            raise TypeError(f"callback must be callable (got {callback!r})")
-        with self._lock:
-            token = self._next_token
-            self._next_token += 1
-            self._subscribers[token] = callback
-
-        def unsubscribe() -> None:
-            with self._lock:
-                self._subscribers.pop(token, None)
-
-        return unsubscribe
-
-    def _notify(self, records: list[TrialRecord]) -> None:
-        with self._lock:
-            callbacks = list(self._subscribers.values())
-        for callback in callbacks:
-            try:
-                callback(list(records))  # a copy each: one subscriber cannot edit another's list
-            except Exception:
-                logger.exception("record store subscriber %r raised; ignored", callback)
-
-    # -- decoding -----------------------------------------------------------------------------
-    def _workload(self, text: str) -> Workload:
-        workload = self._workloads.get(text)
-        if workload is None:
-            workload = self._workloads[text] = Workload.from_json(json.loads(text))
-        return workload
-
-    def _target(self, text: str) -> Target:
-        target = self._targets.get(text)
-        if target is None:
-            target = self._targets[text] = Target.from_json(json.loads(text))
-        return target
-
-    def _decode_run(self, row: Sequence[Any]) -> RunInfo:
-        (run_id, workload_json, target_json, strategy, settings, env, started, ended, status,
-         *owner_row) = row  # fmt: skip
-        workload, target = self._workload(workload_json), self._target(target_json)
-        owner, heartbeat_at = owner_of(owner_row), owner_row[3]
-        with self._lock:
-            self._run_objects[int(run_id)] = (workload, target)
-        return RunInfo(
-            id=int(run_id),
-            workload=workload,
-            target=target,
-            strategy=strategy,
-            settings=json.loads(settings),
-            environment=json.loads(env),
-            started_at=float(started),
-            ended_at=None if ended is None else float(ended),
-            status=effective_status(status, owner, heartbeat_at),
-            owner=owner,
-            heartbeat_at=None if heartbeat_at is None else float(heartbeat_at),
-            active_secs=float(owner_row[4] or 0.0),
-        )
-
-    def _objects_for(self, run_ids: Iterable[int]) -> dict[int, tuple[Workload, Target]]:
-        with self._lock:
-            missing = sorted(set(run_ids) - set(self._run_objects))
-        if missing:
-            marks = ",".join("?" * len(missing))
-            with self._reading() as conn:
-                rows = conn.execute(
-                    f"SELECT {_RUN_COLUMNS} FROM runs WHERE id IN ({marks})", missing
-                ).fetchall()
-            with self._decoding():
-                for row in rows:
-                    self._decode_run(row)
-        with self._lock:
-            return dict(self._run_objects)
-
-    def _decode_trials(self, rows: Sequence[Sequence[Any]]) -> list[TrialRecord]:
-        objects = self._objects_for({row[1] for row in rows})
-        with self._decoding():
-            if len(rows) < GC_PAUSE_ROWS:
-                return [decode_trial(row, objects) for row in rows]
-            with gc_paused():
-                return [decode_trial(row, objects) for row in rows]
