@@ -34,14 +34,17 @@ chromium:
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
 	    chromium fonts-liberation; }
 
-## The whole test suite (what CI runs).
+## The whole test suite (what CI runs): lint, the type check (mypy, configured in pyproject.toml),
+# then pytest, which runs the docstring examples of explorer/ too (tests/explorer/test_doctests.py).
 test: $(STAMP) chromium
 	$(PY) -m ruff check .
+	$(PY) -m mypy
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check explorer widgets tests benchmarks
+	$(PY) -m mypy
 
 ## Benchmarks: ratios against baselines measured in the same run (slow: tens of minutes).
 bench: $(STAMP)

@@ -208,11 +208,10 @@ def cmd_lab(args: argparse.Namespace) -> int:
     print(f"starting JupyterLab on {first}, at 127.0.0.1", flush=True)
     sys.stderr.flush()
     os.chdir(folder)
-    os.execv(argv[0], argv)  # JupyterLab takes over this process (and its Ctrl-C)
-    return EXIT_OK  # pragma: no cover - execv does not return
+    os.execv(argv[0], argv)  # JupyterLab takes over this process (and its Ctrl-C); no return
 
 
-def add_lab_parser(sub: argparse._SubParsersAction) -> None:
+def add_lab_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "lab",
         help="copy the notebooks into a folder of yours and open JupyterLab on the tour",

@@ -53,7 +53,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def add_report_parser(sub: argparse._SubParsersAction) -> None:
+def add_report_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "report",
         help="write one self-contained HTML file of runs: plots, best schedules, settings",
@@ -63,7 +63,10 @@ def add_report_parser(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument(
-        "--db", type=file_name, help="record database file (default: $EXPLORER_DB or ~/.explorer)"
+        "--db",
+        type=file_name,
+        help="record database: a file, or a postgresql://user@host/dbname URL "
+        "(default: $EXPLORER_DB or ~/.explorer/records.db)",
     )
     p.add_argument(
         "--run",

@@ -96,7 +96,7 @@ def remove_stale_temp_dirs(prefix: str, directory: str | None = None) -> list[st
     directory = directory or tempfile.gettempdir()
     host = socket.gethostname()
     pattern = re.compile(re.escape(prefix) + r"([0-9a-f]{8})-(\d+)-(\d+)-")
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(directory)
     except OSError:

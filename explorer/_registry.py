@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeGuard, TypeVar
 
 from explorer.errors import UnknownPluginError
 
@@ -30,7 +30,8 @@ class Registry(Mapping[str, F], Generic[F, T]):
     Args:
         kind: what the plug-ins are, in words (``"cost model"``); error messages and the
             factory function's name (``make_cost_model``) use it.
-        base: the class every instance must be (``CostModel``).
+        base: the class every instance must be (``CostModel``; an abstract class, which is why
+            it is typed ``type``, not ``type[T]``: ``T`` comes from the annotation).
         factories: name -> a class, or a ``functools.partial`` of one (its keywords are fixed
             by the name: ``"xgb-reg"`` is ``partial(XGBCostModel, loss="reg")``).
 
@@ -50,7 +51,7 @@ class Registry(Mapping[str, F], Generic[F, T]):
         explorer.errors.UnknownPluginError: unknown measurer 'remote'; valid names: local, replay
     """
 
-    def __init__(self, kind: str, base: type[T], factories: Mapping[str, F]) -> None:
+    def __init__(self, kind: str, base: type, factories: Mapping[str, F]) -> None:
         self.kind = kind
         self.base = base
         self._factories = dict(factories)
@@ -110,7 +111,7 @@ class Registry(Mapping[str, F], Generic[F, T]):
             TypeError: an argument the factory does not take or the name fixes, arguments given
                 with a ready instance, or a ``spec`` that is neither a name nor an instance.
         """
-        if isinstance(spec, self.base):
+        if self._is_made(spec):
             if kwargs:
                 raise TypeError(
                     f"{self.maker}: arguments {sorted(kwargs)} given with a ready "
@@ -131,11 +132,14 @@ class Registry(Mapping[str, F], Generic[F, T]):
                 f"valid: {', '.join(accepted) or '(none)'}"
             )
         made = factory(**kwargs)
-        if not isinstance(made, self.base):  # a factory that is not a class of the kind
+        if not self._is_made(made):  # a factory that is not a class of the kind
             raise TypeError(
                 f"{self.maker}({spec!r}) made a {type(made).__name__}, not a {self.base.__name__}"
             )
         return made
+
+    def _is_made(self, obj: object) -> TypeGuard[T]:
+        return isinstance(obj, self.base)
 
 
 def _fixed(factory: Callable[..., Any]) -> set[str]:

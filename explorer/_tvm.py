@@ -23,8 +23,9 @@ from typing import Any
 os.environ.setdefault("TVM_NUM_THREADS", str(os.cpu_count() or 1))
 
 import tvm  # noqa: E402
+import tvm.rpc.server  # noqa: E402  (not imported by `import tvm`; fleet servers start it)
 import tvm_ffi  # noqa: E402
-from tvm import te, tirx, topi  # noqa: E402
+from tvm import rpc, te, tirx, topi  # noqa: E402
 from tvm.ir.utils import derived_object  # noqa: E402
 from tvm.s_tir import Schedule, ScheduleError, Trace  # noqa: E402
 from tvm.s_tir import meta_schedule as ms  # noqa: E402
@@ -50,6 +51,7 @@ __all__ = [
     "metaschedule_logging_guard",
     "ms",
     "parse_tvmscript",
+    "rpc",
     "save_json",
     "te",
     "tirx",

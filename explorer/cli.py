@@ -48,6 +48,7 @@ from explorer._cli_args import (
     repeat_count,
 )
 from explorer._cli_db import cmd_backup, cmd_check, cmd_export, cmd_import, cmd_runs
+from explorer._cli_fleet import add_fleet_parser, add_tracker_args, fleet_target, measurer_for
 from explorer._cli_lab import add_lab_parser
 from explorer._cli_report import add_report_parser
 from explorer._cli_runs import (
@@ -223,7 +224,10 @@ def _target(args: argparse.Namespace) -> Any:
 
 def _add_common(p: argparse.ArgumentParser, *, target: bool = True) -> None:
     p.add_argument(
-        "--db", type=file_name, help="record database file (default: $EXPLORER_DB or ~/.explorer)"
+        "--db",
+        type=file_name,
+        help="record database: a file, or a postgresql://user@host/dbname URL "
+        "(default: $EXPLORER_DB or ~/.explorer/records.db)",
     )
     if target:
         p.add_argument("--target", choices=("cpu", "cuda"), default="cpu")
@@ -243,8 +247,8 @@ def cmd_workloads(args: argparse.Namespace) -> int:
         shape = ", ".join(f"{p.name}={p.default}" for p in family.params)
         print(f"{family.name:18s} {family.description}\n{'':18s} defaults: {shape}")
     print("\npresets:")
-    for name, (family, params) in presets().items():
-        print(f"  {name:22s} {family}({', '.join(f'{k}={v}' for k, v in params.items())})")
+    for name, (family_name, params) in presets().items():
+        print(f"  {name:22s} {family_name}({', '.join(f'{k}={v}' for k, v in params.items())})")
     return EXIT_OK
 
 
@@ -273,17 +277,17 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_measure(args: argparse.Namespace) -> int:
-    from explorer.measure import Candidate, LocalMeasurer, MeasureConfig  # no TVM import yet
+    from explorer.measure import Candidate, MeasureConfig  # no TVM import yet
     from explorer.types import MeasureStatus
 
     only_with(args, "--refit", "--trace")
-    with LocalMeasurer(MeasureConfig(repeat=args.repeat)) as measurer:
+    with measurer_for(args, MeasureConfig(repeat=args.repeat)) as measurer:
         # Workers first: they import TVM while this process does the same (storage, workload).
         measurer.start_workers(num_candidates=1, num_threads=args.threads)
         from explorer.storage import MANUAL, NewTrial, get_store
 
         workload = _workload(args)
-        target = _target(args)
+        target = _target(args) if args.tracker is None else fleet_target(args, measurer)
         trace = (
             _read_trace(Path(args.trace), workload, refit=args.refit)
             if args.trace
@@ -299,10 +303,11 @@ def cmd_measure(args: argparse.Namespace) -> int:
         store.finish_run(run.id)
     if result.is_ok:
         gflops = f", {result.gflops:.2f} GFLOPS" if result.gflops is not None else ""
+        device = f" on {result.device}" if result.device else ""
         print(
             f"ok: median {format_secs(result.median_secs)} over "
             f"{plural(len(result.run_secs), 'repeat')}{gflops}, "
-            f"{plural(result.num_threads or 1, 'thread')}; matches NumPy"
+            f"{plural(result.num_threads or 1, 'thread')}{device}; matches NumPy"
         )
         return EXIT_OK
     if result.status is MeasureStatus.NOISY:  # correct, but no timing to trust
@@ -319,9 +324,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
 def cmd_tune(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from explorer.measure import LocalMeasurer
     from explorer.search import make_strategy
-    from explorer.storage import default_store_path, get_store
+    from explorer.storage import default_store, get_store, is_postgres_url
     from explorer.tuner import RunBudget, Tuner
 
     only_with(args, "--refit", "--start")
@@ -330,8 +334,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
             raise ExplorerError("tune needs a workload (or --resume RUN to continue a run)")
         apply_tune_defaults(args)
         check_tune_options(args)  # before anything is built, measured or stored
+        measurer = measurer_for(args)
         workload = _workload(args)
-        target = _target(args)
+        target = _target(args) if args.tracker is None else fleet_target(args, measurer)
         options = {}
         if args.start:
             # "Start from what I have": a saved session, a record's JSON, or a bare trace.
@@ -341,10 +346,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
         total, batch_size = args.trials, args.batch
     else:
         # Everything comes from the stored run; explicit options may only repeat its own.
-        path = Path(args.db) if args.db else default_store_path()
-        if not path.is_file():  # a missing database has no run to resume: create nothing
-            raise ExplorerError(f"there is no run {args.resume}: {path} does not exist")
-        store = get_store(args.db)
+        where = args.db or default_store()
+        if is_postgres_url(where):  # a database without the tables has no run: create nothing
+            get_store(where, read_only=True).close()
+        elif not Path(where).is_file():  # a missing database has no run to resume
+            raise ExplorerError(f"there is no run {args.resume}: {where} does not exist")
+        store = get_store(where)
         try:
             run = store.get_run(args.resume)
         except KeyError:
@@ -355,10 +362,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
         args.strategy = run.strategy
         check_tune_options(args)
         total, batch_size = budget.max_trials, budget.batch_size
+        measurer = measurer_for(args)
     tuner: Tuner | None = None
     try:
         with (
-            LocalMeasurer() as measurer,
+            measurer,
             tqdm(total=total, unit="trial", disable=args.quiet, file=sys.stderr) as bar,
         ):
             tuner = Tuner(measurer=measurer, store=store, batch_size=batch_size)
@@ -531,6 +539,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--repeat", type=repeat_count, default=5, help="timed repeats (default 5, at most 100)"
     )
+    add_tracker_args(p)
     p.set_defaults(func=cmd_measure)
 
     p = sub.add_parser("tune", help="search for a fast schedule")
@@ -577,6 +586,7 @@ def _parser() -> argparse.ArgumentParser:
         "xgb-rank or xgb-reg); default: the strategy's own",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    add_tracker_args(p)
     p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("runs", help="list the runs in the database")
@@ -595,9 +605,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("work_dir", type=file_name)
     p.set_defaults(func=cmd_import)
 
-    p = sub.add_parser("backup", help="copy the database safely, even while a search writes to it")
+    p = sub.add_parser(
+        "backup",
+        help="copy the database safely, even while a search writes to it (SQLite and "
+        "PostgreSQL, either way)",
+    )
     _add_common(p, target=False)
-    p.add_argument("dest", type=file_name, help="the backup file to write (its folder must exist)")
+    p.add_argument(
+        "dest",
+        type=file_name,
+        help="the backup file to write (its folder must exist), or the postgresql:// URL of an "
+        "empty database",
+    )
     p.add_argument("--force", action="store_true", help="replace DEST if it exists")
     p.set_defaults(func=cmd_backup)
 
@@ -622,6 +641,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_peak, target="cpu")
 
+    add_fleet_parser(sub)  # explorer/_cli_fleet.py
     add_report_parser(sub)  # explorer/_cli_report.py
     add_lab_parser(sub)  # explorer/_cli_lab.py
     return parser

@@ -128,3 +128,7 @@ class UnknownPluginError(ExplorerError, KeyError):
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0])
+
+
+class FleetError(ExplorerError):
+    """A tracker or device server cannot be reached or started (``explorer.fleet``)."""

@@ -317,8 +317,8 @@ def _log_ticks(lo: float, hi: float, most: int = 7) -> list[float]:
     there), 1-2-5 (then 1-3) per decade up to three decades, powers of ten beyond."""
     span = hi - lo
     if span > 3:
-        step = max(1, math.ceil(span / most))
-        return [10.0**e for e in range(math.ceil(lo), math.floor(hi) + 1) if e % step == 0]
+        every = max(1, math.ceil(span / most))
+        return [10.0**e for e in range(math.ceil(lo), math.floor(hi) + 1) if e % every == 0]
     if span > 0.8:
         out = [
             m * 10.0**e
@@ -579,7 +579,8 @@ def _count(n: int, noun: str) -> str:
 
 
 def _color(index: int) -> str:
-    return DEFAULT_PLOTLY_COLORS[index % len(DEFAULT_PLOTLY_COLORS)]
+    color: str = DEFAULT_PLOTLY_COLORS[index % len(DEFAULT_PLOTLY_COLORS)]
+    return color
 
 
 def _rgba(color: str, alpha: float) -> str:

@@ -67,7 +67,8 @@ class Target:
     @classmethod
     def local_cpu(cls, num_cores: int | None = None) -> Target:
         """Describe this machine's CPU: LLVM name, cores, vector width and cache sizes."""
-        return replace(_detect_cpu(), **({} if num_cores is None else {"num_cores": num_cores}))
+        cpu = _detect_cpu()
+        return cpu if num_cores is None else replace(cpu, num_cores=num_cores)
 
     @classmethod
     def cuda(cls, device_id: int = 0) -> Target:

@@ -68,10 +68,10 @@ class RunBudget:
         s = run.settings
         max_secs = s.get("max_secs")
         return cls(
-            int(s["max_trials"]),  # type: ignore[arg-type]
-            None if max_secs is None else float(max_secs),  # type: ignore[arg-type]
-            int(s["seed"]),  # type: ignore[arg-type]
-            int(s["batch_size"]),  # type: ignore[arg-type]
+            int(s["max_trials"]),
+            None if max_secs is None else float(max_secs),
+            int(s["seed"]),
+            int(s["batch_size"]),
         )
 
 
@@ -257,7 +257,10 @@ class Tuner:
 
         num_trials = len(history)
         num_new = 0
-        best = min((r.median_secs for r in history if r.result.is_ok), default=None)
+        best = min(
+            (secs for r in history if r.result.is_ok and (secs := r.median_secs) is not None),
+            default=None,
+        )
         stopped_because = "budget"
         status = RunStatus.FAILED
         error: BaseException | None = None
@@ -495,13 +498,10 @@ class Tuner:
     ) -> list[MeasureResult]:
         """One more timing of each candidate, only the new repeats in each result.
 
-        With ``remeasure`` (``LocalMeasurer``) the candidates are built once and timed
-        round-robin, so a change in load hits them all alike.
+        ``LocalMeasurer.remeasure`` builds the candidates once and times them round-robin, so
+        a change in load hits them all alike.
         """
-        remeasure = getattr(self.measurer, "remeasure", None)
-        if remeasure is None:
-            return self.measurer.measure(candidates)
-        pooled = remeasure(candidates, rounds=1, previous=previous)
+        pooled = self.measurer.remeasure(candidates, rounds=1, previous=previous)
         return [
             replace(p, run_secs=p.run_secs[len(old.run_secs) :]) if old.is_ok and p.run_secs else p
             for p, old in zip(pooled, previous, strict=True)
@@ -591,3 +591,6 @@ def _has_retimings(trials: Sequence[TrialRecord]) -> bool:
 def _baseline_id(rows: Sequence[TrialRow]) -> int | None:
     """The id of the run's baseline measurement (read from rows: no trace decoded)."""
     return next((r.id for r in rows if has_mark(r.decisions, BASELINE_MARK)), None)
+
+
+__all__ = ["RunBudget", "TuneProgress", "TuneResult", "Tuner", "strategy_of"]

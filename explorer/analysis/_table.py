@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from explorer.storage._base import TrialRecord, TrialRow
 from explorer.storage._marks import BASELINE_MARK, START_MARK, has_mark
@@ -68,18 +69,18 @@ class TrialTable:
         >>> table = table.extend(batch)  # a new table, the old one unchanged  # doctest: +SKIP
     """
 
-    ids: np.ndarray
-    run_ids: np.ndarray
-    seqs: np.ndarray
-    status_codes: np.ndarray
-    latency_secs: np.ndarray
-    created_at: np.ndarray
-    trace_hashes: np.ndarray
-    is_remeasure: np.ndarray
-    is_baseline: np.ndarray
-    is_start: np.ndarray
-    predicted: Mapping[str, np.ndarray]
-    decision_ids: np.ndarray
+    ids: NDArray[np.int64]
+    run_ids: NDArray[np.int64]
+    seqs: NDArray[np.int64]
+    status_codes: NDArray[np.int8]
+    latency_secs: NDArray[np.float64]
+    created_at: NDArray[np.float64]
+    trace_hashes: NDArray[np.int64]
+    is_remeasure: NDArray[np.bool_]
+    is_baseline: NDArray[np.bool_]
+    is_start: NDArray[np.bool_]
+    predicted: Mapping[str, NDArray[np.float64]]
+    decision_ids: NDArray[np.int64]
     decisions: tuple[Decision, ...]
     _decision_index: dict[Decision, int] = field(default_factory=dict, repr=False)
     _traces_seen: dict[int, set[int]] = field(default_factory=dict, repr=False)  # run -> hashes
@@ -110,7 +111,7 @@ class TrialTable:
         return len(self.ids)
 
     @property
-    def is_ok(self) -> np.ndarray:
+    def is_ok(self) -> NDArray[np.bool_]:
         """Rows whose trial succeeded with a usable timing."""
         return np.isfinite(self.latency_secs)
 
@@ -130,17 +131,19 @@ class TrialTable:
         return int(np.count_nonzero(~self.is_ok & ~self.is_remeasure & ~self.is_inconclusive))
 
     @property
-    def is_unchecked(self) -> np.ndarray:
+    def is_unchecked(self) -> NDArray[np.bool_]:
         """Rows timed elsewhere (MetaSchedule) and never checked against NumPy: neither a
         success (their timing is not used) nor a failure."""
-        return self.status_codes == _STATUS_CODE[MeasureStatus.UNCHECKED]
+        unchecked: NDArray[np.bool_] = self.status_codes == _STATUS_CODE[MeasureStatus.UNCHECKED]
+        return unchecked
 
     @property
-    def is_inconclusive(self) -> np.ndarray:
+    def is_inconclusive(self) -> NDArray[np.bool_]:
         """Unchecked rows and noisy ones (correct, but timed while the machine was busy):
         neither a success nor a failure."""
         noisy = self.status_codes == _STATUS_CODE[MeasureStatus.NOISY]
-        return self.is_unchecked | noisy
+        inconclusive: NDArray[np.bool_] = self.is_unchecked | noisy
+        return inconclusive
 
     @property
     def num_noisy(self) -> int:
@@ -153,7 +156,7 @@ class TrialTable:
         """Unchecked trials, re-measurements not counted."""
         return int(np.count_nonzero(self.is_unchecked & ~self.is_remeasure))
 
-    def has(self, trial_ids: Sequence[int]) -> np.ndarray:
+    def has(self, trial_ids: Sequence[int]) -> NDArray[np.bool_]:
         """Which of ``trial_ids`` are already rows of this table."""
         return np.isin(np.asarray(trial_ids, dtype=np.int64), self.ids)
 
@@ -174,7 +177,8 @@ def freeze(value: Any) -> Hashable:
         return tuple(freeze(v) for v in value)
     if isinstance(value, dict):
         return tuple(sorted((k, freeze(v)) for k, v in value.items()))
-    return value
+    scalar: Hashable = value  # str, int, float, bool or None
+    return scalar
 
 
 def decision_of(decisions: Any) -> Decision | None:

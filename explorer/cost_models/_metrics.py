@@ -14,18 +14,23 @@ Conventions, shared by every function here:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy import stats
 
 from explorer.cost_models._base import CostModel
 from explorer.measure._base import Candidate
 from explorer.storage._base import TrialRecord
 
+Values = Sequence[float] | np.ndarray
+"""Scores or latencies: a list of floats or a 1-D NumPy array."""
 
-def throughputs(latencies: Sequence[float] | np.ndarray) -> np.ndarray:
+
+def throughputs(latencies: Values) -> NDArray[np.float64]:
     """``1 / latency``, with 0 for failures (``inf``, NaN or non-positive latencies)."""
     lat = np.asarray(latencies, dtype=np.float64)
     ok = np.isfinite(lat) & (lat > 0)
@@ -34,7 +39,7 @@ def throughputs(latencies: Sequence[float] | np.ndarray) -> np.ndarray:
     return out
 
 
-def _check(scores: Sequence[float] | np.ndarray, latencies: Sequence[float] | np.ndarray):
+def _check(scores: Values, latencies: Values) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     s = np.asarray(scores, dtype=np.float64)
     t = throughputs(latencies)
     if s.shape != t.shape or s.ndim != 1:
@@ -44,19 +49,19 @@ def _check(scores: Sequence[float] | np.ndarray, latencies: Sequence[float] | np
     return s, t
 
 
-def _correlation(fn, scores, latencies) -> float:
+def _correlation(fn: Callable[..., Any], scores: Values, latencies: Values) -> float:
     s, t = _check(scores, latencies)
     if len(s) < 2 or np.ptp(s) == 0 or np.ptp(t) == 0:
         return math.nan
     return float(fn(s, t)[0])
 
 
-def spearman(scores: Sequence[float], latencies: Sequence[float]) -> float:
+def spearman(scores: Values, latencies: Values) -> float:
     """Spearman's rank correlation between predicted scores and measured throughputs."""
     return _correlation(stats.spearmanr, scores, latencies)
 
 
-def kendall(scores: Sequence[float], latencies: Sequence[float]) -> float:
+def kendall(scores: Values, latencies: Values) -> float:
     """Kendall's tau-b between predicted scores and measured throughputs."""
     return _correlation(stats.kendalltau, scores, latencies)
 
@@ -65,7 +70,7 @@ def _predicted_top(s: np.ndarray, k: int) -> np.ndarray:
     return np.argsort(-s, kind="stable")[:k]
 
 
-def top_k_recall(scores: Sequence[float], latencies: Sequence[float], k: int) -> float:
+def top_k_recall(scores: Values, latencies: Values, k: int) -> float:
     """The fraction of the true top-k found among the predicted top-k.
 
     The true top-k are the ``min(k, #successes)`` fastest successful candidates; the predicted
@@ -82,7 +87,7 @@ def top_k_recall(scores: Sequence[float], latencies: Sequence[float], k: int) ->
     return hits / len(true_top)
 
 
-def top_k_score(scores: Sequence[float], latencies: Sequence[float], k: int) -> float:
+def top_k_score(scores: Values, latencies: Values, k: int) -> float:
     """TenSet's top-k score: the best true throughput among the predicted top-k, divided by the
     best true throughput overall (1.0: measuring the model's k favourites finds the optimum).
     ``nan`` when nothing succeeded; 0 when the predicted top-k all failed."""
@@ -95,9 +100,7 @@ def top_k_score(scores: Sequence[float], latencies: Sequence[float], k: int) -> 
     return float(t[_predicted_top(s, k)].max()) / best
 
 
-def average_recall_curve(
-    scores: Sequence[float] | np.ndarray, labels: Sequence[float] | np.ndarray, k: int
-) -> float:
+def average_recall_curve(scores: Values, labels: Values, k: int) -> float:
     """AutoTVM's ``a-recall@k``: the mean over ``i < k`` of the top-(i+1) recall, where the truth
     is ``labels`` (higher = better). XGBCostModel's early-stopping metric.
 

@@ -186,7 +186,7 @@ class MetaScheduleXGBCostModel(CostModel):
 
 
 @contextlib.contextmanager
-def _quiet_xgboost_file_format():
+def _quiet_xgboost_file_format() -> Iterator[None]:
     # TVM names the booster file "model.bin"; xgboost warns that it guesses UBJSON from that
     # name, on every save and load. The guess is right both ways.
     with warnings.catch_warnings():

@@ -93,7 +93,9 @@ class Predictor:
         make_model: Callable[[str], CostModel] | None = None,
     ) -> None:
         if make_model is None:
-            from explorer.cost_models import make_cost_model as make_model
+            from explorer.cost_models import make_cost_model
+
+            make_model = make_cost_model
         self.store = store
         self.models = tuple(models)
         self.num_fits = 0

@@ -123,7 +123,7 @@ class StaticCostModel(CostModel):
         self.weights = weights
         self.num_workers = num_workers
         self._pool: WorkerPool | None = None
-        self._finalizer: weakref.finalize | None = None
+        self._finalizer: weakref.finalize[..., StaticCostModel] | None = None
         self.l2_penalty = l2_penalty
         self.tie_tolerance = tie_tolerance
         self.cache_size = cache_size

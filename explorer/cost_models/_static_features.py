@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -95,7 +96,7 @@ def failed_features() -> StaticFeatures:
     return StaticFeatures(np.zeros(len(COST_FEATURES)), {}, 1, 1.0, 1, ok=False)
 
 
-def extract_json(candidate: dict) -> StaticFeatures:
+def extract_json(candidate: dict[str, Any]) -> StaticFeatures:
     """``extract`` of ``Candidate.to_json()``: what a worker process runs for the static model."""
     return extract(Candidate.from_json(candidate))
 
@@ -286,7 +287,7 @@ class LeafBlock:
     name: str
     loops: list[Loop]
     bindings: dict[object, object]  # block iter var -> binding expr over loop vars
-    accesses: list[tuple[object, list[object]]]
+    accesses: list[tuple[Any, list[Any]]]  # TVM's (untyped) Buffer and PrimExprs
     is_compute: bool  # stores an arithmetic result (not a copy or a constant)
 
     @property
@@ -321,8 +322,8 @@ def _walk(stmt: object, loops: list[Loop], out: list[LeafBlock]) -> None:
             _walk(block.body, loops, out)
             return
         bindings = {iv.var: v for iv, v in zip(block.iter_vars, stmt.iter_values, strict=True)}
-        accesses: list[tuple[object, list[object]]] = []
-        stores: list[object] = []
+        accesses: list[tuple[Any, list[Any]]] = []
+        stores: list[Any] = []
         _collect(block.body, accesses, stores)
         is_compute = any(_is_arith(v) for v in stores)
         out.append(LeafBlock(block.name_hint, loops, bindings, accesses, is_compute))
@@ -345,7 +346,7 @@ def _contains_block(stmt: object) -> bool:
     return body is not None and _contains_block(body)
 
 
-def _collect(node: object, accesses: list, stores: list) -> None:
+def _collect(node: Any, accesses: list[tuple[Any, list[Any]]], stores: list[Any]) -> None:
     if isinstance(node, tirx.BufferStore):
         accesses.append((node.buffer, list(node.indices)))
         stores.append(node.value)
@@ -463,10 +464,11 @@ def combine(
     movement = [lp for lp in loops if lp.flops_per_iter == 0 and lp.stored_lanes > 0]
     dyn = dict.fromkeys(ASM_CLASSES, 0.0)
     static_counts: dict[str, int] = {}
-    for group, work, per in (
+    groups: tuple[tuple[list[AsmLoop], float, Callable[[AsmLoop], float]], ...] = (
         (compute, flops, lambda lp: lp.flops_per_iter),
         (movement, moved, lambda lp: lp.stored_lanes),
-    ):
+    )
+    for group, work, per in groups:
         capacity = sum(per(lp) for lp in group)
         for lp in group:
             # Loops of one group share its work in proportion to what one iteration does: a

@@ -107,7 +107,7 @@ def locate(space: KnobSpace, candidate: Candidate) -> tuple[int, tuple[JSON, ...
 
 def _skeleton(trace_json: JSON) -> str:
     insts = []
-    for inst in trace_json[0]:  # type: ignore[index]
+    for inst in trace_json[0]:
         if inst[0] == "EnterPostproc":
             break
         insts.append(inst[:2])
@@ -187,11 +187,11 @@ def encode(space: KnobSpace, sketch: int, prefix: Sequence[JSON]) -> np.ndarray:
         row[0] = 1.0
         value = prefix[i]
         if knob.kind == "SamplePerfectTile":
-            factors = [int(x) for x in value][-MAX_FACTORS:]  # type: ignore[union-attr]
+            factors = [int(x) for x in value][-MAX_FACTORS:]
             row[6 + MAX_FACTORS - len(factors) :] = [math.log2(f) for f in factors]
         elif knob.kind == "SampleCategorical":
             candidates = list(knob.attrs[0]) if knob.attrs else []
-            index = int(value)  # type: ignore[arg-type]
+            index = int(value)
             raw = candidates[index] if index < len(candidates) else index
             row[4] = math.log2(1 + max(0.0, float(raw)))
             row[5] = index / max(1, len(candidates) - 1)
@@ -301,7 +301,7 @@ class ValueModel(CostModel):
         if self.booster_ is None or not prefixes:
             return np.zeros(len(prefixes))
         X = np.array([encode(space, sketch, p) for p in prefixes])
-        return self.booster_.predict(import_xgboost().DMatrix(X)).astype(np.float64)
+        return np.asarray(self.booster_.predict(import_xgboost().DMatrix(X)), dtype=np.float64)
 
     def predict(self, candidates: Sequence[Candidate]) -> np.ndarray:
         """Predicted normalised log-throughput of complete schedules (higher = faster)."""

@@ -139,7 +139,7 @@ class XGBCostModel(CostModel):
                 f"({features!r}); got {base_model!r}"
             )
         self.loss = loss
-        self.features = features
+        self.features: str = features
         self.seed = seed
         self.max_depth = max_depth
         self.eta = eta

@@ -157,7 +157,8 @@ class NumpyTimer:
         if not line:
             self.close()
             raise NumpyBaselineError(f"the NumPy timing process died: {self._last_words()}")
-        return json.loads(line)
+        reply: dict[str, Any] = json.loads(line)
+        return reply
 
     def _last_words(self) -> str:
         self._stderr.seek(0)

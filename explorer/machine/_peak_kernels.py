@@ -93,7 +93,7 @@ def measure(target_json: dict[str, Any]) -> dict[str, Any]:
     def fastest_call(timer: Any, args: list[Any]) -> float:
         best = float("inf")
         for _ in range(MAX_ROUNDS):
-            fastest = min(timer(*args).results)
+            fastest = float(min(timer(*args).results))
             if fastest > best * 0.98:
                 break
             best = fastest
@@ -146,12 +146,12 @@ def _busy_secs() -> float:
     # time stolen by the hypervisor is time another machine had our cores: busy, not ours
     idle = t.idle + getattr(t, "iowait", 0.0)
     guest = getattr(t, "guest", 0.0) + getattr(t, "guest_nice", 0.0)  # already in user/nice
-    return sum(t) - guest - idle
+    return float(sum(t) - guest - idle)
 
 
 def _my_secs() -> float:
     t = psutil.Process().cpu_times()
-    return t.user + t.system
+    return float(t.user + t.system)
 
 
 if __name__ == "__main__":

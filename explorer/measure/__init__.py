@@ -4,6 +4,8 @@
 
 * ``LocalMeasurer``: this machine's CPU, kernels built and run in a persistent pool of worker
   processes, so a crashing, hanging or memory-hungry kernel never takes the caller down.
+* ``RemoteMeasurer``: the devices of a TVM RPC tracker (``explorer.fleet``): built here, run
+  and timed there, a device that goes away mid-batch retried on another.
 * ``ReplayMeasurer``: answers from recorded results (offline tests of search strategies).
 """
 
@@ -15,10 +17,13 @@ from explorer._registry import Registry
 from explorer.measure._base import Candidate, MeasureConfig, Measurer, MeasureResult
 from explorer.measure._confirm import confirm_best
 from explorer.measure._local import LocalMeasurer
+from explorer.measure._remote import RemoteMeasurer
 from explorer.measure._replay import ReplayMeasurer, trace_key
 
 MEASURERS: Registry[type[Measurer], Measurer] = Registry(
-    "measurer", Measurer, {"local": LocalMeasurer, "replay": ReplayMeasurer}
+    "measurer",
+    Measurer,
+    {"local": LocalMeasurer, "remote": RemoteMeasurer, "replay": ReplayMeasurer},
 )
 """Every measurer by name (a read-only mapping; ``explorer._registry.Registry``)."""
 
@@ -40,6 +45,7 @@ __all__ = [
     "MeasureConfig",
     "MeasureResult",
     "Measurer",
+    "RemoteMeasurer",
     "ReplayMeasurer",
     "confirm_best",
     "make_measurer",

@@ -6,7 +6,7 @@ import abc
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from explorer.target import Target
 from explorer.types import JSON, MeasureStatus
@@ -101,6 +101,7 @@ class MeasureResult:
     flops: int = 0
     num_threads: int | None = None
     max_spread: float = field(default=0.25, compare=False)
+    device: str | None = None  # which fleet device ran it (``key@host:port``); None: this machine
 
     @property
     def median_secs(self) -> float | None:
@@ -138,6 +139,7 @@ class MeasureResult:
             "build_secs": self.build_secs,
             "flops": self.flops,
             "num_threads": self.num_threads,
+            "device": self.device,
         }
 
     @staticmethod
@@ -149,7 +151,11 @@ class MeasureResult:
             build_secs=data.get("build_secs"),
             flops=int(data.get("flops") or 0),
             num_threads=data.get("num_threads"),
+            device=data.get("device"),
         )
+
+
+M = TypeVar("M", bound="Measurer")
 
 
 class Measurer(abc.ABC):
@@ -160,6 +166,9 @@ class Measurer(abc.ABC):
           candidate is bad: a trace that does not apply, a kernel that fails to compile, crashes,
           hangs, exhausts memory or computes a wrong result all become a ``MeasureResult`` with the
           matching status. The calling process survives all of them.
+        * ``remeasure`` times candidates again and pools the repeats, one result each, in order
+          (the default measures the batch ``rounds`` times; a measurer that can build once and
+          interleave the rounds overrides it).
         * It may raise for misuse (closed measurer, wrong argument types).
         * ``close`` releases worker processes; a measurer is also a context manager.
     """
@@ -168,11 +177,71 @@ class Measurer(abc.ABC):
     def measure(self, candidates: Sequence[Candidate]) -> list[MeasureResult]:
         """Build, run and check every candidate; one result each, in order."""
 
+    def remeasure(
+        self,
+        candidates: Sequence[Candidate],
+        *,
+        rounds: int = 3,
+        previous: Sequence[MeasureResult] | None = None,
+    ) -> list[MeasureResult]:
+        """Time candidates again, ``rounds`` times each, and pool every repeat.
+
+        Args:
+            candidates: what to re-time.
+            rounds: how many times each candidate is measured again.
+            previous: earlier results, one per candidate; the run_secs of those that are
+                ``OK`` are pooled into the new results.
+
+        Returns:
+            One result per candidate whose ``run_secs`` holds the previous repeats followed by
+            the new ones; a failure stops a candidate's rounds (its result is the failure).
+        """
+        if rounds < 1:
+            raise ValueError(f"rounds must be at least 1 (got {rounds})")
+        if previous is not None and len(previous) != len(candidates):
+            raise ValueError(
+                f"previous must hold one result per candidate ({len(previous)} != "
+                f"{len(candidates)})"
+            )
+        pooled = self.measure(candidates)
+        if previous is not None:
+            pooled = [
+                pool_results(old, new) if old.is_ok else new
+                for old, new in zip(previous, pooled, strict=True)
+            ]
+        for _ in range(rounds - 1):
+            again = self.measure(candidates)
+            pooled = [pool_results(a, b) for a, b in zip(pooled, again, strict=True)]
+        return pooled
+
+    def start_workers(  # noqa: B027  (optional hook, default: nothing to start)
+        self, *, num_candidates: int | None = None, num_threads: int | None = None
+    ) -> None:
+        """Start what measuring needs (worker processes) in the background, if anything."""
+
     def close(self) -> None:  # noqa: B027  (optional hook, default: nothing to release)
         """Release workers and temporary files."""
 
-    def __enter__(self) -> Measurer:
+    def __enter__(self: M) -> M:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def pool_results(old: MeasureResult, new: MeasureResult) -> MeasureResult:
+    """``new`` with ``old``'s repeats before its own, when both are ``OK``; otherwise the first
+    of the two that failed."""
+    if not old.is_ok:
+        return old
+    if not new.is_ok:
+        return new
+    return MeasureResult(
+        old.status,
+        run_secs=old.run_secs + new.run_secs,
+        build_secs=new.build_secs,
+        flops=new.flops,
+        num_threads=new.num_threads,
+        max_spread=new.max_spread,
+        device=new.device,
+    )

@@ -22,8 +22,8 @@ def confirm_best(
 ) -> list[tuple[Candidate, MeasureResult]]:
     """Re-time the ``top_k`` fastest ``OK`` candidates and rank them by the pooled median.
 
-    Uses ``measurer.remeasure`` when it has one (``LocalMeasurer``: built once, rounds
-    interleaved); otherwise calls ``measure`` ``rounds`` times and pools the repeats itself.
+    Uses ``measurer.remeasure`` (``LocalMeasurer``'s: built once, rounds interleaved; the
+    default calls ``measure`` ``rounds`` times and pools the repeats).
 
     Args:
         measurer: what to re-time with.
@@ -40,35 +40,13 @@ def confirm_best(
         raise ValueError(f"{len(candidates)} candidates but {len(results)} results")
     if top_k < 1 or rounds < 1:
         raise ValueError(f"top_k and rounds must be at least 1 (got {top_k}, {rounds})")
-    ranked = sorted(
-        (i for i, r in enumerate(results) if r.is_ok and r.median_secs is not None),
-        key=lambda i: results[i].median_secs,  # type: ignore[arg-type, return-value]
-    )[:top_k]
+    timed = [
+        (secs, i) for i, r in enumerate(results) if r.is_ok and (secs := r.median_secs) is not None
+    ]
+    ranked = [i for _, i in sorted(timed)[:top_k]]  # fastest first; ties in the given order
     chosen = [candidates[i] for i in ranked]
     before = [results[i] for i in ranked]
-    remeasure = getattr(measurer, "remeasure", None)
-    if remeasure is not None:
-        after = remeasure(chosen, rounds=rounds, previous=before)
-    else:
-        after = before
-        for _ in range(rounds):
-            again = measurer.measure(chosen)
-            after = [_pool(a, b) for a, b in zip(after, again, strict=True)]
+    after = measurer.remeasure(chosen, rounds=rounds, previous=before)
     pairs = list(zip(chosen, after, strict=True))
     pairs.sort(key=lambda p: (not p[1].is_ok, p[1].median_secs or float("inf")))
     return pairs
-
-
-def _pool(old: MeasureResult, new: MeasureResult) -> MeasureResult:
-    if not old.is_ok:
-        return old
-    if not new.is_ok:
-        return new
-    return MeasureResult(
-        old.status,
-        run_secs=old.run_secs + new.run_secs,
-        build_secs=new.build_secs,
-        flops=new.flops,
-        num_threads=new.num_threads,
-        max_spread=new.max_spread,
-    )

@@ -46,7 +46,7 @@ import uuid
 import weakref
 from collections.abc import Sequence
 from concurrent.futures import Future, wait
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from explorer._process import owned_temp_dir
@@ -106,7 +106,7 @@ class LocalMeasurer(Measurer):
         self.overlap = overlap
         self._pool: WorkerPool | None = None
         self._artifact_dir: str | None = None
-        self._finalizer: weakref.finalize | None = None
+        self._finalizer: weakref.finalize[..., LocalMeasurer] | None = None
         self._lock = threading.Lock()
         self._closed = False
 
@@ -231,6 +231,12 @@ class LocalMeasurer(Measurer):
     def _threads(self, target: Target) -> int:
         return int(self.config.num_threads or target.num_cores)
 
+    def _refusal(self, cand: Candidate) -> str | None:
+        """Why this measurer cannot run ``cand`` at all, or ``None``."""
+        if cand.target.kind != "llvm":
+            return f"LocalMeasurer runs CPU (llvm) targets only, not {cand.target}"
+        return None
+
     def _measure(
         self,
         cands: list[Candidate],
@@ -239,99 +245,113 @@ class LocalMeasurer(Measurer):
         previous: Sequence[MeasureResult] | None,
     ) -> list[MeasureResult]:
         cfg = self.config
-        results: list[MeasureResult | None] = [None] * len(cands)
+        batch = _Batch(cands)
 
         # Step 1. Refuse what this measurer cannot run.
-        todo = []
         for i, cand in enumerate(cands):
-            if cand.target.kind != "llvm":
-                results[i] = MeasureResult(
-                    MeasureStatus.INVALID,
-                    error_msg=f"LocalMeasurer runs CPU (llvm) targets only, not {cand.target}",
-                    max_spread=cfg.max_spread,
+            refusal = self._refusal(cand)
+            if refusal is not None:
+                batch.results[i] = MeasureResult(
+                    MeasureStatus.INVALID, error_msg=refusal, max_spread=cfg.max_spread
                 )
             else:
-                todo.append(i)
-        if not todo:
-            return _finished(results)
+                batch.todo.append(i)
+        if not batch.todo:
+            return _finished(batch.results)
         pool = self._ensure_pool()
         assert self._artifact_dir is not None
-        # Not waiting: each request waits for its own worker, so builds begin as soon as a
-        # builder is ready while the runner is still starting.
-        first_threads = self._threads(cands[todo[0]].target)
-        pool.start(first_threads, num_builders=_builders_for(len(todo)), wait=False)
 
         # Step 2. Build in parallel; with `overlap`, each candidate runs as soon as it is built.
-        paths = {i: os.path.join(self._artifact_dir, f"{uuid.uuid4().hex}.so") for i in todo}
-        requests = [self._build_request(cands[i], paths[i]) for i in todo]
-        if len(todo) == 1:  # see _builders_for: the runner builds it, then runs it
-            solo: Future[dict[str, Any] | WorkerLost] = Future()
-            solo.set_result(
-                pool.run(requests[0], num_threads=first_threads, timeout=cfg.build_timeout_secs)
-            )
-            futures = {todo[0]: solo}
-        else:
-            builds = pool.submit_builds(requests, cfg.build_timeout_secs)
-            futures = dict(zip(todo, builds, strict=True))
-        build_secs: dict[int, float] = {}
-        run_secs: dict[int, list[float]] = {i: [] for i in todo}
-        timing_rounds: dict[int, int] = {i: 0 for i in todo}
-        threads: dict[int, int] = {}
+        batch.paths = {
+            i: os.path.join(self._artifact_dir, f"{uuid.uuid4().hex}.so") for i in batch.todo
+        }
         try:
+            batch.futures = self._submit_builds(pool, batch)
             if not self.overlap:
-                wait(futures.values())
-            # Step 3. Run serially on the one runner; round-robin when re-measuring.
-            for rnd in range(rounds):
-                for i in todo:
-                    if rnd == 0:
-                        failure = self._build_failure(futures[i].result())
-                        if failure is not None:
-                            results[i] = failure
-                            continue
-                        build_secs[i] = float(futures[i].result()["build_secs"])  # type: ignore[index]
-                    if results[i] is not None:
-                        continue
-                    cand = cands[i]
-                    num_threads = self._threads(cand.target)
-                    check = rnd == 0 and cfg.check_correctness
-                    # Per candidate, so the explorer's own work can run between two kernels.
-                    with TIMING_GATE.timing():
-                        reply = pool.run(
-                            self._run_request(cand, paths[i], check),
-                            num_threads=num_threads,
-                            timeout=cfg.run_timeout_secs,
-                        )
-                    failure = self._run_failure(reply, cand, build_secs[i], num_threads)
-                    if failure is not None:
-                        results[i] = failure
-                        continue
-                    assert isinstance(reply, dict)
-                    run_secs[i].extend(float(x) for x in reply["run_secs"])
-                    timing_rounds[i] = max(timing_rounds[i], int(reply.get("timing_rounds", 1)))
-                    threads[i] = int(reply["num_threads"])
+                wait(batch.futures.values())
+            # Step 3. Run what was built.
+            self._run_batch(pool, batch, rounds)
         except BaseException:
-            pool.cancel(list(futures.values()))  # interrupted: stop the builders mid-batch
+            pool.cancel(list(batch.futures.values()))  # interrupted: stop the builders mid-batch
             raise
         finally:
-            for path in paths.values():
+            for path in batch.paths.values():
                 with contextlib.suppress(OSError):
                     os.unlink(path)
 
         # Step 4. Assemble the successes, pooling earlier repeats when asked to.
-        for i, secs in run_secs.items():
-            if results[i] is not None:
+        for i, secs in batch.run_secs.items():
+            if batch.results[i] is not None:
                 continue
             before = previous[i].run_secs if previous is not None and previous[i].is_ok else ()
             result = MeasureResult(
                 MeasureStatus.OK,
                 run_secs=tuple(before) + tuple(secs),
-                build_secs=build_secs[i],
+                build_secs=batch.build_secs[i],
                 flops=cands[i].workload.flops(),
-                num_threads=threads[i],
+                num_threads=batch.threads[i],
                 max_spread=cfg.max_spread,
+                device=batch.devices.get(i),
             )
-            results[i] = _noisy(result, timing_rounds[i]) if result.is_noisy else result
-        return _finished(results)
+            noisy = result.is_noisy
+            batch.results[i] = _noisy(result, batch.timing_rounds[i]) if noisy else result
+        return _finished(batch.results)
+
+    def _submit_builds(
+        self, pool: WorkerPool, batch: _Batch
+    ) -> dict[int, Future[dict[str, Any] | WorkerLost]]:
+        cfg = self.config
+        todo = batch.todo
+        # Not waiting: each request waits for its own worker, so builds begin as soon as a
+        # builder is ready while the runner is still starting.
+        first_threads = self._threads(batch.cands[todo[0]].target)
+        pool.start(first_threads, num_builders=_builders_for(len(todo)), wait=False)
+        requests = [self._build_request(batch.cands[i], batch.paths[i]) for i in todo]
+        if len(todo) == 1:  # see _builders_for: the runner builds it, then runs it
+            solo: Future[dict[str, Any] | WorkerLost] = Future()
+            solo.set_result(
+                pool.run(requests[0], num_threads=first_threads, timeout=cfg.build_timeout_secs)
+            )
+            return {todo[0]: solo}
+        builds = pool.submit_builds(requests, cfg.build_timeout_secs)
+        return dict(zip(todo, builds, strict=True))
+
+    def _take_build(self, batch: _Batch, i: int) -> bool:
+        """Record candidate ``i``'s build (its failure, or its build time); whether it built."""
+        reply = batch.futures[i].result()
+        failure = self._build_failure(reply)
+        if failure is not None:
+            batch.results[i] = failure
+            return False
+        assert isinstance(reply, dict)
+        batch.build_secs[i] = float(reply["build_secs"])
+        return True
+
+    def _run_batch(self, pool: WorkerPool, batch: _Batch, rounds: int) -> None:
+        """Run serially on the one runner; round-robin when re-measuring."""
+        cfg = self.config
+        for rnd in range(rounds):
+            for i in batch.todo:
+                if rnd == 0 and not self._take_build(batch, i):
+                    continue
+                if batch.results[i] is not None:
+                    continue
+                cand = batch.cands[i]
+                num_threads = self._threads(cand.target)
+                check = rnd == 0 and cfg.check_correctness
+                # Per candidate, so the explorer's own work can run between two kernels.
+                with TIMING_GATE.timing():
+                    reply = pool.run(
+                        self._run_request(cand, batch.paths[i], check),
+                        num_threads=num_threads,
+                        timeout=cfg.run_timeout_secs,
+                    )
+                failure = self._run_failure(reply, cand, batch.build_secs[i], num_threads)
+                if failure is not None:
+                    batch.results[i] = failure
+                    continue
+                assert isinstance(reply, dict)
+                batch.add_timings(i, reply)
 
     def _build_request(self, cand: Candidate, path: str) -> dict[str, Any]:
         return {
@@ -401,6 +421,34 @@ class LocalMeasurer(Measurer):
         wrong = reply.get("stage") == "wrong"
         status = MeasureStatus.WRONG_RESULT if wrong else MeasureStatus.RUN_ERROR
         return MeasureResult(status, error_msg=str(reply.get("error")), **common)
+
+
+@dataclass
+class _Batch:
+    """What one ``measure`` call knows so far, by candidate index."""
+
+    cands: list[Candidate]
+    todo: list[int] = field(default_factory=list)  # the candidates to build and run
+    results: list[MeasureResult | None] = field(default_factory=list)  # failures so far
+    paths: dict[int, str] = field(default_factory=dict)
+    futures: dict[int, Future[dict[str, Any] | WorkerLost]] = field(default_factory=dict)
+    build_secs: dict[int, float] = field(default_factory=dict)
+    run_secs: dict[int, list[float]] = field(default_factory=dict)
+    timing_rounds: dict[int, int] = field(default_factory=dict)
+    threads: dict[int, int] = field(default_factory=dict)
+    devices: dict[int, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.results = [None] * len(self.cands)
+
+    def add_timings(self, i: int, reply: dict[str, Any]) -> None:
+        """A successful run's reply: its repeats join the candidate's earlier rounds."""
+        self.run_secs.setdefault(i, []).extend(float(x) for x in reply["run_secs"])
+        rounds = int(reply.get("timing_rounds", 1))
+        self.timing_rounds[i] = max(self.timing_rounds.get(i, 0), rounds)
+        self.threads[i] = int(reply["num_threads"])
+        if reply.get("device"):
+            self.devices[i] = str(reply["device"])
 
 
 def _noisy(result: MeasureResult, rounds: int) -> MeasureResult:

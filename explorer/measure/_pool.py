@@ -181,7 +181,7 @@ class Worker:
         self.wait_ready()
         try:
             self._write(message)
-            reply = self._receive(timeout)
+            reply: dict[str, Any] = self._receive(timeout)  # every reply is a dict
         except WorkerLost:
             self.kill()
             raise
@@ -320,17 +320,16 @@ class WorkerPool:
                 and the first request to each waits for it.
         """
         count = self.num_build_workers if num_builders is None else max(0, num_builders)
-        started = []
+        started: list[Worker] = []
         for slot, worker in enumerate(self._builders[:count]):
             if worker is None or not worker.is_alive:
                 self._builders[slot] = worker = self._new_worker("build", 1)
                 started.append(worker)
         if runner_threads is not None and not self._runner_matches(runner_threads):
-            self._replace_runner(runner_threads, wait=False)
-            started.append(self._runner)
+            started.append(self._replace_runner(runner_threads, wait=False))
         if wait:
             for worker in started:
-                worker.wait_ready()  # type: ignore[union-attr]
+                worker.wait_ready()
 
     def _runner_matches(self, num_threads: int) -> bool:
         r = self._runner

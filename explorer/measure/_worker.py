@@ -18,6 +18,8 @@ never charged to a candidate's timeout. Requests (``op``):
   for ``warmup_secs``, then time it with ``time_evaluator``, again (up to ``timing_rounds``
   rounds) while the repeats spread more than ``max_spread``. Reply ``run_secs`` (one per repeat,
   of the tightest round), ``timing_rounds`` (how many ran) and ``num_threads``.
+* ``remote_run``: run a built ``.so`` on a device of a TVM RPC tracker (``_remote_run``): the
+  same check and timing as ``run``, on the device; the reply also names the device.
 * ``replay``: replay an untrusted JSON trace on a module (``save_json`` text) and reply the
   decisions TVM used (``explorer.session._trace_check``): if the trace kills TVM, it kills
   this process only.
@@ -37,23 +39,23 @@ import importlib
 import math
 import os
 import signal
-import statistics
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from explorer import _tvm
 from explorer.measure._protocol import read_message, write_message
+from explorer.measure._timing import message as _message
+from explorer.measure._timing import timed_rounds as _timed_rounds
+from explorer.measure._timing import warm_up as _warm_up
 from explorer.session._trace_check import replay_decisions
 from explorer.target import Target
 from explorer.workloads import FAMILIES, OperatorFamily, Workload
 
-MAX_ERROR_CHARS = 16_000  # TVM's diagnostics print the whole module; keep them, within reason
 _MODULE_CACHE_SIZE = 16
 _REFERENCE_CACHE_SIZE = 8
 
@@ -66,7 +68,10 @@ class _Worker:
         self.tvm = _tvm
         self.targets: dict[str, Any] = {}
         self.modules: collections.OrderedDict[str, Any] = collections.OrderedDict()
-        self.references: collections.OrderedDict[tuple[str, int], Any] = collections.OrderedDict()
+        # (workload key, seed) -> (inputs, NumPy's reference output or None)
+        self.references: collections.OrderedDict[tuple[str, int], tuple[list[Any], Any]] = (
+            collections.OrderedDict()
+        )
 
     def handle(self, req: dict[str, Any]) -> dict[str, Any]:
         op = req.get("op")
@@ -74,6 +79,10 @@ class _Worker:
             return self.build(req)
         if op == "run":
             return self.run(req)
+        if op == "remote_run":
+            from explorer.measure._remote_run import run_on_device
+
+            return run_on_device(req, self.workload(req), self.reference)
         if op == "call":
             return self.call(req)
         if op == "replay":
@@ -192,51 +201,6 @@ class _Worker:
         except Exception as exc:  # noqa: BLE001
             return {"ok": False, "stage": "call", "error": _message(exc)}
         return {"ok": True, "value": value}
-
-
-def _warm_up(kernel: Any, args: list[Any], secs: float) -> None:
-    """Run the kernel untimed for about ``secs`` (at least once): after idle the runtime's
-    worker threads sleep and the caches are cold, and the first timed repeats paid for it."""
-    start = time.perf_counter()
-    kernel(*args)
-    while time.perf_counter() - start < secs:
-        kernel(*args)
-
-
-def _spread(secs: list[float]) -> float:
-    med = statistics.median(secs)
-    return (max(secs) - min(secs)) / med if med > 0 else math.inf
-
-
-def _timed_rounds(
-    time_once: Callable[[], list[float]], *, max_rounds: int, max_spread: float, budget_secs: float
-) -> tuple[list[float], int]:
-    """Time up to ``max_rounds`` rounds until one spreads at most ``max_spread``.
-
-    Returns the round with the lowest spread, whole, and how many rounds ran. Rounds are never
-    mixed: interference only adds slow, uneven repeats, so the tightest round is the one least
-    touched by it, and its repeats belong together. Another round starts only while the time
-    spent plus one more round stays within ``budget_secs`` (part of the run timeout).
-    """
-    start = time.perf_counter()
-    rounds: list[list[float]] = []
-    while True:
-        before = time.perf_counter()
-        rounds.append(time_once())
-        took = time.perf_counter() - before
-        if _spread(rounds[-1]) <= max_spread or len(rounds) >= max_rounds:
-            break
-        if time.perf_counter() - start + took > budget_secs:
-            break
-    return min(rounds, key=_spread), len(rounds)
-
-
-def _message(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    if len(text) > MAX_ERROR_CHARS:
-        half = MAX_ERROR_CHARS // 2
-        text = f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[-half:]}"
-    return text
 
 
 def _limit_memory(limit_bytes: int) -> None:

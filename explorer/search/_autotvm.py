@@ -202,11 +202,11 @@ class AutoTVMSearch(SearchStrategy):
             if key is None:
                 break
             self.visited_.add(key)
-            cand = self._materialize(key)
-            if cand is None:
+            made = self._materialize(key)
+            if made is None:
                 self.num_invalid_ += 1
                 continue
-            out.append(cand)
+            out.append(made)
             keys.append(key)
         if keys and (self.model_.is_fitted or self.model_.base_model is not None):
             for cand, score in zip(out[-len(keys) :], self._score_keys(keys), strict=True):
@@ -294,11 +294,10 @@ class AutoTVMSearch(SearchStrategy):
         if self.features == "knob":
             return self.model_.predict_rows(self.table_.rows(sk, idx))
         keys = [self.sa_.key(s, i) for s, i in zip(sk, idx, strict=True)]
-        cands = [self._materialize(k) for k in keys]
-        valid = [i for i, c in enumerate(cands) if c is not None]
+        built = [(i, c) for i, k in enumerate(keys) if (c := self._materialize(k)) is not None]
         out = np.full(len(keys), -np.inf)
-        if valid:
-            out[valid] = self.model_.predict([cands[i] for i in valid])
+        if built:
+            out[[i for i, _ in built]] = self.model_.predict([c for _, c in built])
         if len(self._candidates) > 1 << 16:  # the annealing meets many points once
             self._candidates.clear()
         return out
@@ -361,8 +360,7 @@ class AutoTVMSearch(SearchStrategy):
         """A knob-feature model fitted to the base model's scores of random points here."""
         sk, idx = self.sa_.random_keys(self.transfer_pool_size, self.rng)
         keys = list(dict.fromkeys(self.sa_.key(s, i) for s, i in zip(sk, idx, strict=True)))
-        cands = [(k, self._materialize(k)) for k in keys]
-        cands = [(k, c) for k, c in cands if c is not None]
+        cands = [(k, c) for k in keys if (c := self._materialize(k)) is not None]
         if len(cands) < 2:
             return None
         targets = base.predict([c for _, c in cands])

@@ -225,7 +225,7 @@ class DropletSearch(SearchStrategy):
                 if p.key() not in self._visited:
                     out.setdefault(p.key(), p)
         points = list(out.values())
-        self.rng.shuffle(points)  # type: ignore[arg-type]
+        self.rng.shuffle(points)
         return points
 
     def _point_of(self, record: TrialRecord) -> Point | None:

@@ -265,8 +265,8 @@ class EvolutionarySearch(SearchStrategy):
         if not self._pending:
             self._close_round()
             self._new_round()
-        out, self._pending = self._pending[:n], self._pending[n:]
-        return [c for _, c in out]
+        batch, self._pending = self._pending[:n], self._pending[n:]
+        return [c for _, c in batch]
 
     def tell(self, records: Sequence[TrialRecord]) -> None:
         foreign = []

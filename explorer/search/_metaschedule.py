@@ -50,8 +50,9 @@ def _make_streamer(
     deadline: float | None,
     on_batch: Callable[[list[TrialRecord]], None] | None,
 ) -> Any:
+    # TVM is untyped: its classes are Any to mypy, which refuses subclassing them.
     @_tvm.derived_object
-    class StreamToStore(_tvm.ms.measure_callback.PyMeasureCallback):
+    class StreamToStore(_tvm.ms.measure_callback.PyMeasureCallback):  # type: ignore[misc]
         """Stores every measured candidate as a trial; raises to stop the tuning."""
 
         def __init__(self) -> None:

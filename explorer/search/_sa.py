@@ -136,7 +136,7 @@ class SimulatedAnnealing:
         point that must never be returned. Fewer than ``num`` come back when the annealing
         meets fewer distinct eligible points.
         """
-        if (self.persistent or self._started) and self._sk is not None:
+        if (self.persistent or self._started) and self._sk is not None and self._idx is not None:
             sk, idx = self._sk, self._idx
             self._started = False
         else:

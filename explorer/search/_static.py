@@ -22,7 +22,7 @@ cores, in one worker process per core; scores are cached per trace).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from explorer.cost_models._static import StaticCostModel
 from explorer.measure._base import Candidate
@@ -127,11 +127,11 @@ class StaticSearch(SearchStrategy):
         for _ in range(self.num_generations):
             if not parents:
                 break
-            children = self._fresh(
-                lambda ps=parents: self._mutate(ps[int(self.rng.integers(len(ps)))]),
-                archive,
-                self.num_offspring,
-            )
+
+            def mutant(ps: list[Point] = parents) -> Point:
+                return self._mutate(ps[int(self.rng.integers(len(ps)))])
+
+            children = self._fresh(mutant, archive, self.num_offspring)
             if not children:
                 break  # the neighbourhood of the parents is exhausted
             score(children)
@@ -152,7 +152,9 @@ class StaticSearch(SearchStrategy):
             out.append(cand)
         return out
 
-    def _fresh(self, draw, archive: dict, count: int) -> list[Point]:  # noqa: ANN001
+    def _fresh(
+        self, draw: Callable[[], Point], archive: Mapping[Point, object], count: int
+    ) -> list[Point]:
         out: list[Point] = []
         seen: set[Point] = set()
         for _ in range(count * 10):  # small spaces run out of new points
@@ -178,6 +180,8 @@ class StaticSearch(SearchStrategy):
         return Point(point.sketch, tuple(indices))
 
     @staticmethod
-    def _best(points: list[Point], archive: dict, k: int) -> list[Point]:
+    def _best(
+        points: list[Point], archive: Mapping[Point, tuple[float, object]], k: int
+    ) -> list[Point]:
         good = [p for p in points if archive[p][0] > 0]
         return sorted(good, key=lambda p: (-archive[p][0], p.key()))[:k]

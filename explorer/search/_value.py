@@ -253,7 +253,9 @@ class ValueSearch(SearchStrategy):
 
 def _diverse(ranked: list[tuple[float, Point]]) -> list[tuple[float, Point]]:
     """The best completion of every parent state first (by ``V``), then the rest."""
-    first, rest, parents = [], [], set()
+    first: list[tuple[float, Point]] = []
+    rest: list[tuple[float, Point]] = []
+    parents: set[tuple[int, tuple[int, ...]]] = set()
     for value, point in ranked:
         parent = (point.sketch, point.indices[:-1])
         (rest if parent in parents else first).append((value, point))

@@ -256,10 +256,12 @@ def translate(primitive: str, exc: BaseException, args: Mapping[str, Any]) -> Pr
     """
     sentence = error_sentence(exc)
     context = {**args, "__primitive__": primitive}
-    for pattern, arg, reason in _RULES:
+    arg: str | None
+    for pattern, rule_arg, reason in _RULES:
         match = re.search(pattern, sentence)
         if match is None:
             continue
+        arg = rule_arg
         if arg == "__index__":
             arg = next((k for k in ("read_index", "write_index", "buffer_index") if k in args), "")
         if arg not in args:

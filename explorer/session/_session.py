@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from explorer import _tvm
 from explorer.errors import ExplorerError, PrimitiveError, TraceError
@@ -22,6 +22,8 @@ from explorer.session._trace_check import check_trace, compare_decisions, read_j
 from explorer.target import Target
 from explorer.types import JSON
 from explorer.workloads import Workload
+
+T = TypeVar("T")
 
 FORMAT = "schedule-explorer/session"
 FORMAT_VERSION = 1
@@ -67,10 +69,11 @@ class _Node:
             self._nest = index_schedule(self.sch)
         return self._nest
 
-    def cached(self, key: str, make: Callable[[], Any]) -> Any:
+    def cached(self, key: str, make: Callable[[], T]) -> T:
         if key not in self._cache:
             self._cache[key] = make()
-        return self._cache[key]
+        value: T = self._cache[key]
+        return value
 
     def script(self) -> str:
         return self.cached("script", lambda: str(self.sch.mod.script()))
@@ -79,7 +82,8 @@ class _Node:
         return self.cached("trace_json", lambda: _tvm.trace_to_json(self.sch.trace))
 
     def path(self) -> list[_Node]:
-        nodes, node = [], self
+        nodes: list[_Node] = []
+        node: _Node | None = self
         while node is not None:
             nodes.append(node)
             node = node.parent

@@ -25,7 +25,7 @@ import os
 import re
 import shutil
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -322,7 +322,7 @@ def refit_trace(workload: Workload, trace_json: Any) -> CheckedTrace:
     raise TraceError("the trace could not be re-fitted to this shape")  # pragma: no cover
 
 
-def _log_distance(factors: Sequence[int], old: Sequence[int]) -> float:
+def _log_distance(factors: Iterable[int], old: Iterable[int]) -> float:
     return sum(abs(math.log(a) - math.log(b)) for a, b in zip(factors, old, strict=True))
 
 

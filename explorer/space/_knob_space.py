@@ -27,7 +27,9 @@ import numpy as np
 from explorer import _tvm
 from explorer.measure._base import Candidate
 from explorer.space._design_space import DesignSpace, Knob
+from explorer.target import Target
 from explorer.types import JSON
+from explorer.workloads import Workload
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,11 +76,11 @@ class KnobSpace:
         )
 
     @property
-    def workload(self):  # noqa: ANN201  (Workload; kept short for readers)
+    def workload(self) -> Workload:
         return self.design.workload
 
     @property
-    def target(self):  # noqa: ANN201
+    def target(self) -> Target:
         return self.design.target
 
     @property
@@ -197,7 +199,7 @@ def factorizations(extent: int, n: int, max_innermost: int) -> tuple[tuple[int, 
     """Every ordered ``n``-tuple of positive ints with product ``extent`` and last <= the max."""
     if n == 1:
         return ((extent,),) if max_innermost <= 0 or extent <= max_innermost else ()
-    out = []
+    out: list[tuple[int, ...]] = []
     for d in _divisors(extent):
         out.extend((d, *rest) for rest in factorizations(extent // d, n - 1, max_innermost))
     return tuple(out)

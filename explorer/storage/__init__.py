@@ -37,7 +37,8 @@ from explorer.storage._metaschedule import (
     import_metaschedule,
 )
 from explorer.storage._postgres import PostgresStore, is_postgres_url
-from explorer.storage._sqlite import SCHEMA_VERSION, SQLiteStore
+from explorer.storage._schema import SCHEMA_VERSION
+from explorer.storage._sqlite import SQLiteStore
 from explorer.storage._summary import RunSummary, summarize_run
 
 ENV_VAR = "EXPLORER_DB"

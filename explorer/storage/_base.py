@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 
 from explorer._process import ProcessIdentity
 from explorer.measure._base import Candidate, MeasureResult
@@ -216,6 +216,9 @@ class Rank:
     best_secs: float | None
 
 
+S = TypeVar("S", bound="RecordStore")
+
+
 class RecordStore(abc.ABC):
     """Where runs and trials live.
 
@@ -363,7 +366,7 @@ class RecordStore(abc.ABC):
     def close(self) -> None:  # noqa: B027  (optional hook)
         """Release the connection(s)."""
 
-    def __enter__(self) -> RecordStore:
+    def __enter__(self: S) -> S:
         return self
 
     def __exit__(self, *exc: Any) -> None:

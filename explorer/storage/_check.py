@@ -108,10 +108,10 @@ def check_unchecked(
     # Step 2. Measure and store, one check run per group.
     run_ids: list[int] = []
     ok = failed = 0
-    for trials, sources in todo:
+    for trials, checked_runs in todo:
         first = trials[0].candidate
         run = store.create_run(
-            first.workload, first.target, STRATEGY, settings={"checks_runs": list(sources)}
+            first.workload, first.target, STRATEGY, settings={"checks_runs": checked_runs}
         )
         run_ids.append(run.id)
         status = "failed"

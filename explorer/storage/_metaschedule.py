@@ -21,7 +21,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -275,6 +275,7 @@ def _read_sidecar(path: Path) -> tuple[list[Workload], list[Target]]:
         data = json.loads(file.read_text())
         if not isinstance(data, dict) or data.get("format") != _SIDECAR_FORMAT:
             raise ValueError("not written by Schedule Explorer")
+        items: list[tuple[Callable[[Any], Workload | Target], Any]]
         items = [(Workload.from_json, w) for w in data.get("workloads", ())]
         items += [(Target.from_json, t) for t in data.get("targets", ())]
     except (OSError, ValueError) as exc:
@@ -288,7 +289,10 @@ def _read_sidecar(path: Path) -> tuple[list[Workload], list[Target]]:
         except Exception as exc:
             logger.warning("%s: cannot describe %r: %s", file, item, exc)
             continue
-        (workloads if isinstance(obj, Workload) else targets).append(obj)
+        if isinstance(obj, Workload):
+            workloads.append(obj)
+        else:
+            targets.append(obj)
     return workloads, targets
 
 
@@ -422,11 +426,11 @@ def import_metaschedule(
         seen = {(row.trace_hash, tuple(row.run_secs)) for row in rows}
         fresh = []
         for trial in trials:
-            key = (trace_hash(trial.candidate.trace), tuple(trial.result.run_secs))
-            if key in seen:
+            measured = (trace_hash(trial.candidate.trace), tuple(trial.result.run_secs))
+            if measured in seen:
                 duplicates += 1
                 continue
-            seen.add(key)
+            seen.add(measured)
             fresh.append(trial)
         trials[:] = fresh
     # Step 4. One run per group, in batches so a huge database is not one giant transaction.

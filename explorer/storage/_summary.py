@@ -71,7 +71,9 @@ def summarize_run(run_id: int, rows: Sequence[TrialRow]) -> RunSummary:
             (remeasured_ok if row.is_ok else remeasure_failed).add(key)
     confirmed = remeasured_ok - remeasure_failed
     baseline = next((r.trace_hash for r in rows if has_mark(r.decisions, BASELINE_MARK)), None)
-    contenders = (confirmed or set(timings)) | ({baseline} & set(timings))
+    contenders = confirmed or set(timings)
+    if baseline is not None and baseline in timings:
+        contenders = contenders | {baseline}
     best_key = min(
         (k for k in contenders if timings.get(k)),
         key=lambda k: (statistics.median(timings[k]), first[k].id),
@@ -85,5 +87,9 @@ def summarize_run(run_id: int, rows: Sequence[TrialRow]) -> RunSummary:
         best_trial_id=None if best_key is None else first[best_key].id,
         best_secs=None if best_key is None else statistics.median(timings[best_key]),
         is_confirmed=best_key is not None and best_key in confirmed,
-        baseline_secs=statistics.median(timings[baseline]) if timings.get(baseline) else None,
+        baseline_secs=(
+            statistics.median(timings[baseline])
+            if baseline is not None and timings.get(baseline)
+            else None
+        ),
     )

@@ -82,14 +82,14 @@ class ShapeParam:
                 raise WorkloadError(f"{where} must be a number (got {value!r})") from None
         if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
             raise WorkloadError(f"{where} must be a number (got {value!r})")
-        value = float(value)
-        if not math.isfinite(value):
-            raise WorkloadError(f"{where} must be finite (got {value!r})")
-        if self.min is not None and value < self.min:
-            raise WorkloadError(f"{where} must be at least {self.min} (got {value})")
-        if self.max is not None and value > self.max:
-            raise WorkloadError(f"{where} must be at most {self.max} (got {value})")
-        return value
+        number = float(value)
+        if not math.isfinite(number):
+            raise WorkloadError(f"{where} must be finite (got {number!r})")
+        if self.min is not None and number < self.min:
+            raise WorkloadError(f"{where} must be at least {self.min} (got {number})")
+        if self.max is not None and number > self.max:
+            raise WorkloadError(f"{where} must be at most {self.max} (got {number})")
+        return number
 
 
 def _canonical_shapes(
@@ -201,7 +201,7 @@ class Workload:
         return {"family": self.family, "params": {k: _jsonable(v) for k, v in self.params}}
 
     @staticmethod
-    def from_json(data: Mapping[str, Any]) -> Workload:
+    def from_json(data: object) -> Workload:
         from explorer.workloads import get_workload  # the registry lives in the package
 
         if not isinstance(data, Mapping) or "family" not in data:

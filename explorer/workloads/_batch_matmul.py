@@ -7,6 +7,7 @@ Unlike ``topi.nn.batch_matmul`` (whose default is ``transpose_b=True``, i.e. A @
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +23,7 @@ from explorer.workloads._base import (
 te = _tvm.te
 
 
-def _build(p: Params) -> list:
+def _build(p: Params) -> list[Any]:
     batch, M, N, K, dtype = p["batch"], p["M"], p["N"], p["K"], p["dtype"]
     A = te.placeholder((batch, M, K), dtype, name="A")
     B = te.placeholder((batch, K, N), dtype, name="B")
@@ -41,7 +42,7 @@ def _validate(p: Params) -> None:
 
 
 def _reference(inputs: Sequence[np.ndarray], p: Params) -> np.ndarray:
-    return np.matmul(inputs[0], inputs[1])
+    return np.asarray(np.matmul(inputs[0], inputs[1]))
 
 
 BATCH_MATMUL = OperatorFamily(

@@ -46,7 +46,7 @@ def check_window(family: str, p: Params, dilation: int = 1) -> None:
             )
 
 
-def pad_nchw(X: te.Tensor, padding: int, dtype: str) -> te.Tensor:
+def pad_nchw(X: Any, padding: int, dtype: str) -> Any:
     """The ``pad`` stage: X with ``padding`` zeros around both spatial axes; X itself when 0."""
     N, C, H, W = (int(s) for s in X.shape)
     if padding == 0:
@@ -73,7 +73,7 @@ def windows(
     return win[:, :, ::stride, ::stride, ::dilation, ::dilation]
 
 
-def _build(p: Params) -> list:
+def _build(p: Params) -> list[Any]:
     N, CI, H, W, CO, KH, KW = (p[k] for k in ("N", "CI", "H", "W", "CO", "KH", "KW"))
     s, pad, d, dtype, G = p["stride"], p["padding"], p["dilation"], p["dtype"], p["groups"]
     CIg, COg = CI // G, CO // G
@@ -127,7 +127,7 @@ def _validate(p: Params) -> None:
 
 def _flops(p: Params) -> int:
     OH, OW = _out_hw(p)
-    return 2 * p["N"] * p["CO"] * OH * OW * (p["CI"] // p["groups"]) * p["KH"] * p["KW"]
+    return int(2 * p["N"] * p["CO"] * OH * OW * (p["CI"] // p["groups"]) * p["KH"] * p["KW"])
 
 
 def _reference(inputs: Sequence[np.ndarray], p: Params) -> np.ndarray:
@@ -144,7 +144,7 @@ def _reference(inputs: Sequence[np.ndarray], p: Params) -> np.ndarray:
         )
         for g in range(G)
     ]
-    return np.concatenate(out, axis=3).transpose(0, 3, 1, 2)
+    return np.asarray(np.concatenate(out, axis=3).transpose(0, 3, 1, 2))
 
 
 # ResNet-18's distinct conv layers at batch 1: (input size, CI, CO, kernel, stride); padding k//2.

@@ -7,6 +7,7 @@ workload on which fusion choices (inline the epilogue or not) matter.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +23,7 @@ from explorer.workloads._base import (
 te, tirx = _tvm.te, _tvm.tirx
 
 
-def _build(p: Params) -> list:
+def _build(p: Params) -> list[Any]:
     M, N, K, dtype = p["M"], p["N"], p["K"], p["dtype"]
     X = te.placeholder((M, K), dtype, name="X")
     W = te.placeholder((N, K), dtype, name="W")
@@ -44,7 +45,7 @@ def _validate(p: Params) -> None:
 
 def _reference(inputs: Sequence[np.ndarray], p: Params) -> np.ndarray:
     X, W, bias = inputs
-    return np.maximum(X @ W.T + bias, 0.0)
+    return np.asarray(np.maximum(X @ W.T + bias, 0.0))
 
 
 DENSE_BIAS_RELU = OperatorFamily(

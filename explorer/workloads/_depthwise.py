@@ -7,6 +7,7 @@ Blocks: ``pad`` (only when ``padding > 0``) and ``depthwise``. The weight is
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +31,7 @@ def _out_hw(p: Params) -> tuple[int, int]:
     )
 
 
-def _build(p: Params) -> list:
+def _build(p: Params) -> list[Any]:
     N, C, H, W, KH, KW = (p[k] for k in ("N", "C", "H", "W", "KH", "KW"))
     s, dtype = p["stride"], p["dtype"]
     X = te.placeholder((N, C, H, W), dtype, name="X")
@@ -64,13 +65,13 @@ def _validate(p: Params) -> None:
 
 def _flops(p: Params) -> int:
     OH, OW = _out_hw(p)
-    return 2 * p["N"] * p["C"] * OH * OW * p["KH"] * p["KW"]
+    return int(2 * p["N"] * p["C"] * OH * OW * p["KH"] * p["KW"])
 
 
 def _reference(inputs: Sequence[np.ndarray], p: Params) -> np.ndarray:
     x, w = inputs
     win = windows(x, p["KH"], p["KW"], p["stride"], p["padding"])
-    return np.einsum("nchwij,cij->nchw", win, w[:, 0], optimize=True)
+    return np.asarray(np.einsum("nchwij,cij->nchw", win, w[:, 0], optimize=True))
 
 
 DEPTHWISE_CONV2D = OperatorFamily(

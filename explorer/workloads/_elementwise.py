@@ -4,6 +4,7 @@ the textbook case for ``compute_inline`` (1-D or 2-D)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -24,7 +25,7 @@ def _shape(p: Params) -> tuple[int, ...]:
     return dims("elementwise_chain", p, p["ndim"], "ndim")
 
 
-def _build(p: Params) -> list:
+def _build(p: Params) -> list[Any]:
     shape, dtype = _shape(p), p["dtype"]
     names = ["i", "j"][: len(shape)]
     A = te.placeholder(shape, dtype, name="A")
@@ -44,7 +45,7 @@ def _validate(p: Params) -> None:
 
 
 def _reference(inputs: Sequence[np.ndarray], p: Params) -> np.ndarray:
-    return np.maximum(inputs[0] * inputs[1] + 1.0, 0.0)
+    return np.asarray(np.maximum(inputs[0] * inputs[1] + 1.0, 0.0))
 
 
 ELEMENTWISE_CHAIN = OperatorFamily(

@@ -38,7 +38,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -322,8 +322,8 @@ def _constant(node: Expr) -> float | None:
     if isinstance(node, Access):
         return None
     children = [node.operand] if isinstance(node, Neg) else walk_children(node)
-    values = [_constant(c) for c in children]
-    if any(v is None for v in values):
+    values = [v for c in children if (v := _constant(c)) is not None]
+    if len(values) < len(children):
         return None
     with np.errstate(all="ignore"):  # 0/0, log(0): NaN or inf, never an exception
         if isinstance(node, Neg):
@@ -354,17 +354,17 @@ def _same(a: Expr, b: Expr) -> bool:
     """Structural equality, ignoring where in the text each node was written."""
     if type(a) is not type(b):
         return False
-    if isinstance(a, Num):
+    if isinstance(a, Num) and isinstance(b, Num):
         return a.value == b.value
-    if isinstance(a, Access):
+    if isinstance(a, Access) and isinstance(b, Access):
         return a.name == b.name and [(i.terms, i.const) for i in a.indices] == [
             (i.terms, i.const) for i in b.indices
         ]
-    if isinstance(a, Neg):
+    if isinstance(a, Neg) and isinstance(b, Neg):
         return _same(a.operand, b.operand)
-    if isinstance(a, BinOp) and a.op != b.op:
+    if isinstance(a, BinOp) and isinstance(b, BinOp) and a.op != b.op:
         return False
-    if isinstance(a, Call) and a.fn != b.fn:
+    if isinstance(a, Call) and isinstance(b, Call) and a.fn != b.fn:
         return False
     ca, cb = walk_children(a), walk_children(b)
     return len(ca) == len(cb) and all(_same(x, y) for x, y in zip(ca, cb, strict=True))
@@ -437,10 +437,10 @@ def lower(an: Analysis, dtype: str) -> list[Any]:
 
 # -- NumPy reference ---------------------------------------------------------------------------
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
+    return np.asarray(1.0 / (1.0 + np.exp(-x)))
 
 
-_NP_FUNCS = {
+_NP_FUNCS: dict[str, Callable[..., Any]] = {
     "max": np.maximum,
     "min": np.minimum,
     "exp": np.exp,
@@ -452,7 +452,7 @@ _NP_FUNCS = {
     "abs": np.abs,
 }
 _NP_COMBINE = {"+=": np.add, "max=": np.maximum, "min=": np.minimum}
-_NP_REDUCE = {"+=": np.sum, "max=": np.max, "min=": np.min}
+_NP_REDUCE: dict[str, Callable[..., Any]] = {"+=": np.sum, "max=": np.max, "min=": np.min}
 
 
 def evaluate(an: Analysis, inputs: Sequence[np.ndarray]) -> np.ndarray:
@@ -519,7 +519,7 @@ def _evaluate_block(
     )
     if not an.reduce_vars:
         return np.array(full)
-    return _NP_REDUCE[an.statement.op](full, axis=tuple(range(len(an.out_vars), nd)))
+    return np.asarray(_NP_REDUCE[an.statement.op](full, axis=tuple(range(len(an.out_vars), nd))))
 
 
 # -- the family --------------------------------------------------------------------------------

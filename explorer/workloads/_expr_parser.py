@@ -21,6 +21,7 @@ from __future__ import annotations
 import keyword
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from explorer.errors import WorkloadError
@@ -420,7 +421,7 @@ def parse(text: str) -> Statement:
     return _Parser(text).statement()
 
 
-def walk(node: Expr):
+def walk(node: Expr) -> Iterator[Expr]:
     """Every node of ``node``'s subtree, parents before children, left to right."""
     yield node
     if isinstance(node, BinOp):

@@ -7,6 +7,7 @@ once per row, then ``layer_norm``. Reductions accumulate in the element type, as
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +23,7 @@ from explorer.workloads._base import (
 te, tirx = _tvm.te, _tvm.tirx
 
 
-def _build(p: Params) -> list:
+def _build(p: Params) -> list[Any]:
     M, N, dtype = p["M"], p["N"], p["dtype"]
     X = te.placeholder((M, N), dtype, name="X")
     gamma = te.placeholder((N,), dtype, name="gamma")
@@ -33,7 +34,7 @@ def _build(p: Params) -> list:
     k2 = te.reduce_axis((0, N), name="k2")
     mean = te.compute((M,), lambda i: te.sum(X[i, k1] * inv_n, axis=k1), name="mean")
 
-    def _sq_dev(i, k):
+    def _sq_dev(i: Any, k: Any) -> Any:
         d = X[i, k] - mean[i]
         return d * d * inv_n
 
@@ -55,7 +56,7 @@ def _reference(inputs: Sequence[np.ndarray], p: Params) -> np.ndarray:
     x, gamma, beta = inputs
     mean = x.mean(axis=-1, keepdims=True)
     var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + p["eps"]) * gamma + beta
+    return np.asarray((x - mean) / np.sqrt(var + p["eps"]) * gamma + beta)
 
 
 LAYER_NORM = OperatorFamily(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -18,7 +19,7 @@ from explorer.workloads._base import (
 te = _tvm.te
 
 
-def _build(p: Params) -> list:
+def _build(p: Params) -> list[Any]:
     M, N, K, dtype = p["M"], p["N"], p["K"], p["dtype"]
     A = te.placeholder((M, K), dtype, name="A")
     B = te.placeholder((K, N), dtype, name="B")
@@ -35,7 +36,7 @@ def _validate(p: Params) -> None:
 
 
 def _reference(inputs: Sequence[np.ndarray], p: Params) -> np.ndarray:
-    return inputs[0] @ inputs[1]
+    return np.asarray(inputs[0] @ inputs[1])
 
 
 MATMUL = OperatorFamily(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -24,14 +25,15 @@ def _shape(p: Params) -> tuple[int, ...]:
     return dims("reduce_sum", p, p["ndim"], "ndim")
 
 
-def _build(p: Params) -> list:
+def _build(p: Params) -> list[Any]:
     shape, axis = _shape(p), p["axis"]
     X = te.placeholder(shape, p["dtype"], name="X")
     r = te.reduce_axis((0, shape[axis]), name="r")
     out_shape = shape[:axis] + shape[axis + 1 :]
 
-    def body(*idx):
-        return te.sum(X[(*idx[:axis], r, *idx[axis:])], axis=r)
+    def body(*idx: Any) -> Any:
+        index = (*idx[:axis], r, *idx[axis:])  # the reduced axis in its input position
+        return te.sum(X[index], axis=r)
 
     names = [n for n in ("i", "j", "k")[: len(shape)]]
     del names[axis]  # keep each output axis named after its input axis position
@@ -50,7 +52,7 @@ def _validate(p: Params) -> None:
 
 
 def _reference(inputs: Sequence[np.ndarray], p: Params) -> np.ndarray:
-    return inputs[0].sum(axis=p["axis"])
+    return np.asarray(inputs[0].sum(axis=p["axis"]))
 
 
 REDUCE_SUM = OperatorFamily(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from explorer.workloads._base import (
 te = _tvm.te
 
 
-def _build(p: Params) -> list:
+def _build(p: Params) -> list[Any]:
     M, N, dtype = p["M"], p["N"], p["dtype"]
     X = te.placeholder((M, N), dtype, name="X")
     k1 = te.reduce_axis((0, N), name="k1")
@@ -38,7 +39,7 @@ def _validate(p: Params) -> None:
 def _reference(inputs: Sequence[np.ndarray], p: Params) -> np.ndarray:
     x = inputs[0]
     e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+    return np.asarray(e / e.sum(axis=-1, keepdims=True))
 
 
 SOFTMAX = OperatorFamily(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +37,7 @@ def _shape(p: Params) -> tuple[int, ...]:
     return dims("transpose", p, len(_perm(p)), "perm")
 
 
-def _build(p: Params) -> list:
+def _build(p: Params) -> list[Any]:
     perm, shape = _perm(p), _shape(p)
     X = te.placeholder(shape, p["dtype"], name="X")
     inverse = [perm.index(axis) for axis in range(len(perm))]

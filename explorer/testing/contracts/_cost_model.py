@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -95,7 +96,11 @@ class CostModelContract:
 
     @pytest.mark.parametrize("trained", [False, True], ids=["untrained", "trained"])
     def test_save_then_load_gives_identical_predictions(
-        self, trained: bool, train: list[TrialRecord], held_out: list[TrialRecord], tmp_path
+        self,
+        trained: bool,
+        train: list[TrialRecord],
+        held_out: list[TrialRecord],
+        tmp_path: Path,
     ) -> None:
         model = self.make_model(3)
         if trained:

@@ -181,14 +181,19 @@ class SearchStrategyContract:
         self, target: Target, small_replay: ReplayMeasurer
     ) -> None:
         store = get_store(":memory:")
-        stop_after: list[int] = []
+        asked: list[int] = []
+
+        def after_one_batch() -> bool:
+            asked.append(1)
+            return len(asked) > 1
+
         first, _ = self._tune(
             small_replay,
             recordings.SMALL,
             target,
             max_trials=12,
             store=store,
-            should_stop=lambda: stop_after.append(1) or len(stop_after) > 1,
+            should_stop=after_one_batch,
         )
         assert first.stopped_because == "cancelled"
         resumed, trials = self._tune(

@@ -17,7 +17,7 @@ from explorer._process import ProcessIdentity
 from explorer.errors import RunInUseError
 from explorer.measure import Candidate, MeasureResult
 from explorer.storage import NewTrial, Rank, RecordStore, RunStatus
-from explorer.storage._base import TrialRow, trace_hash
+from explorer.storage._base import TrialRecord, TrialRow, trace_hash
 from explorer.target import Target
 from explorer.types import MeasureStatus
 from explorer.workloads import Workload, get_workload
@@ -93,8 +93,13 @@ class RecordStoreContract:
 
     # -- runs ----------------------------------------------------------------------------------
     def test_create_run_round_trips_and_filters(
-        self, store, workload, other_workload, target, other_target
-    ):
+        self,
+        store: RecordStore,
+        workload: Workload,
+        other_workload: Workload,
+        target: Target,
+        other_target: Target,
+    ) -> None:
         a = store.create_run(workload, target, "random", settings={"seed": 1, "max_trials": 8})
         b = store.create_run(other_workload, target, "manual")
         c = store.create_run(workload, other_target, "random", environment={"note": "x"})
@@ -108,20 +113,26 @@ class RecordStoreContract:
         assert store.runs(strategy="random", target=other_target) == [c]
         assert store.runs(strategy="nope") == []
 
-    def test_finish_run_sets_only_end_and_status(self, store, workload, target):
+    def test_finish_run_sets_only_end_and_status(
+        self, store: RecordStore, workload: Workload, target: Target
+    ) -> None:
         run = store.create_run(workload, target, "random")
         done = store.finish_run(run.id, "cancelled")
-        assert done.status == "cancelled" and done.ended_at >= run.started_at
-        assert dataclasses.replace(done, ended_at=None, status="running") == run
+        assert done.status == "cancelled"
+        assert done.ended_at is not None and done.ended_at >= run.started_at
+        assert dataclasses.replace(done, ended_at=None, status=RunStatus.RUNNING) == run
         resumed = store.finish_run(run.id)  # a resumed run ends again: only end and status change
-        assert resumed.status == "finished" and resumed.ended_at >= done.ended_at
-        assert dataclasses.replace(resumed, ended_at=None, status="running") == run
+        assert resumed.status == "finished"
+        assert resumed.ended_at is not None and resumed.ended_at >= done.ended_at
+        assert dataclasses.replace(resumed, ended_at=None, status=RunStatus.RUNNING) == run
         with pytest.raises(ValueError, match="must be one of"):
             store.finish_run(store.create_run(workload, target, "x").id, "exploded")
         with pytest.raises(KeyError):
             store.finish_run(999)
 
-    def test_a_run_is_owned_until_it_ends_then_can_be_claimed(self, store, workload, target):
+    def test_a_run_is_owned_until_it_ends_then_can_be_claimed(
+        self, store: RecordStore, workload: Workload, target: Target
+    ) -> None:
         run = store.create_run(workload, target, "random")
         assert run.owner == ProcessIdentity.current() and run.status is RunStatus.RUNNING
         with pytest.raises(RunInUseError):  # one owner per run, even within a process
@@ -139,8 +150,12 @@ class RecordStoreContract:
             store.claim_run(999)
 
     def test_re_measurements_are_flagged_and_not_counted(
-        self, store, workload, target, make_trial
-    ):
+        self,
+        store: RecordStore,
+        workload: Workload,
+        target: Target,
+        make_trial: Callable[..., NewTrial],
+    ) -> None:
         run = store.create_run(workload, target, "random")
         first = make_trial(workload, target, 2e-3)
         store.add_trials(run.id, [first])
@@ -152,7 +167,13 @@ class RecordStoreContract:
         assert store.count_trials(run_id=run.id) == 2
         assert store.count_trials(run_id=run.id, remeasures=False) == 1
 
-    def test_unknown_ids_raise_key_error(self, store, workload, target, make_trial):
+    def test_unknown_ids_raise_key_error(
+        self,
+        store: RecordStore,
+        workload: Workload,
+        target: Target,
+        make_trial: Callable[..., NewTrial],
+    ) -> None:
         with pytest.raises(KeyError):
             store.get_run(42)
         with pytest.raises(KeyError):
@@ -164,8 +185,12 @@ class RecordStoreContract:
 
     # -- trials ----------------------------------------------------------------------------------
     def test_add_trials_returns_what_later_queries_return(
-        self, store, workload, target, make_trial
-    ):
+        self,
+        store: RecordStore,
+        workload: Workload,
+        target: Target,
+        make_trial: Callable[..., NewTrial],
+    ) -> None:
         run = store.create_run(workload, target, "random")
         batch = [
             make_trial(workload, target, (3e-3, 1e-3, 2e-3), trace=1, predicted={"xgb": 0.7},
@@ -182,7 +207,13 @@ class RecordStoreContract:
         assert store.trials(run_id=run.id) == records
         assert [store.get_trial(r.id) for r in records] == records
 
-    def test_returned_records_are_immutable_snapshots(self, store, workload, target, make_trial):
+    def test_returned_records_are_immutable_snapshots(
+        self,
+        store: RecordStore,
+        workload: Workload,
+        target: Target,
+        make_trial: Callable[..., NewTrial],
+    ) -> None:
         run = store.create_run(workload, target, "random")
         (record,) = store.add_trials(run.id, [make_trial(workload, target, predicted={"m": 1.0})])
         with pytest.raises(dataclasses.FrozenInstanceError):
@@ -191,15 +222,20 @@ class RecordStoreContract:
             record.result.run_secs = ()  # type: ignore[misc]
         # Mutating nested JSON of a returned record changes that copy only.
         record.candidate.trace[0].clear()
-        record.predicted["m"] = 99.0
+        record.predicted["m"] = 99.0  # type: ignore[index]  # a Mapping: mutated on purpose
         again = store.get_trial(record.id)
         assert again.candidate.trace[0] and again.predicted == {"m": 1.0}
         again.candidate.trace.clear()
         assert store.trials(run_id=run.id)[0].candidate.trace
 
     def test_ids_increase_and_seq_counts_per_run(
-        self, store, workload, other_workload, target, make_trial
-    ):
+        self,
+        store: RecordStore,
+        workload: Workload,
+        other_workload: Workload,
+        target: Target,
+        make_trial: Callable[..., NewTrial],
+    ) -> None:
         a = store.create_run(workload, target, "random")
         b = store.create_run(other_workload, target, "random")
         ids = []
@@ -213,23 +249,33 @@ class RecordStoreContract:
         assert store.count_trials() == 25 and store.count_trials(run_id=b.id) == 10
 
     def test_a_batch_is_validated_before_anything_is_stored(
-        self, store, workload, other_workload, target, other_target, make_trial
-    ):
+        self,
+        store: RecordStore,
+        workload: Workload,
+        other_workload: Workload,
+        target: Target,
+        other_target: Target,
+        make_trial: Callable[..., NewTrial],
+    ) -> None:
         run = store.create_run(workload, target, "random")
         good = make_trial(workload, target)
         with pytest.raises(ValueError, match="workload"):
             store.add_trials(run.id, [good, make_trial(other_workload, target)])
         with pytest.raises(ValueError, match="target"):
             store.add_trials(run.id, [good, make_trial(workload, other_target)])
-        bad_json = dataclasses.replace(good, predicted={"m": "fast"})
+        bad_json = dataclasses.replace(good, predicted={"m": "fast"})  # type: ignore[dict-item]
         with pytest.raises(ValueError, match="predictions"):
             store.add_trials(run.id, [good, bad_json])
         assert store.count_trials() == 0
         assert store.add_trials(run.id, []) == []
 
     def test_a_target_with_the_runs_key_is_stored_with_the_runs_target(
-        self, store, workload, target, make_trial
-    ):
+        self,
+        store: RecordStore,
+        workload: Workload,
+        target: Target,
+        make_trial: Callable[..., NewTrial],
+    ) -> None:
         run = store.create_run(workload, target, "random")
         renamed = dataclasses.replace(target, name="same CPU, other label", l3_bytes=1)
         assert renamed.key() == target.key()
@@ -238,8 +284,14 @@ class RecordStoreContract:
         assert store.get_trial(record.id) == record
 
     def test_trials_filters_and_limit(
-        self, store, workload, other_workload, target, other_target, make_trial
-    ):
+        self,
+        store: RecordStore,
+        workload: Workload,
+        other_workload: Workload,
+        target: Target,
+        other_target: Target,
+        make_trial: Callable[..., NewTrial],
+    ) -> None:
         r1 = store.create_run(workload, target, "random")
         r2 = store.create_run(other_workload, other_target, "grid")
         store.add_trials(
@@ -259,8 +311,13 @@ class RecordStoreContract:
             store.trials(limit=-1)
 
     def test_trial_rows_are_the_trials_without_their_traces(
-        self, store, workload, other_workload, target, make_trial
-    ):
+        self,
+        store: RecordStore,
+        workload: Workload,
+        other_workload: Workload,
+        target: Target,
+        make_trial: Callable[..., NewTrial],
+    ) -> None:
         r1 = store.create_run(workload, target, "random")
         r2 = store.create_run(other_workload, target, "grid")
         store.add_trials(r1.id, [
@@ -295,8 +352,15 @@ class RecordStoreContract:
             first.seq = 5  # type: ignore[misc]
         assert store.trial_rows(run_id=999) == []
 
-    def test_best_ranks_successes_only(self, store, workload, other_workload, target, other_target,
-                                       make_trial):  # fmt: skip
+    def test_best_ranks_successes_only(
+        self,
+        store: RecordStore,
+        workload: Workload,
+        other_workload: Workload,
+        target: Target,
+        other_target: Target,
+        make_trial: Callable[..., NewTrial],
+    ) -> None:
         r1 = store.create_run(workload, target, "random")
         r2 = store.create_run(workload, target, "grid")
         store.add_trials(r1.id, [
@@ -318,7 +382,13 @@ class RecordStoreContract:
         assert [b.median_secs for b in store.best(workload, target)] == [3e-3]
         assert store.best(workload, other_target) == [] and store.best(workload, target, k=0) == []
 
-    def test_unchecked_timings_are_never_best(self, store, workload, target, make_trial):
+    def test_unchecked_timings_are_never_best(
+        self,
+        store: RecordStore,
+        workload: Workload,
+        target: Target,
+        make_trial: Callable[..., NewTrial],
+    ) -> None:
         # A timing nobody compared with NumPy (MetaSchedule's) is kept, but ranks nowhere.
         run = store.create_run(workload, target, "metaschedule-import")
         unchecked = make_trial(workload, target, 1e-7, status=MeasureStatus.UNCHECKED)
@@ -328,8 +398,14 @@ class RecordStoreContract:
         (row,) = store.trial_rows(run_id=run.id, status=MeasureStatus.UNCHECKED)
         assert row.run_secs == (1e-7,) and not row.is_ok
 
-    def test_rank_counts_correct_timings_only(self, store, workload, other_workload, target,
-                                              make_trial):  # fmt: skip
+    def test_rank_counts_correct_timings_only(
+        self,
+        store: RecordStore,
+        workload: Workload,
+        other_workload: Workload,
+        target: Target,
+        make_trial: Callable[..., NewTrial],
+    ) -> None:
         assert store.rank(workload, target, 1e-3) == Rank(1, 0, None)
         run = store.create_run(workload, target, "random")
         store.add_trials(run.id, [
@@ -347,8 +423,15 @@ class RecordStoreContract:
         assert store.rank(workload, target, 3e-3) == Rank(1, 2, 3e-3)  # ties rank alike
         assert store.rank(workload, target, None) == Rank(3, 2, 3e-3)  # no timing: last
 
-    def test_measurements_of_one_schedule(self, store, workload, other_workload, target,
-                                          other_target, make_trial):  # fmt: skip
+    def test_measurements_of_one_schedule(
+        self,
+        store: RecordStore,
+        workload: Workload,
+        other_workload: Workload,
+        target: Target,
+        other_target: Target,
+        make_trial: Callable[..., NewTrial],
+    ) -> None:
         run = store.create_run(workload, target, "random")
         a, b, a2 = store.add_trials(run.id, [
             make_trial(workload, target, 5e-3),
@@ -362,7 +445,13 @@ class RecordStoreContract:
         unseen = make_trial(workload, target, trace=3).candidate
         assert store.measurements_of(unseen) == []
 
-    def test_best_so_far_counts_failures_as_inf(self, store, workload, target, make_trial):
+    def test_best_so_far_counts_failures_as_inf(
+        self,
+        store: RecordStore,
+        workload: Workload,
+        target: Target,
+        make_trial: Callable[..., NewTrial],
+    ) -> None:
         run = store.create_run(workload, target, "random")
         secs = [None, 4e-3, None, 5e-3, 2e-3, 3e-3]
         store.add_trials(run.id, [
@@ -378,12 +467,17 @@ class RecordStoreContract:
         assert store.best_so_far(empty.id).best_secs == ()
 
     def test_subscribers_see_committed_batches_until_unsubscribed(
-        self, store, workload, target, make_trial
-    ):
+        self,
+        store: RecordStore,
+        workload: Workload,
+        target: Target,
+        make_trial: Callable[..., NewTrial],
+    ) -> None:
         run = store.create_run(workload, target, "random")
-        seen, counts = [], []
+        seen: list[list[int]] = []
+        counts: list[int] = []
 
-        def on_batch(records):
+        def on_batch(records: list[TrialRecord]) -> None:
             seen.append([r.id for r in records])
             counts.append(store.count_trials())  # already committed when we are called
 
@@ -399,12 +493,17 @@ class RecordStoreContract:
             store.subscribe("not callable")  # type: ignore[arg-type]
 
     def test_a_failing_subscriber_is_logged_not_raised(
-        self, store, workload, target, make_trial, caplog
-    ):
+        self,
+        store: RecordStore,
+        workload: Workload,
+        target: Target,
+        make_trial: Callable[..., NewTrial],
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
         run = store.create_run(workload, target, "random")
-        later = []
+        later: list[int] = []
 
-        def broken(records):
+        def broken(records: list[TrialRecord]) -> None:
             records.clear()  # must not affect the next subscriber's list either
             raise RuntimeError("subscriber bug")
 

@@ -14,6 +14,7 @@ from explorer.measure import (
     Candidate,
     LocalMeasurer,
     MeasureConfig,
+    Measurer,
     MeasureResult,
     ReplayMeasurer,
     confirm_best,
@@ -83,14 +84,26 @@ def test_confirm_best_reranks_the_top_k(mm, target):
     assert [c.trace[0][0][2][0] for c, _ in ranked] == ["C3", "C4", "C1"]
 
 
-def test_confirm_best_pools_when_the_measurer_cannot_remeasure(mm, target):
-    class Fixed(ReplayMeasurer):
-        remeasure = None  # type: ignore[assignment]
+def test_confirm_best_pools_with_the_default_remeasure(mm, target):
+    class Plain(Measurer):  # only measure(): Measurer.remeasure measures again and pools
+        def __init__(self, *results: MeasureResult) -> None:
+            self.results = list(results)
+
+        def measure(self, candidates):
+            return [self.results.pop(0) for _ in candidates]
 
     c = cand(mm, target, 1)
-    m = Fixed(lambda _: ok(2e-3))
-    ((_, pooled),) = confirm_best(m, [c], [ok(1e-3)], top_k=1, rounds=2)
-    assert pooled.run_secs == (1e-3, 2e-3, 2e-3)
+    ((_, pooled),) = confirm_best(Plain(ok(2e-3), ok(3e-3)), [c], [ok(1e-3)], top_k=1, rounds=2)
+    assert pooled.run_secs == (1e-3, 2e-3, 3e-3)
+    # An earlier failure is not pooled (the new timings are the result); a failure while
+    # re-measuring ends that candidate's rounds as the result.
+    failed = MeasureResult(MeasureStatus.RUN_ERROR, error_msg="crashed")
+    assert Plain(ok(2e-3)).remeasure([c], rounds=1, previous=[failed]) == [ok(2e-3)]
+    assert Plain(failed, ok(3e-3)).remeasure([c], rounds=2, previous=[ok(1e-3)]) == [failed]
+    with pytest.raises(ValueError, match="rounds must be at least 1"):
+        Plain().remeasure([c], rounds=0)
+    with pytest.raises(ValueError, match="one result per candidate"):
+        Plain().remeasure([c], previous=[])
 
 
 def test_confirm_best_with_the_local_measurer(mm, target):

@@ -24,7 +24,7 @@ from explorer.measure import (
     trace_key,
 )
 from explorer.measure._gate import TIMING_GATE, GateEvent, TimingGate
-from explorer.measure._worker import _timed_rounds
+from explorer.measure._timing import timed_rounds as _timed_rounds
 from explorer.storage import NewTrial, get_store, summarize_run
 from explorer.types import MeasureStatus
 

@@ -1,0 +1,188 @@
+"""``explorer fleet up|down|status``, and ``--tracker HOST:PORT --key KEY`` on measure and tune.
+
+``fleet up`` starts a TVM RPC tracker on this machine (unless the recorded one still runs) and
+device servers, each in its own process group; run it again with another ``--key`` to add
+devices of another kind to the same tracker. ``fleet down`` stops them all; ``fleet status``
+shows devices by key, free devices and waiting requests (of this machine's fleet, or of any
+tracker given with ``--tracker``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from explorer._cli_args import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    non_negative_int,
+    plural,
+    positive_int,
+)
+
+
+def add_tracker_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tracker",
+        default=None,
+        metavar="HOST:PORT",
+        help="measure on the devices of this TVM RPC tracker (`explorer fleet up` starts one)",
+    )
+    p.add_argument("--key", default=None, help="the device key on the tracker (default: local)")
+
+
+def measurer_for(args: argparse.Namespace, config: Any = None) -> Any:
+    """A ``RemoteMeasurer`` when ``--tracker`` is given, else a ``LocalMeasurer``."""
+    from explorer.measure import LocalMeasurer, MeasureConfig, RemoteMeasurer
+
+    if args.tracker is None:
+        if args.key is not None:
+            raise UsageError("--key needs --tracker HOST:PORT")
+        return LocalMeasurer(config)
+    if args.target != "cpu":
+        raise UsageError("--tracker measures CPU targets only so far (not --target cuda)")
+    if args.threads is not None:
+        config = MeasureConfig(
+            **{**(config.__dict__ if config is not None else {}), "num_threads": args.threads}
+        )
+    try:
+        return RemoteMeasurer(args.tracker, args.key or "local", config)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def fleet_target(args: argparse.Namespace, measurer: Any) -> Any:
+    """The target of ``--tracker``'s devices (as they report it), ``--threads`` applied."""
+    from dataclasses import replace
+
+    target = measurer.device_target()
+    if args.threads is not None:
+        target = replace(target, num_cores=args.threads)
+    return target
+
+
+# -- explorer fleet ---------------------------------------------------------------------------
+def cmd_fleet_up(args: argparse.Namespace) -> int:
+    from explorer.fleet import ServerSpec, default_servers, start_fleet
+
+    if args.cores and args.servers != 1:
+        raise UsageError("--cores pins one server; use it with --servers 1")
+    try:
+        if args.cores:
+            cores = tuple(int(c) for c in args.cores.split(","))
+            specs = [ServerSpec(args.key, args.threads, cores, args.mcpu or "")]
+        else:
+            specs = default_servers(args.servers, key=args.key, threads=args.threads)
+            if args.mcpu:
+                specs = [ServerSpec(s.key, s.threads, s.cores, args.mcpu) for s in specs]
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        fleet = start_fleet(
+            specs, host=args.host, port=args.port, allow_remote=args.allow_remote, state=args.state
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.allow_remote:
+        print(
+            f"warning: the fleet listens on {args.host}; anyone who reaches it can run code "
+            "on this machine (TVM RPC has no authentication)"
+        )
+    print(f"tracker {fleet.tracker}: {plural(len(fleet.servers), 'device server')}")
+    for p in fleet.servers:
+        assert p.spec is not None
+        print(f"  {_describe(p.spec)} on port {p.port} (pid {p.identity.pid})")
+    print(f"measure on it with: --tracker {fleet.tracker} --key {args.key}")
+    return EXIT_OK
+
+
+def cmd_fleet_down(args: argparse.Namespace) -> int:
+    from explorer.fleet import state_path, stop_fleet
+
+    stopped = stop_fleet(args.state)
+    if stopped:
+        print(f"stopped {stopped} process{'es' * (stopped != 1)} and their process groups")
+    else:
+        print(f"no fleet is running (none recorded in {state_path(args.state)})")
+    return EXIT_OK
+
+
+def cmd_fleet_status(args: argparse.Namespace) -> int:
+    from explorer.fleet import TrackerAddress, read_fleet, tracker_summary
+
+    fleet = None
+    if args.tracker is not None:
+        try:
+            address = TrackerAddress.parse(args.tracker)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    else:
+        fleet = read_fleet(args.state)
+        if fleet is None:
+            print("no fleet is running here (`explorer fleet up` starts one)")
+            return EXIT_FAILED
+        address = fleet.tracker
+    summary = tracker_summary(address)
+    print(f"tracker {address}: {plural(len(summary.servers), 'device server')}")
+    local = {p.port: p for p in fleet.servers} if fleet is not None else {}
+    for key in summary.keys():
+        queue = summary.queues.get(key)
+        servers = [s for s in summary.servers if s.key == key]
+        free = f"{queue.free} free, {queue.pending} waiting" if queue else "no queue yet"
+        print(f"  key {key}: {plural(len(servers), 'device')}, {free}")
+        for s in servers:
+            spec = local[s.port].spec if s.port in local else None
+            print(f"    {s.device}" + (f"  {_describe(spec)}" if spec else ""))
+    if fleet is not None:
+        missing = [p for p in fleet.servers if p.port not in {s.port for s in summary.servers}]
+        for p in missing:
+            print(f"  not registered: server on port {p.port} (pid {p.identity.pid})")
+    return EXIT_OK
+
+
+def _describe(spec: Any) -> str:
+    threads = f"{spec.threads} thread(s)" if spec.threads else "all cores"
+    cores = f" pinned to cores {','.join(map(str, spec.cores))}" if spec.cores else ""
+    mcpu = f", code for {spec.mcpu}" if spec.mcpu else ""
+    return f"{spec.key}: {threads}{cores}{mcpu}"
+
+
+def add_fleet_parser(sub: Any) -> None:
+    from explorer.fleet import DEFAULT_PORT
+
+    fleet = sub.add_parser("fleet", help="a TVM RPC tracker and device servers on this machine")
+    fsub = fleet.add_subparsers(metavar="ACTION")
+    state_help = "the fleet's state file (default: $EXPLORER_FLEET_STATE or ~/.cache/explorer)"
+
+    p = fsub.add_parser("up", help="start a tracker (if none runs) and device servers")
+    p.add_argument("--servers", type=positive_int, default=2, help="how many (default 2)")
+    p.add_argument("--key", default="local", help="their device key (default: local)")
+    p.add_argument(
+        "--threads", type=non_negative_int, default=0, help="threads each (default: all cores)"
+    )
+    p.add_argument("--cores", default="", help="pin the one server to these CPU ids, e.g. 0")
+    p.add_argument("--mcpu", default="", help="compile their kernels for this LLVM CPU name")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    p.add_argument("--port", type=non_negative_int, default=DEFAULT_PORT, help="tracker port")
+    p.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow --host other than loopback (TVM RPC has no authentication)",
+    )
+    p.add_argument("--state", default=None, help=state_help)
+    p.set_defaults(func=cmd_fleet_up)
+
+    p = fsub.add_parser("down", help="stop the tracker and servers `fleet up` started")
+    p.add_argument("--state", default=None, help=state_help)
+    p.set_defaults(func=cmd_fleet_down)
+
+    p = fsub.add_parser("status", help="devices by key, free devices and waiting requests")
+    p.add_argument("--tracker", default=None, metavar="HOST:PORT", help="any tracker")
+    p.add_argument("--state", default=None, help=state_help)
+    p.set_defaults(func=cmd_fleet_status)
+
+    def no_action(_: argparse.Namespace) -> int:
+        raise UsageError("fleet needs an action: up, down or status")
+
+    fleet.set_defaults(func=no_action)

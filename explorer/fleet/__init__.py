@@ -1,0 +1,50 @@
+"""Measuring on more than one machine: TVM's RPC tracker and its device servers.
+
+* ``TrackerAddress``, ``tracker_summary``: where a tracker is and what it holds (servers by
+  key, free devices, waiting requests).
+* ``start_fleet``/``stop_fleet``/``read_fleet``: a tracker and device servers on this machine,
+  each in its own process group (``explorer fleet up|down|status``), so that a laptop, a test
+  and a tutorial run a real fleet. Servers may differ in threads, pinned cores and the CPU
+  their kernels are compiled for (``ServerSpec``), which makes them different targets.
+* Measuring on a fleet is ``explorer.measure.RemoteMeasurer``'s job.
+
+TVM RPC has no authentication; everything binds to 127.0.0.1 unless told otherwise.
+"""
+
+from __future__ import annotations
+
+from explorer.fleet._local import (
+    DEFAULT_PORT,
+    LocalFleet,
+    ServerSpec,
+    default_servers,
+    read_fleet,
+    start_fleet,
+    state_path,
+    stop_fleet,
+)
+from explorer.fleet._tracker import (
+    QueueInfo,
+    ServerEntry,
+    TrackerAddress,
+    TrackerSummary,
+    tracker_summary,
+    wait_for_devices,
+)
+
+__all__ = [
+    "DEFAULT_PORT",
+    "LocalFleet",
+    "QueueInfo",
+    "ServerEntry",
+    "ServerSpec",
+    "TrackerAddress",
+    "TrackerSummary",
+    "default_servers",
+    "read_fleet",
+    "start_fleet",
+    "state_path",
+    "stop_fleet",
+    "tracker_summary",
+    "wait_for_devices",
+]

@@ -1,0 +1,104 @@
+"""A device server: ``python -m explorer.fleet._server --tracker HOST:PORT --key KEY``.
+
+TVM's own RPC server (``tvm.rpc.server``, the one ``python -m tvm.exec.rpc_server`` runs), with
+three additions a fleet needs:
+
+* a thread count and, optionally, the cores it may use (``--threads 1 --cores 0``), set in the
+  process before TVM's thread pool exists; each session runs in a forked child that inherits
+  both, so "a 1-thread server pinned to one core" is a real, separate device;
+* it keeps serving after a session's process crashes (TVM's own server stops then);
+* a global function ``explorer.fleet.device_info`` that sessions can call: the device's key,
+  address, pid and the ``Target`` it measures for (``--mcpu`` names the CPU that kernels for
+  it are compiled for, e.g. ``x86-64-v3`` for an AVX2-only device). It is registered before
+  the server forks its sessions, so every session sees it.
+
+The server serves one session at a time, as TVM's does; start several for parallel work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+from dataclasses import replace
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m explorer.fleet._server")
+    parser.add_argument("--tracker", required=True, help="HOST:PORT of the tracker")
+    parser.add_argument("--key", required=True)
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=9090)
+    parser.add_argument("--port-end", type=int, default=9199)
+    parser.add_argument("--threads", type=int, default=0, help="TVM threads (0: every core)")
+    parser.add_argument("--cores", default="", help="comma-separated CPU ids to pin to")
+    parser.add_argument("--mcpu", default="", help="LLVM CPU name kernels are compiled for")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    # Before TVM starts: TVM's thread pool reads the variable once, and the affinity is
+    # inherited by every session the server forks.
+    if args.cores:
+        os.sched_setaffinity(0, {int(c) for c in args.cores.split(",")})
+    threads = args.threads or len(os.sched_getaffinity(0))
+    os.environ["TVM_NUM_THREADS"] = str(threads)
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # `fleet down` stops it, not a terminal's Ctrl-C
+
+    from explorer import _tvm
+    from explorer.fleet._tracker import DEVICE_INFO_FUNC, TrackerAddress
+    from explorer.target import Target
+
+    tracker = TrackerAddress.parse(args.tracker)
+    target = Target.local_cpu(num_cores=threads)
+    if args.mcpu:
+        target = replace(target, mcpu=args.mcpu, name=f"{args.mcpu}, {threads} thread(s)")
+    info: dict[str, object] = {
+        "key": args.key,
+        "host": args.host,
+        "pid": os.getpid(),
+        "hostname": socket.gethostname(),
+        "threads": threads,
+        "cores": sorted(os.sched_getaffinity(0)),
+        "target": target.to_json(),
+    }
+
+    def device_info() -> str:
+        return json.dumps(info)
+
+    # Registered before the server starts forking sessions, so that every session has it.
+    _tvm.tvm_ffi.register_global_func(DEVICE_INFO_FUNC, device_info, override=True)
+    state = _tvm.rpc.server.PopenRPCServerState(
+        args.host,
+        args.port,
+        args.port_end,
+        tracker_addr=(tracker.host, tracker.port),
+        key=args.key,
+        silent=True,
+    )
+    info["port"] = state.port
+    # The fleet reads the port from here: the first line of the server's stdout.
+    print(json.dumps({"port": state.port, "pid": os.getpid()}), flush=True)
+    home = os.getcwd()
+    while True:
+        state.thread.join()
+        # TVM's listen loop raises, and its thread ends, when a session's process exits
+        # abnormally: one kernel that crashes would take the device off the fleet for good
+        # (seen: a SIGSEGV kernel, retried on the next device, stopped the whole fleet). The
+        # device itself is fine, so it serves again on the same socket, from where it began.
+        os.chdir(home)
+        state.thread = threading.Thread(
+            target=_tvm.rpc.server._listen_loop,
+            args=(state.sock, state.port, args.key, (tracker.host, tracker.port), None, None),
+        )
+        state.thread.start()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,274 @@
+"""``RemoteMeasurer``: build here, run and time on the devices of a TVM RPC tracker (a fleet).
+
+Pipeline for one ``measure`` call:
+
+1. Build every candidate here, in parallel, on the builder workers of ``LocalMeasurer`` (the
+   same code: replay the trace, compile for the candidate's target, which is the device's, and
+   ``export_library``).
+2. Run them on the fleet: each built kernel goes to a worker that asks the tracker for a free
+   device of the key, uploads the ``.so``, checks the output against NumPy here and times it
+   there with the local protocol (``_remote_run``). As many run at once as there are workers
+   (by default, devices of the key when the measurer starts), and the tracker's queue decides
+   which device takes which: a busy device never holds the others up.
+3. A candidate whose device went away (server killed, tracker restarted, connection dropped)
+   goes back to the queue, up to ``max_retries`` more times, and is ``RUN_ERROR`` only when no
+   try found a device that could run it. A kernel that hangs is ended by the device at the
+   session's time limit: ``TIMEOUT``, not retried. A kernel that crashes its session cannot be
+   told apart from a device that vanished, so it is retried too, then ``RUN_ERROR``.
+
+Every result names the device that measured it (``MeasureResult.device``). While kernels of a
+fleet on this machine are timed, ``TIMING_GATE`` holds this process's cost models back, as for
+local runs; a fleet of other machines does not need it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from explorer.errors import FleetError
+from explorer.fleet._tracker import (
+    ServerEntry,
+    TrackerAddress,
+    device_info,
+    open_session,
+    tracker_summary,
+)
+from explorer.measure._base import Candidate, MeasureConfig, MeasureResult
+from explorer.measure._gate import TIMING_GATE
+from explorer.measure._local import LocalMeasurer, _Batch
+from explorer.measure._pool import WorkerLost, WorkerPool
+from explorer.target import Target
+from explorer.types import MeasureStatus
+
+SESSION_SLACK_SECS = 30.0  # upload, load and the correctness run, on top of the run timeout
+RETRY_PAUSE_SECS = 2.0  # before the n-th retry, n times this: a restarting tracker comes back
+_DEFAULT_PARALLEL = 2  # when the tracker cannot say how many devices there are
+
+
+class RemoteMeasurer(LocalMeasurer):
+    """Measure candidates on the devices registered under ``key`` with a TVM RPC tracker.
+
+    Args:
+        tracker: the tracker's ``"HOST:PORT"`` (or a ``TrackerAddress``).
+        key: the device key the servers registered with (``rpc_server --key``).
+        config: timing and timeout settings, as for ``LocalMeasurer``; ``num_threads``, when
+            set, is applied on the device for each session.
+        parallel: kernels run at once (default: the key's devices when measuring starts).
+        max_retries: extra tries, on whichever device is free, for a candidate whose device
+            or tracker went away; the n-th waits ``n * RETRY_PAUSE_SECS`` first (2, 4, 6 s), so
+            a tracker restarted within about 12 s loses nothing.
+        queue_timeout_secs: how long one try waits for a free device.
+        seed: seed of the inputs for the correctness check and the timing.
+
+    Example (a fleet started by ``explorer fleet up --servers 2``)::
+
+        with RemoteMeasurer("127.0.0.1:9190", "local") as m:
+            target = m.device_target()
+            results = m.measure([Candidate(workload, target, trace)])
+            results[0].device  # 'local@127.0.0.1:9091'
+    """
+
+    def __init__(
+        self,
+        tracker: str | TrackerAddress,
+        key: str,
+        config: MeasureConfig | None = None,
+        *,
+        parallel: int | None = None,
+        max_retries: int = 3,
+        queue_timeout_secs: float = 120.0,
+        seed: int = 0,
+    ) -> None:
+        if not isinstance(key, str) or not key.strip():
+            raise ValueError(f"key must be a device key such as 'local' (got {key!r})")
+        if parallel is not None and parallel < 1:
+            raise ValueError(f"parallel must be at least 1 (got {parallel})")
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be at least 0 (got {max_retries})")
+        if queue_timeout_secs <= 0:
+            raise ValueError(f"queue_timeout_secs must be positive (got {queue_timeout_secs})")
+        super().__init__(config, num_build_workers=parallel, seed=seed)
+        self.tracker = (
+            tracker if isinstance(tracker, TrackerAddress) else TrackerAddress.parse(tracker)
+        )
+        self.key = key.strip()
+        self.max_retries = max_retries
+        self.queue_timeout_secs = float(queue_timeout_secs)
+        self._devices_here = True
+
+    def __repr__(self) -> str:
+        return (
+            f"RemoteMeasurer({str(self.tracker)!r}, {self.key!r}, config={self.config!r}, "
+            f"parallel={self.num_build_workers}, max_retries={self.max_retries})"
+        )
+
+    # -- the fleet ----------------------------------------------------------------------------
+    def devices(self) -> list[ServerEntry]:
+        """The servers registered under this measurer's key now.
+
+        Raises:
+            FleetError: the tracker cannot be reached.
+        """
+        return [s for s in tracker_summary(self.tracker).servers if s.key == self.key]
+
+    def device_target(self) -> Target:
+        """The target the key's devices measure for, as a device started by ``explorer fleet``
+        reports it (LLVM CPU name, threads, vector width, caches).
+
+        Raises:
+            FleetError: no device of the key became free, or it does not report a target (a
+                plain ``tvm.exec.rpc_server``: give the target explicitly then).
+        """
+        session, device = open_session(
+            self.tracker, self.key, session_timeout=30, queue_timeout=self.queue_timeout_secs
+        )
+        try:
+            info = device_info(session)
+        finally:
+            del session
+        if "target" not in info:
+            raise FleetError(
+                f"device {device} does not report its target (a plain TVM rpc_server); "
+                "give the target explicitly"
+            )
+        return Target.from_json(info["target"])
+
+    # -- LocalMeasurer's hooks ----------------------------------------------------------------
+    def _refusal(self, cand: Candidate) -> str | None:
+        if cand.target.kind != "llvm":
+            return f"RemoteMeasurer runs CPU (llvm) targets only so far, not {cand.target}"
+        return None
+
+    def _ensure_pool(self) -> WorkerPool:
+        if self._pool is None:
+            try:
+                devices = self.devices()
+            except FleetError:
+                devices = []  # each run will say what is wrong with the tracker
+            if self.num_build_workers is None:
+                self.num_build_workers = max(1, len(devices)) if devices else _DEFAULT_PARALLEL
+            self._devices_here = not devices or all(_is_this_host(d.host) for d in devices)
+        return super()._ensure_pool()
+
+    def _submit_builds(self, pool: WorkerPool, batch: _Batch) -> dict[int, Any]:
+        pool.start(None, num_builders=len(batch.todo), wait=False)
+        requests = [self._build_request(batch.cands[i], batch.paths[i]) for i in batch.todo]
+        builds = pool.submit_builds(requests, self.config.build_timeout_secs)
+        return dict(zip(batch.todo, builds, strict=True))
+
+    def _run_batch(self, pool: WorkerPool, batch: _Batch, rounds: int) -> None:
+        for rnd in range(rounds):
+            pending = [
+                i
+                for i in batch.todo
+                if (rnd > 0 or self._take_build(batch, i)) and batch.results[i] is None
+            ]
+            check = rnd == 0 and self.config.check_correctness
+            tries: dict[int, list[str]] = {i: [] for i in pending}
+            for attempt in range(self.max_retries + 1):
+                if not pending:
+                    break
+                time.sleep(RETRY_PAUSE_SECS * attempt)
+                requests = [
+                    self._remote_request(batch.cands[i], batch.paths[i], check) for i in pending
+                ]
+                with self._gate():
+                    futures = pool.submit_builds(requests, self._request_timeout())
+                    replies = [f.result() for f in futures]
+                lost = []
+                for i, reply in zip(pending, replies, strict=True):
+                    if isinstance(reply, dict) and reply.get("stage") == "lost":
+                        tries[i].append(f"{reply.get('device') or 'no device'}: {reply['error']}")
+                        lost.append(i)
+                    else:
+                        self._take_run(batch, i, reply)
+                pending = lost
+            for i in pending:
+                batch.results[i] = self._failure(
+                    MeasureStatus.RUN_ERROR,
+                    f"no device with key {self.key!r} could run it in {len(tries[i])} tries:\n"
+                    + "\n".join(tries[i]),
+                    batch,
+                    i,
+                )
+
+    # -- internals ----------------------------------------------------------------------------
+    def _remote_request(self, cand: Candidate, path: str, check: bool) -> dict[str, Any]:
+        request = self._run_request(cand, path, check)
+        request.update(
+            op="remote_run",
+            tracker=str(self.tracker),
+            key=self.key,
+            session_timeout=self.config.run_timeout_secs + SESSION_SLACK_SECS,
+            queue_timeout=self.queue_timeout_secs,
+            num_threads=self.config.num_threads,
+        )
+        return request
+
+    def _request_timeout(self) -> float:
+        """The worker's own bound: the device ends a hung session first; this catches a
+        network that stops answering altogether."""
+        session = self.config.run_timeout_secs + SESSION_SLACK_SECS
+        return self.queue_timeout_secs + session + SESSION_SLACK_SECS
+
+    def _take_run(self, batch: _Batch, i: int, reply: dict[str, Any] | WorkerLost) -> None:
+        if isinstance(reply, WorkerLost):
+            status = MeasureStatus.TIMEOUT if reply.kind == "timeout" else MeasureStatus.RUN_ERROR
+            batch.results[i] = self._failure(
+                status, f"{reply.message} while on the fleet", batch, i
+            )
+            return
+        if reply.get("ok"):
+            batch.add_timings(i, reply)
+            return
+        stage = reply.get("stage")
+        status = {
+            "timeout": MeasureStatus.TIMEOUT,
+            "wrong": MeasureStatus.WRONG_RESULT,
+        }.get(str(stage), MeasureStatus.RUN_ERROR)
+        device = reply.get("device")
+        where = f" (on {device})" if device else ""
+        batch.results[i] = self._failure(status, f"{reply.get('error')}{where}", batch, i, device)
+
+    def _failure(
+        self,
+        status: MeasureStatus,
+        message: str,
+        batch: _Batch,
+        i: int,
+        device: str | None = None,
+    ) -> MeasureResult:
+        return MeasureResult(
+            status,
+            error_msg=message,
+            build_secs=batch.build_secs.get(i),
+            flops=batch.cands[i].workload.flops(),
+            max_spread=self.config.max_spread,
+            device=device,
+        )
+
+    @contextlib.contextmanager
+    def _gate(self) -> Iterator[None]:
+        """``TIMING_GATE`` while a fleet on this machine times kernels (module docs)."""
+        if self._devices_here:
+            with TIMING_GATE.timing():
+                yield
+        else:
+            yield
+
+
+def _is_this_host(host: str) -> bool:
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return True
+    except ValueError:
+        if host in ("localhost", socket.gethostname()):
+            return True
+    with contextlib.suppress(OSError):
+        return host in socket.gethostbyname_ex(socket.gethostname())[2]
+    return False

@@ -1,0 +1,57 @@
+"""The timing protocol shared by local and remote runs: warm up, then time rounds of repeats
+until one is tight enough; and how an exception becomes a one-message error."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+MAX_ERROR_CHARS = 16_000  # TVM's diagnostics print the whole module; keep them, within reason
+
+
+def warm_up(kernel: Any, args: list[Any], secs: float) -> None:
+    """Run the kernel untimed for about ``secs`` (at least once): after idle the runtime's
+    worker threads sleep and the caches are cold, and the first timed repeats paid for it."""
+    start = time.perf_counter()
+    kernel(*args)
+    while time.perf_counter() - start < secs:
+        kernel(*args)
+
+
+def _spread(secs: list[float]) -> float:
+    med = statistics.median(secs)
+    return (max(secs) - min(secs)) / med if med > 0 else math.inf
+
+
+def timed_rounds(
+    time_once: Callable[[], list[float]], *, max_rounds: int, max_spread: float, budget_secs: float
+) -> tuple[list[float], int]:
+    """Time up to ``max_rounds`` rounds until one spreads at most ``max_spread``.
+
+    Returns the round with the lowest spread, whole, and how many rounds ran. Rounds are never
+    mixed: interference only adds slow, uneven repeats, so the tightest round is the one least
+    touched by it, and its repeats belong together. Another round starts only while the time
+    spent plus one more round stays within ``budget_secs`` (part of the run timeout).
+    """
+    start = time.perf_counter()
+    rounds: list[list[float]] = []
+    while True:
+        before = time.perf_counter()
+        rounds.append(time_once())
+        took = time.perf_counter() - before
+        if _spread(rounds[-1]) <= max_spread or len(rounds) >= max_rounds:
+            break
+        if time.perf_counter() - start + took > budget_secs:
+            break
+    return min(rounds, key=_spread), len(rounds)
+
+
+def message(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    if len(text) > MAX_ERROR_CHARS:
+        half = MAX_ERROR_CHARS // 2
+        text = f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[-half:]}"
+    return text

@@ -1,0 +1,78 @@
+"""`explorer fleet up|status|down` and `--tracker` on tune and measure, as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+
+import psutil
+
+
+def explorer(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "explorer", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+
+
+def test_up_status_tune_measure_down(tmp_path) -> None:
+    state = tmp_path / "fleet.json"
+    db = tmp_path / "records.db"
+    env = {**os.environ, "EXPLORER_FLEET_STATE": str(state), "EXPLORER_DB": str(db)}
+    up = explorer("fleet", "up", "--servers", "1", "--threads", "1", "--port", "9340", env=env)
+    assert up.returncode == 0, up.stderr
+    try:
+        assert "tracker 127.0.0.1:9340: 1 device server" in up.stdout
+        more = ("fleet", "up", "--servers", "1", "--key", "avx2", "--threads", "1")
+        up2 = explorer(*more, "--mcpu", "x86-64-v3", env=env)
+        assert up2.returncode == 0, up2.stderr
+        pids = [p["identity"]["pid"] for p in json.loads(state.read_text())["processes"]]
+        assert len(pids) == 3  # one tracker, two servers
+
+        status = explorer("fleet", "status", env=env)
+        assert status.returncode == 0, status.stderr
+        assert "key avx2: 1 device" in status.stdout and "key local: 1 device" in status.stdout
+        assert "code for x86-64-v3" in status.stdout
+
+        shape = ("matmul", "--param", "M=64", "--param", "N=64", "--param", "K=64")
+        fleet = ("--tracker", "127.0.0.1:9340")
+        measured = explorer("measure", *shape, *fleet, "--key", "avx2", env=env)
+        assert measured.returncode == 0, measured.stderr
+        assert "on avx2@127.0.0.1:" in measured.stdout and "matches NumPy" in measured.stdout
+
+        tuned = explorer("tune", *shape, *fleet, "--trials", "6", "--batch", "3", "-q", env=env)
+        assert tuned.returncode == 0, tuned.stderr
+        with sqlite3.connect(db) as conn:
+            targets = {t for (t,) in conn.execute("SELECT DISTINCT target_key FROM runs")}
+            trials = conn.execute("SELECT count(*) FROM trials WHERE is_remeasure = 0").fetchone()
+        # the devices' own targets: the AVX2 one and the 1-thread one, not this machine's
+        assert any(t.startswith("llvm:x86-64-v3:1") for t in targets), targets
+        assert trials[0] >= 6 + 1  # every trial of the search, and the manual measurement
+    finally:
+        down = explorer("fleet", "down", env=env)
+    assert down.returncode == 0, down.stderr
+    assert "stopped 3 processes" in down.stdout
+    assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+    assert not state.exists()
+    again = explorer("fleet", "status", env=env)
+    assert again.returncode == 1 and "no fleet is running" in again.stdout
+
+
+def test_misuse_is_one_sentence(tmp_path) -> None:
+    env = {**os.environ, "EXPLORER_FLEET_STATE": str(tmp_path / "fleet.json")}
+    wide = explorer("fleet", "up", "--host", "0.0.0.0", env=env)
+    assert wide.returncode == 2 and "no authentication" in wide.stderr
+    assert not (tmp_path / "fleet.json").exists()
+    key_alone = explorer("measure", "matmul", "--key", "local", env=env)
+    assert key_alone.returncode == 2 and "--key needs --tracker" in key_alone.stderr
+    bad = explorer("measure", "matmul", "--tracker", "nowhere", env=env)
+    assert bad.returncode == 2 and "HOST:PORT" in bad.stderr
+    nobody = explorer("measure", "matmul", "--tracker", "127.0.0.1:9", env=env)
+    assert nobody.returncode != 0 and "no tracker answers at 127.0.0.1:9" in nobody.stderr
+    assert len(nobody.stderr.strip().splitlines()) == 1

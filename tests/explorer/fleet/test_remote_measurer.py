@@ -1,0 +1,189 @@
+"""RemoteMeasurer on a real fleet: the measurer contract, devices named, faults as data."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from explorer import _tvm
+from explorer.fleet import LocalFleet, ServerSpec, start_fleet, stop_fleet, tracker_summary
+from explorer.measure import Candidate, MeasureConfig, RemoteMeasurer
+from explorer.target import Target
+from explorer.testing import hooks
+from explorer.testing.contracts import MeasurerContract
+from explorer.types import MeasureStatus
+from explorer.workloads import Workload, get_workload
+
+RUN_TIMEOUT = 4.0
+FAST = MeasureConfig(
+    repeat=3,
+    min_repeat_secs=0.002,
+    run_timeout_secs=RUN_TIMEOUT,
+    # About statuses and devices, not timing quality (the servers share 2 cores with the test).
+    max_spread=math.inf,
+)
+
+
+def unscheduled(workload: Workload, target: Target) -> Candidate:
+    return Candidate(workload, target, _tvm.trace_to_json(_tvm.Schedule(workload.mod()).trace))
+
+
+@pytest.fixture(scope="module")
+def target(fleet: LocalFleet) -> Target:
+    with RemoteMeasurer(fleet.tracker, "local") as m:
+        return m.device_target()
+
+
+class TestRemote(MeasurerContract):
+    @pytest.fixture(autouse=True)
+    def _fleet(self, fleet: LocalFleet) -> None:
+        self.tracker = fleet.tracker
+
+    def make_measurer(self) -> RemoteMeasurer:
+        return RemoteMeasurer(self.tracker, "local", FAST)
+
+
+def test_the_device_reports_its_target(target: Target) -> None:
+    # 1-thread servers: the target says so, and its key differs from the whole machine's
+    assert target.kind == "llvm" and target.num_cores == 1
+    assert target.key() == Target.local_cpu(num_cores=1).key()
+
+
+def test_a_batch_is_spread_over_the_devices_and_each_result_names_its_device(
+    fleet: LocalFleet, target: Target
+) -> None:
+    mm = get_workload("matmul", M=64, N=64, K=64)
+    with RemoteMeasurer(fleet.tracker, "local", FAST) as m:
+        results = m.measure([unscheduled(mm, target)] * 6)
+    assert [r.status for r in results] == [MeasureStatus.OK] * 6
+    devices = {r.device for r in results}
+    assert devices <= {s.device for s in tracker_summary(fleet.tracker).servers}
+    assert len(devices) == 2, "two free devices: both took part"
+    assert all(r.num_threads == 1 for r in results)
+
+
+def test_a_wrong_result_a_crash_and_a_hang_are_results_and_the_fleet_survives(
+    fleet: LocalFleet, target: Target
+) -> None:
+    mm = get_workload("matmul", M=64, N=64, K=64)
+    with hooks.registered():
+        wrong, crash, hang = (
+            unscheduled(hooks.hook_workload(kind), target) for kind in ("wrong", "crash", "hang")
+        )
+        with RemoteMeasurer(fleet.tracker, "local", FAST, max_retries=1) as m:
+            start = time.monotonic()
+            r_wrong, r_crash, r_hang, r_ok = m.measure(
+                [wrong, crash, hang, unscheduled(mm, target)]
+            )
+            took = time.monotonic() - start
+    assert r_wrong.status is MeasureStatus.WRONG_RESULT and r_wrong.device
+    # a crash ends the device's session like a vanished device: tried again, then RUN_ERROR
+    assert r_crash.status is MeasureStatus.RUN_ERROR
+    assert "could run it in 2 tries" in r_crash.error_msg
+    # a hang is ended by the device at the session's limit, not retried
+    assert r_hang.status is MeasureStatus.TIMEOUT, r_hang.error_msg
+    assert "RPCSessionTimeoutError" in r_hang.error_msg and r_hang.device
+    assert r_ok.status is MeasureStatus.OK
+    assert took < 3 * (RUN_TIMEOUT + 30 + 30)
+    # both devices still serve
+    assert len(tracker_summary(fleet.tracker).servers) == 2
+
+
+def test_a_server_killed_mid_batch_loses_nothing(tmp_path) -> None:
+    state = tmp_path / "fleet.json"
+    fleet = start_fleet(
+        [ServerSpec("kill", 1, (0,)), ServerSpec("kill", 1, (1,))], state=state, port=9280
+    )
+    try:
+        with RemoteMeasurer(fleet.tracker, "kill") as m:
+            target = m.device_target()
+        # each kernel is timed for >= 3 s, so the kill lands while both devices are busy
+        slow = MeasureConfig(repeat=3, min_repeat_secs=1.0, max_spread=float("inf"))
+        mm = get_workload("matmul", M=128, N=128, K=128)
+        cands = [unscheduled(mm, target)] * 3
+        results: list = []
+        with RemoteMeasurer(fleet.tracker, "kill", slow) as m:
+            worker = threading.Thread(target=lambda: results.extend(m.measure(cands)))
+            worker.start()
+            deadline = time.monotonic() + 120
+            while tracker_summary(fleet.tracker).queues["kill"].free > 0:
+                assert time.monotonic() < deadline, "the devices never both got busy"
+                time.sleep(0.05)
+            victim = fleet.servers[0]
+            os.killpg(os.getpgid(victim.identity.pid), signal.SIGKILL)
+            worker.join(timeout=300)
+        assert [r.status for r in results] == [MeasureStatus.OK] * 3, [
+            r.error_msg for r in results
+        ]
+        survivor = f"kill@127.0.0.1:{fleet.servers[1].port}"
+        assert {r.device for r in results} == {survivor}
+    finally:
+        stop_fleet(state)
+
+
+def test_with_no_device_left_a_batch_is_run_errors_not_an_exception(tmp_path) -> None:
+    state = tmp_path / "fleet.json"
+    fleet = start_fleet([ServerSpec("gone", 1, (0,))], state=state, port=9300)
+    try:
+        with RemoteMeasurer(fleet.tracker, "gone") as m:
+            target = m.device_target()
+        mm = get_workload("matmul", M=64, N=64, K=64)
+        victim = fleet.servers[0]
+        os.killpg(os.getpgid(victim.identity.pid), signal.SIGKILL)
+        with RemoteMeasurer(fleet.tracker, "gone", FAST, queue_timeout_secs=2) as m:
+            results = m.measure([unscheduled(mm, target)] * 2)
+        assert [r.status for r in results] == [MeasureStatus.RUN_ERROR] * 2
+        assert "no device with key 'gone' became free" in results[0].error_msg
+    finally:
+        stop_fleet(state)
+
+
+def test_misuse_is_one_sentence() -> None:
+    with pytest.raises(ValueError, match="HOST:PORT"):
+        RemoteMeasurer("localhost", "local")
+    with pytest.raises(ValueError, match="device key"):
+        RemoteMeasurer("127.0.0.1:9190", " ")
+    with pytest.raises(ValueError, match="max_retries"):
+        RemoteMeasurer("127.0.0.1:9190", "local", max_retries=-1)
+
+
+def test_a_tracker_restarted_mid_batch_loses_nothing(tmp_path) -> None:
+    state = tmp_path / "fleet.json"
+    fleet = start_fleet([ServerSpec("again", 1, (0,))], state=state, port=9320)
+    tracker = next(p for p in fleet.processes if p.role == "tracker")
+    replacement = None
+    try:
+        with RemoteMeasurer(fleet.tracker, "again") as m:
+            target = m.device_target()
+        mm = get_workload("matmul", M=64, N=64, K=64)
+        os.killpg(os.getpgid(tracker.identity.pid), signal.SIGKILL)
+        results: list = []
+        with RemoteMeasurer(fleet.tracker, "again", FAST) as m:
+            worker = threading.Thread(
+                target=lambda: results.extend(m.measure([unscheduled(mm, target)] * 2))
+            )
+            worker.start()
+            time.sleep(1.0)  # the first tries find no tracker
+            replacement = subprocess.Popen(
+                [sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1"]
+                + ["--port", str(fleet.tracker.port), "--port-end", str(fleet.tracker.port + 1)],
+                start_new_session=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            worker.join(timeout=300)
+        assert [r.status for r in results] == [MeasureStatus.OK] * 2, [
+            r.error_msg for r in results
+        ]
+    finally:
+        if replacement is not None:
+            os.killpg(replacement.pid, signal.SIGKILL)
+            replacement.wait()
+        stop_fleet(state)
