@@ -274,12 +274,15 @@ _ENVIRONMENT_SQLITE = (
 
 def is_environment_problem(exc: BaseException) -> bool:
     """Whether ``exc`` (or what caused it) is the machine's fault, not the command line's:
-    a locked or read-only database, a full disk, a permission denied."""
+    a locked or read-only database, a full disk, a permission denied, a database server that
+    cannot be reached."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         if isinstance(current, OSError) and current.errno in _ENVIRONMENT_ERRNOS:
+            return True
+        if getattr(current, "environment_problem", False):  # a database server's (ServerError)
             return True
         if isinstance(current, sqlite3.OperationalError) and any(
             word in str(current).lower() for word in _ENVIRONMENT_SQLITE

@@ -1,9 +1,11 @@
 """The record-database subcommands: ``runs``, ``export``, ``import``, ``backup``, ``check``.
 
-Reading commands open the database read-only: they never create a file or a folder, and work in
-a read-only folder. Every command checks the file with SQLite's ``quick_check`` before it reads or
-prints anything, so a damaged database is one plain error, never half a table or SQLite's raw text.
-Counts say trials and re-measurements apart, as ``explorer runs`` and ``explorer tune`` do.
+``--db`` names an SQLite file or a PostgreSQL database (``postgresql://user@host/dbname``);
+``backup`` copies either into either. Reading commands open the database read-only: they never
+create a file or a folder (nor tables), and work in a read-only folder. Every command checks an
+SQLite file with SQLite's ``quick_check`` before it reads or prints anything, so a damaged
+database is one plain error, never half a table or SQLite's raw text. Counts say trials and
+re-measurements apart, as ``explorer runs`` and ``explorer tune`` do.
 """
 
 from __future__ import annotations
@@ -115,16 +117,30 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_backup(args: argparse.Namespace) -> int:
-    from explorer.storage import SQLiteStore
+    from explorer.storage import SQLiteStore, copy_records, get_store, is_postgres_url
+    from explorer.storage._copy import copy_to_file
 
+    source, dest = _db_path(args), args.dest
+    if is_postgres_url(dest) and args.force:
+        raise UsageError(
+            "--force cannot replace a PostgreSQL database (its records are append-only): "
+            "back up into an empty database"
+        )
     # Read-only: a backup of a missing database is an error, and the source is never written.
     # A damaged one is refused (`backup` checks it): its copy would be damaged too.
-    with SQLiteStore(_db_path(args), read_only=True) as store:
-        dest = store.backup(args.dest, overwrite=args.force)
-    with SQLiteStore(dest, read_only=True) as copy:  # the copy reads back, and says what it holds
+    with get_store(source, read_only=True) as store:
+        if isinstance(store, SQLiteStore) and not is_postgres_url(dest):
+            dest = store.backup(dest, overwrite=args.force)  # SQLite's online backup API
+        elif is_postgres_url(dest):
+            with get_store(dest) as target:  # between SQLite and PostgreSQL: record by record
+                copy_records(store, target)
+        else:
+            dest = copy_to_file(store, dest, overwrite=args.force)
+    with get_store(dest, read_only=True) as copy:  # the copy reads back, and says what it holds
         runs, total = len(copy.runs()), copy.count_trials()
         trials = copy.count_trials(remeasures=False)
-    print(f"backed up {plural(runs, 'run')}, {_counted(trials, total - trials)} to {dest}")
+        where = getattr(copy, "path", dest)
+    print(f"backed up {plural(runs, 'run')}, {_counted(trials, total - trials)} to {where}")
     return EXIT_OK
 
 
@@ -139,7 +155,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         try:
             store.get_run(args.run)
         except KeyError:
-            raise ExplorerError(f"no run {args.run} in {_db_path(args)}") from None
+            raise ExplorerError(
+                f"no run {args.run} in {getattr(store, 'path', args.db)}"
+            ) from None
     # A progress bar on a terminal only: each schedule is built and timed, seconds apiece.
     bar = tqdm(unit="schedule", file=sys.stderr, disable=not sys.stderr.isatty())
     with LocalMeasurer() as measurer, bar:
@@ -160,13 +178,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_OK if not summary.failed else EXIT_FAILED
 
 
-def _db_path(args: argparse.Namespace) -> Path:
-    """``--db``, or the default database when it is not given; an empty ``--db`` is refused
-    (it would otherwise name the current folder, or silently mean the default)."""
-    from explorer.storage import default_store_path
+def _db_path(args: argparse.Namespace) -> str | Path:
+    """``--db`` (a file, or a ``postgresql://`` URL as it is), or the default database when it
+    is not given; an empty ``--db`` is refused (it would otherwise name the current folder, or
+    silently mean the default)."""
+    from explorer.storage import default_store, is_postgres_url
 
     if args.db is None:
-        return default_store_path()
+        return default_store()
     if not args.db.strip():
         raise UsageError("--db needs a file name (it was given an empty one)")
-    return Path(args.db)
+    return args.db if is_postgres_url(args.db) else Path(args.db)

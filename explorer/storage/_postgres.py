@@ -162,7 +162,7 @@ class PostgresStore(SQLRecordStore):
             text = "the store was opened read-only; it cannot store anything"
         elif state == "55P03":
             text = f"the database is locked by another process ({text})"
-        elif state.startswith("08") or not state and isinstance(exc, _psycopg().OperationalError):
+        elif state.startswith(("08", "57P")) or not state and isinstance(exc, _psycopg().Error):
             text = f"lost the connection to the server ({text})"
         message = f"cannot {doing} {self.path}: {text}"
         if state.startswith(_ENVIRONMENT_STATES) or not state:

@@ -1,4 +1,5 @@
-"""A writer process for the concurrency tests: appends batches of trials to an SQLite store.
+"""A writer process for the concurrency tests: appends batches of trials to a store (an SQLite
+file or a PostgreSQL URL).
 
 Usage: python _writer.py DB --runs 1,2 --tag A --batches 40 --size 25 [--go FILE] [--forever]
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from explorer import _tvm
 from explorer.measure._base import Candidate, MeasureResult
-from explorer.storage import NewTrial, SQLiteStore
+from explorer.storage import NewTrial, get_store
 from explorer.types import MeasureStatus
 
 
@@ -32,7 +33,7 @@ def main() -> None:
     parser.add_argument("--forever", action="store_true")
     args = parser.parse_args()
 
-    store = SQLiteStore(args.db)
+    store = get_store(args.db)  # a file or a postgresql:// URL
     runs = [store.get_run(int(r)) for r in args.runs.split(",")]
     traces = {}
     for run in runs:

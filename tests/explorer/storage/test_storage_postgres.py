@@ -4,10 +4,35 @@ live subscriptions, and whole databases moved between SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-import pytest
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
 
-from explorer.storage import PostgresStore
+import psycopg
+import pytest
+from _pg_server import PASSWORD, USER, free_port
+from test_storage_concurrency import Writer, _check_batches
+
+from explorer.cli import main
+from explorer.errors import StoreError
+from explorer.storage import (
+    SCHEMA_VERSION,
+    PostgresStore,
+    SQLiteStore,
+    copy_records,
+    get_store,
+)
+from explorer.storage._base import TrialRecord
 from explorer.testing.contracts import RecordStoreContract
+from explorer.testing.recordings import PATH as RECORDING
+from explorer.types import MeasureStatus
+
+TUNE = Path(__file__).parent.parent / "_tune_replay.py"
 
 
 class TestPostgres(RecordStoreContract):
@@ -17,3 +42,310 @@ class TestPostgres(RecordStoreContract):
 
     def make_store(self, directory):
         return PostgresStore(self.url)
+
+
+def _sql(url: str, sql: str) -> list[tuple]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        cur = conn.execute(sql.encode())
+        return cur.fetchall() if cur.description else []
+
+
+# -- the tables ---------------------------------------------------------------------------------
+def test_values_keep_their_precision_and_history_cannot_be_rewritten(
+    pg_url, workload, target, make_trial
+):
+    with PostgresStore(pg_url) as store:
+        run = store.create_run(workload, target, "random")
+        secs = (1.2345678901234567e-3, 3.000000000000001e-7)
+        (record,) = store.add_trials(run.id, [make_trial(workload, target, secs)])
+        assert store.get_trial(record.id).result.run_secs == secs  # float8, not 4-byte real
+        assert store.get_trial(record.id).created_at == record.created_at
+        (version,) = _sql(pg_url, "SELECT value FROM meta WHERE key = 'schema_version'")
+        assert version == (str(SCHEMA_VERSION),)
+    for sql in (
+        "UPDATE trials SET median_secs = 0",
+        "DELETE FROM trials",
+        "TRUNCATE trials CASCADE",
+        "DELETE FROM runs",
+        "TRUNCATE runs CASCADE",
+        "UPDATE runs SET strategy = 'other'",
+    ):
+        with pytest.raises(psycopg.errors.RaiseException, match="append-only|may change"):
+            _sql(pg_url, sql)
+    _sql(pg_url, "UPDATE runs SET status = 'failed'")  # the one allowed update
+    assert _sql(pg_url, "SELECT count(*) FROM trials") == [(1,)]
+
+
+def test_another_applications_database_is_refused_untouched(postgres_server):
+    url = postgres_server.url(postgres_server.create_database())
+    _sql(url, "CREATE TABLE customers (id int); CREATE TABLE meta (key text, value text)")
+    _sql(url, "INSERT INTO meta VALUES ('application', 'billing')")
+    with pytest.raises(StoreError, match=r"not a Schedule Explorer record database .*customers"):
+        PostgresStore(url)
+    tables = _sql(url, "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1")
+    assert tables == [("customers",), ("meta",)]
+    # Another schema of the same database holds a record database beside them.
+    _sql(url, "CREATE SCHEMA explorer")
+    with PostgresStore(f"{url}?options=-csearch_path%3Dexplorer") as store:
+        assert store.runs() == []
+    assert _sql(url, "SELECT count(*) FROM pg_tables WHERE schemaname = 'explorer'") == [(3,)]
+
+
+def test_a_newer_schema_is_refused_and_read_only_never_writes(pg_url, workload, target):
+    with pytest.raises(StoreError, match="holds no record database yet"):
+        PostgresStore(pg_url, read_only=True)
+    assert _sql(pg_url, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'") == [(0,)]
+    with PostgresStore(pg_url) as store:
+        run = store.create_run(workload, target, "random")
+    with PostgresStore(pg_url, read_only=True) as reader:
+        assert reader.is_read_only and [r.id for r in reader.runs()] == [run.id]
+        with pytest.raises(StoreError, match="read-only"):
+            reader.create_run(workload, target, "random")
+    _sql(pg_url, "UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match="schema version 99, newer than this code supports"):
+        PostgresStore(pg_url)
+
+
+def test_a_lost_connection_fails_one_call_and_the_next_reconnects(
+    pg_url, workload, target, make_trial
+):
+    with PostgresStore(pg_url) as store:
+        run = store.create_run(workload, target, "random")
+        _sql(
+            pg_url,
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = 'schedule-explorer'",
+        )
+        with pytest.raises(StoreError, match="lost the connection") as info:
+            store.add_trials(run.id, [make_trial(workload, target)])
+        assert "\n" not in str(info.value)
+        assert store.count_trials() == 0  # that batch was not stored
+        store.add_trials(run.id, [make_trial(workload, target)])  # a new connection
+        assert [t.seq for t in store.trials()] == [0]
+
+
+# -- errors: one sentence each ------------------------------------------------------------------
+def _bad_urls(server) -> dict[str, tuple[str, str, int]]:
+    """name -> (URL, what the message says, exit code of `explorer runs --db URL`)."""
+    db = server.create_database()
+    return {
+        "refused": (f"postgresql://postgres@127.0.0.1:{free_port()}/x", "was refused", 3),
+        "unknown database": (server.url("nope"), 'database "nope" does not exist', 2),
+        "wrong password": (
+            server.url(db, user=USER, password="wrong"),
+            f'password authentication failed for user "{USER}"',
+            3,
+        ),
+        "no password": (server.url(db, user=USER), "no password supplied", 3),
+        "bad port": ("postgresql://me@127.0.0.1:port/db", "not a valid PostgreSQL URL", 2),
+        "bad option": ("postgresql://me@127.0.0.1/db?colour=blue", "not a valid", 2),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["refused", "unknown database", "wrong password", "no password", "bad port", "bad option"],
+)
+def test_connection_problems_are_one_sentence(postgres_server, capsys, case):
+    url, says, code = _bad_urls(postgres_server)[case]
+    with pytest.raises(StoreError) as info:
+        PostgresStore(url)
+    message = str(info.value)
+    assert says in message and "\n" not in message, message
+    assert "wrong" not in message  # a password is never shown
+    assert info.value.__cause__ is None and info.value.__suppress_context__  # no psycopg chain
+    assert main(["runs", "--db", url]) == code
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and says in err, err
+
+
+def test_a_good_password_opens_and_the_url_is_shown_without_it(postgres_server):
+    db = postgres_server.create_database(owner=USER)
+    url = postgres_server.url(db, user=USER, password=PASSWORD)
+    with PostgresStore(url) as store:
+        assert PASSWORD not in repr(store) and PASSWORD not in store.path
+        assert store.path == f"postgresql://{USER}:***@127.0.0.1:{postgres_server.port}/{db}"
+
+
+# -- every entry point takes a URL ---------------------------------------------------------------
+def test_explorer_db_and_get_store_take_a_url(pg_url, monkeypatch, capsys, workload, target):
+    monkeypatch.setenv("EXPLORER_DB", pg_url)
+    with get_store() as store:
+        assert isinstance(store, PostgresStore)
+        run = store.create_run(workload, target, "manual")
+        store.finish_run(run.id)
+    assert main(["runs"]) == 0  # the default database is the URL
+    assert f"{run.id:>4} manual" in capsys.readouterr().out
+    monkeypatch.delenv("EXPLORER_DB")
+    assert main(["runs", "--db", pg_url]) == 0
+    assert "manual" in capsys.readouterr().out
+
+
+def test_a_search_through_the_cli_helper_is_killed_and_resumed_on_postgres(pg_url):
+    """A real Tuner in another process (the resume tests' replay search), killed mid-batch
+    with SIGKILL and resumed: the run's lease and its trials live in PostgreSQL."""
+    cmd = [sys.executable, str(TUNE), pg_url, "random", "--trials", "12", "--batch", "4"]
+    first = subprocess.Popen(
+        [*cmd, "--delay", "0.5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert first.stdout is not None
+        for line in first.stdout:
+            if line.startswith("measuring 1"):
+                break
+        else:
+            raise AssertionError(first.stderr.read() if first.stderr else "no output")
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait(timeout=30)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    with PostgresStore(pg_url) as store:
+        (run,) = store.runs()
+        assert run.status == "interrupted"  # its owner is gone
+        stored = store.count_trials(run_id=run.id, remeasures=False)
+        assert stored == 4  # the first batch; the second was being measured
+    done = subprocess.run(
+        [*cmd, "--delay", "0", "--resume", str(run.id)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-2:] == [str(run.id), "12"]
+    with PostgresStore(pg_url) as store:
+        assert store.get_run(run.id).status == "finished"
+        assert store.count_trials(run_id=run.id, remeasures=False) == 12
+        seqs = [t.seq for t in store.trials(run_id=run.id)]
+        assert seqs == list(range(len(seqs)))
+
+
+# -- several processes at once ------------------------------------------------------------------
+def test_processes_writing_at_once_lose_nothing_and_a_subscriber_sees_every_batch(
+    pg_url, workload, other_workload, target, tmp_path
+):
+    with PostgresStore(pg_url) as store:
+        shared = store.create_run(workload, target, "random").id
+        own = {tag: store.create_run(other_workload, target, "random").id for tag in "ABC"}
+    go = tmp_path / "go"
+    batches, size = 20, 15
+    seen: list[list[TrialRecord]] = []
+    delivered = threading.Event()
+
+    def on_batch(records: list[TrialRecord]) -> None:
+        seen.append(records)
+        if sum(map(len, seen)) == 3 * batches * size:
+            delivered.set()
+
+    watcher = PostgresStore(pg_url)
+    watcher.subscribe(on_batch)
+    args = ["--batches", str(batches), "--size", str(size), "--go", str(go)]
+    writers = [Writer(pg_url, [shared, own[tag]], tag, *args) for tag in "ABC"]
+    try:
+        for w in writers:
+            w.wait_for("ready")
+        go.touch()  # all start writing at the same moment
+        for w in writers:
+            w.finish()
+        assert delivered.wait(timeout=30), f"{sum(map(len, seen))} trials delivered"
+    finally:
+        for w in writers:
+            w.__exit__()
+        watcher.close()
+
+    with PostgresStore(pg_url) as store:
+        trials = store.trials()
+        assert len(trials) == 3 * batches * size and len({t.id for t in trials}) == len(trials)
+        assert [t.id for t in trials] == sorted(t.id for t in trials)
+        assert store.count_trials(run_id=shared) == 3 * batches * size // 2
+        for run_id in (shared, *own.values()):
+            seqs = [t.seq for t in store.trials(run_id=run_id)]
+            assert seqs == list(range(len(seqs)))
+        assert len(_check_batches(trials, size)) == 3 * batches
+        # The subscriber got every batch once, whole, as stored, each in its commit's order.
+        assert sorted((r for batch in seen for r in batch), key=lambda r: r.id) == trials
+        for batch in seen:
+            assert len({r.run_id for r in batch}) == 1 and len(batch) == size
+        spans = {
+            tag: (min(t.created_at for t in ts), max(t.created_at for t in ts))
+            for tag in "ABC"
+            for ts in [[t for t in trials if t.candidate.decisions["tag"] == tag]]
+        }
+        assert spans["A"][0] < spans["B"][1] and spans["B"][0] < spans["A"][1]  # overlapped
+
+
+def test_a_writer_killed_mid_batch_leaves_complete_batches(pg_url, workload, target, make_trial):
+    with PostgresStore(pg_url) as store:
+        run_id = store.create_run(workload, target, "random").id
+    size = 300
+    with Writer(pg_url, [run_id], "k", "--forever", "--size", str(size)) as writer:
+        writer.wait_for("committed 1")
+        time.sleep(0.05)  # within a later batch
+        os.kill(writer.proc.pid, signal.SIGKILL)
+        assert writer.proc.wait(timeout=30) == -signal.SIGKILL
+    with PostgresStore(pg_url) as store:
+        trials = store.trials(run_id=run_id)
+        assert [t.seq for t in trials] == list(range(len(trials)))
+        batches = sorted(b for _, b in _check_batches(trials, size))
+        assert len(batches) >= 2 and batches == list(range(len(batches)))
+        # The killed session's transaction is gone: the next writer is not kept waiting.
+        (record,) = store.add_trials(run_id, [make_trial(workload, target)])
+        assert record.seq == len(trials)
+
+
+# -- moving whole databases ---------------------------------------------------------------------
+def _same_records(a, b) -> None:
+    assert a.runs() == b.runs()
+    assert [r.owner for r in a.runs()] == [r.owner for r in b.runs()]
+    assert [(r.heartbeat_at, r.active_secs) for r in a.runs()] == [
+        (r.heartbeat_at, r.active_secs) for r in b.runs()
+    ]
+    assert a.trials() == b.trials()
+    assert a.trial_rows() == b.trial_rows()
+    for run in a.runs():
+        assert a.best_so_far(run.id) == b.best_so_far(run.id)
+
+
+def test_backup_moves_records_sqlite_to_postgres_and_back(
+    pg_url, tmp_path, capsys, workload, target, make_trial
+):
+    # The shipped recording (real measurements) plus runs of every status, a re-measurement,
+    # failures, predictions and decisions.
+    source = tmp_path / "source.db"
+    with SQLiteStore(RECORDING, read_only=True) as recording:
+        recording.backup(source)
+    with SQLiteStore(source) as store:
+        run = store.create_run(workload, target, "autotvm", settings={"seed": 3})
+        store.add_trials(run.id, [
+            make_trial(workload, target, (3e-3, 1e-3), trace=1, predicted={"xgb": 0.5},
+                       decisions={"tile": [8, 8]}, build_secs=0.25, num_threads=2),
+            make_trial(workload, target, None, status=MeasureStatus.BUILD_ERROR),
+        ])  # fmt: skip
+        again = make_trial(workload, target, 2e-3, trace=1)
+        store.add_trials(run.id, [dataclasses.replace(again, is_remeasure=True)])
+        store.finish_run(run.id, "cancelled")
+        store.create_run(workload, target, "manual")  # still running: owned by this process
+    assert main(["backup", "--db", str(source), pg_url]) == 0
+    assert capsys.readouterr().out.startswith("backed up 4 runs, ")
+    back = tmp_path / "back.db"
+    assert main(["backup", "--db", pg_url, str(back)]) == 0
+    with SQLiteStore(source) as a, PostgresStore(pg_url) as b, SQLiteStore(back) as c:
+        assert len(a.trials()) == 276 + 3
+        _same_records(a, b)
+        _same_records(a, c)
+        # The copy goes on where the source left off: new ids follow the copied ones.
+        (extra,) = b.add_trials(run.id, [make_trial(workload, target)])
+        assert extra.id == max(t.id for t in a.trials()) + 1 and extra.seq == 3
+    # Exports of the two databases are the same file.
+    for db, out in ((str(back), tmp_path / "a.csv"), (pg_url, tmp_path / "b.csv")):
+        assert main(["export", "--db", db, "--run", str(run.id), str(out)]) == 0
+    csv_a, csv_b = (tmp_path / "a.csv").read_text(), (tmp_path / "b.csv").read_text()
+    assert csv_b.startswith(csv_a) and len(csv_b.splitlines()) == len(csv_a.splitlines()) + 1
+    # Into a database that holds records already: refused, nothing added.
+    capsys.readouterr()
+    assert main(["backup", "--db", str(source), pg_url]) == 2
+    assert "already holds 4 run(s)" in capsys.readouterr().err
+    assert main(["backup", "--force", "--db", str(source), pg_url]) == 2
+    assert "--force cannot replace a PostgreSQL database" in capsys.readouterr().err
+
+
+def test_copy_records_refuses_other_stores(pg_url):
+    with PostgresStore(pg_url) as store, pytest.raises(TypeError, match="SQLite or PostgreSQL"):
+        copy_records(store, object())  # type: ignore[arg-type]
