@@ -32,6 +32,7 @@ from explorer.analysis import (
     PredictedVsMeasuredInfo,
     RunSeries,
     StrategyComparisonInfo,
+    TransferInfo,
 )
 
 MAX_PARCOORDS_KNOBS = 8
@@ -395,6 +396,48 @@ def update_strategy_comparison_figure(fig: go.FigureWidget, info: StrategyCompar
         },
         empty="No finished search runs to compare yet" if not info.groups else None,
     )
+
+
+# -- transfer between targets -----------------------------------------------------------------
+def make_transfer_figure(info: TransferInfo, *, widget: bool = True) -> go.FigureWidget:
+    """Each target's best schedule on every target: time over that target's own best."""
+    fig = _new_figure(widget)
+    n = max(1, len(info.targets))
+    fig.update_layout(
+        height=160 + 60 * n,
+        margin=dict(l=160, r=40, b=60),
+        xaxis=dict(title=dict(text="measured on"), side="bottom"),
+        yaxis=dict(title=dict(text="tuned for"), autorange="reversed"),
+        **HEADER,
+    )
+    matrix = info.matrix()
+    text = [["n/a" if math.isnan(v) else f"{v:.2f}x" for v in row] for row in matrix]
+    heat = go.Heatmap(
+        z=[_nan_to_none(row) for row in matrix],
+        x=list(info.targets),
+        y=list(info.targets),
+        text=text,
+        texttemplate="%{text}",
+        colorscale="Reds",
+        zmin=1.0,
+        colorbar=dict(title=dict(text="x slower")),
+        hovertemplate="tuned for %{y}, measured on %{x}: %{text}<extra></extra>",
+        meta="transfer",
+    )
+    worst = max((v for row in matrix for v in row if not math.isnan(v)), default=math.nan)
+    details = [
+        "time of the row target's best schedule on the column target, over the column target's "
+        "own best (1.00x on the diagonal)",
+    ]
+    if not math.isnan(worst) and worst > 1:
+        details.append(f"tuning for the wrong target costs up to {worst:.2f}x here")
+    _sync(
+        fig,
+        [heat],
+        _heading(f"Transfer between targets: {info.workload_key}", details),
+        empty="Tune the workload for two targets to compare them" if not info.cells else None,
+    )
+    return fig
 
 
 # -- knob effects -----------------------------------------------------------------------------

@@ -12,6 +12,8 @@ ships a few thousand numbers, not 100k.
 * ``predicted_vs_measured_info``: each cost model's predictions against the measurements, with
   Spearman and Kendall rank correlations.
 * ``knob_effects_info``: knob values against latency, and each knob's importance.
+* ``transfer_info``: each target's best schedule measured on every target (a fleet's
+  "transfer" view: what tuning for the wrong target costs).
 
 ``TrialTable`` holds trials as columns, so a dashboard can keep 100k of them and extend them batch
 by batch; it is built from ``RecordStore.trial_rows`` (no trace decoded), and every per-trial
@@ -53,6 +55,7 @@ from explorer.analysis._predicted_vs_measured import (
     predicted_vs_measured_info,
 )
 from explorer.analysis._table import STATUSES, Decision, TrialTable
+from explorer.analysis._transfer import TransferCell, TransferInfo, transfer_info
 
 __all__ = [
     "METRIC_LABELS",
@@ -71,6 +74,8 @@ __all__ = [
     "RunSeries",
     "Spread",
     "StrategyComparisonInfo",
+    "TransferCell",
+    "TransferInfo",
     "TrialTable",
     "convergence_info",
     "knob_effects_info",
@@ -79,4 +84,5 @@ __all__ = [
     "run_curve",
     "run_curves",
     "strategy_comparison_info",
+    "transfer_info",
 ]

@@ -6,6 +6,8 @@
   each in its own process group (``explorer fleet up|down|status``), so that a laptop, a test
   and a tutorial run a real fleet. Servers may differ in threads, pinned cores and the CPU
   their kernels are compiled for (``ServerSpec``), which makes them different targets.
+* ``measure_transfer``: each target's best schedule timed on every target (how much a
+  schedule tuned for one target loses on another; ``explorer.analysis.TransferInfo``).
 * Measuring on a fleet is ``explorer.measure.RemoteMeasurer``'s job.
 
 TVM RPC has no authentication; everything binds to 127.0.0.1 unless told otherwise.
@@ -31,6 +33,7 @@ from explorer.fleet._tracker import (
     tracker_summary,
     wait_for_devices,
 )
+from explorer.fleet._transfer import measure_transfer
 
 __all__ = [
     "DEFAULT_PORT",
@@ -41,6 +44,7 @@ __all__ = [
     "TrackerAddress",
     "TrackerSummary",
     "default_servers",
+    "measure_transfer",
     "read_fleet",
     "start_fleet",
     "state_path",
