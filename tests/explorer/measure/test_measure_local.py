@@ -155,7 +155,7 @@ def test_workers_persist_across_candidates_and_calls_then_close_cleans_up(mm, ta
     cands = [tiled(mm, target, ti, tj) for ti, tj in shapes]
     assert len(cands) == 10
     results = m.measure(cands)
-    assert all(r.is_ok for r in results), [r.error_msg for r in results]
+    assert all(r.is_ok for r in results), [(r.status.value, r.error_msg) for r in results]
     pids = m.worker_pids()
     assert len(pids["build"]) == 2 and len(pids["run"]) == 1
     assert m.measure(cands[:3]) and m.worker_pids() == pids  # same processes, second call
