@@ -163,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['trials_per_min']:6.1f} trials/min, best {r['best_us']:.1f} us ({r['devices']})"
         )
     local, fleet = rows
-    print(f"fleet / local trials per minute = {fleet['trials_per_min'] / local['trials_per_min']:.2f}")
+    ratio = fleet["trials_per_min"] / local["trials_per_min"]
+    print(f"fleet / local trials per minute = {ratio:.2f}")
     print(f"fleet best / local best (same candidates) = {fleet['best_us'] / local['best_us']:.3f}")
     print(f"\n== targets (matmul 512, evolutionary, {args.tune_trials} trials each)")
     for r in tuned:
