@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: lab test lint bench bench-quick bench-targets venv clean chromium
+.PHONY: lab test lint bench bench-quick bench-targets venv clean chromium postgresql
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,9 +34,20 @@ chromium:
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
 	    chromium fonts-liberation; }
 
+## Debian's PostgreSQL server for the PostgreSQL store's tests (tests/explorer/storage: a session
+# fixture runs initdb and pg_ctl from /usr/lib/postgresql/*/bin in a temporary folder, as the
+# `postgres` user when root, on a free 127.0.0.1 port, and stops it at the end; no service is
+# used). Installed through apt-get when missing, like Chromium.
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || { \
+	  echo "PostgreSQL is missing (needed by the PostgreSQL store tests): installing it with apt-get"; \
+	  $(SUDO) apt-get update && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+	    postgresql; }
+
 ## The whole test suite (what CI runs): lint, the type check (mypy, configured in pyproject.toml),
 # then pytest, which runs the docstring examples of explorer/ too (tests/explorer/test_doctests.py).
-test: $(STAMP) chromium
+test: $(STAMP) chromium postgresql
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -99,7 +99,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from explorer import storage
+    from explorer.storage._copy import is_record_database
 
+    if is_record_database(args.work_dir):
+        return _merge(args)
     # Import writes: the work_dir is checked before a database is created or opened, and the
     # database before anything is read from it.
     work_dir = storage.check_work_dir(args.work_dir)
@@ -114,6 +117,30 @@ def cmd_import(args: argparse.Namespace) -> int:
         print("imported timings are unchecked until `explorer check` re-measures them")
     stored = summary.imported + summary.duplicates
     return EXIT_OK if stored or not (summary.unmatched or summary.failed) else 1
+
+
+def _merge(args: argparse.Namespace) -> int:
+    """``explorer import DB``: the runs and trials of another record database that this one
+    lacks (SQLite or PostgreSQL, either way)."""
+    from explorer.storage import get_store, merge_records
+
+    with get_store(args.work_dir, read_only=True) as source:
+        check = getattr(source, "ensure_intact", None)
+        if check is not None:
+            check()
+        store = _open(args, read_only=False)
+        try:
+            summary = merge_records(source, store)
+            where = getattr(store, "path", args.db)
+        finally:
+            store.close()
+        name = getattr(source, "path", args.work_dir)
+    print(
+        f"imported {plural(summary.runs_added, 'new run')} and "
+        f"{plural(summary.trials_added, 'trial')} from {name} into {where}; "
+        f"{plural(summary.runs_known, 'run')} already there"
+    )
+    return EXIT_OK
 
 
 def cmd_backup(args: argparse.Namespace) -> int:

@@ -600,9 +600,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("out", type=file_name, help="output file (a directory for metaschedule)")
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("import", help="import a MetaSchedule JSON database (work_dir)")
+    p = sub.add_parser(
+        "import",
+        help="import a MetaSchedule JSON database (work_dir), or merge in the runs of another "
+        "record database (an SQLite file or a postgresql:// URL) that this one lacks",
+    )
     _add_common(p, target=False)
-    p.add_argument("work_dir", type=file_name)
+    p.add_argument("work_dir", type=file_name, metavar="SOURCE")
     p.set_defaults(func=cmd_import)
 
     p = sub.add_parser(

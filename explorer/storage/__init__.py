@@ -5,8 +5,8 @@ import/export formats.
 ``get_store`` turns ``None``, a path, ``":memory:"``, a ``postgresql://`` URL or a store into a
 ``RecordStore`` (Optuna's ``get_storage``); ``get_store(path, read_only=True)`` reads a database
 without writing or creating anything. ``copy_records`` copies a whole database into an empty one
-(SQLite to PostgreSQL and back). ``check_unchecked`` re-measures the ``UNCHECKED`` trials
-(MetaSchedule's timings) against NumPy.
+(SQLite to PostgreSQL and back), ``merge_records`` adds one's new runs and trials to another.
+``check_unchecked`` re-measures the ``UNCHECKED`` trials (MetaSchedule's timings) against NumPy.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from explorer.storage._base import (
     trace_hash,
 )
 from explorer.storage._check import CheckSummary, check_unchecked
-from explorer.storage._copy import copy_records
+from explorer.storage._copy import MergeSummary, copy_records, merge_records
 from explorer.storage._environment import environment
 from explorer.storage._export import export_csv, export_jsonl
 from explorer.storage._metaschedule import (
@@ -113,6 +113,7 @@ __all__ = [
     "BestSoFar",
     "CheckSummary",
     "ImportSummary",
+    "MergeSummary",
     "NewTrial",
     "PostgresStore",
     "Rank",
@@ -135,6 +136,7 @@ __all__ = [
     "get_store",
     "import_metaschedule",
     "is_postgres_url",
+    "merge_records",
     "summarize_run",
     "trace_hash",
 ]

@@ -1,14 +1,18 @@
-"""Whole databases copied between stores: SQLite to PostgreSQL and back (``explorer backup``)."""
+"""Records moved between stores: SQLite to PostgreSQL and back, whole (``explorer backup``) or
+merged into a database that holds records already (``explorer import``)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from explorer.errors import StoreError
 from explorer.storage._base import RecordStore
 from explorer.storage._files import check_output_file
+from explorer.storage._postgres import is_postgres_url
+from explorer.storage._schema import SQLITE_MAGIC
 from explorer.storage._sqlite import SQLiteStore
 from explorer.storage._sqlstore import SQLRecordStore
 
@@ -37,13 +41,60 @@ def copy_records(source: RecordStore, dest: RecordStore) -> tuple[int, int]:
         >>> copy_records(SQLiteStore(":memory:"), SQLiteStore(":memory:"))
         (0, 0)
     """
-    for name, store in (("source", source), ("dest", dest)):
-        if not isinstance(store, SQLRecordStore):
-            raise TypeError(
-                f"{name} must be an SQLite or PostgreSQL store (got {type(store).__name__})"
-            )
-    assert isinstance(source, SQLRecordStore) and isinstance(dest, SQLRecordStore)
-    return dest.copy_from(source)
+    return _sql_store(dest, "dest").copy_from(_sql_store(source, "source"))
+
+
+@dataclass(frozen=True)
+class MergeSummary:
+    """What ``merge_records`` did: runs added, trials added (to new runs and to runs the
+    destination had), and runs the destination had already (merged before)."""
+
+    runs_added: int
+    trials_added: int
+    runs_known: int
+
+
+def merge_records(source: RecordStore, dest: RecordStore) -> MergeSummary:
+    """Add the runs and trials of ``source`` that ``dest`` lacks, under new ids.
+
+    For a team's shared database: merge a laptop's SQLite file into the PostgreSQL database, or
+    the other way round. A run is recognised by its start time, workload, target, strategy,
+    settings and environment, so merging twice adds nothing, and a run that went on in
+    ``source`` since it was merged gets its new trials only (those after ``dest``'s last
+    ``seq`` of it). Trials keep their ``seq``, times, predictions and flags; runs their status
+    and owner. One transaction of ``dest``: all or nothing.
+
+    Raises:
+        StoreError: Either database fails.
+        TypeError: A store of another kind (records move only between the SQL stores).
+
+    Example:
+        >>> from explorer.storage import SQLiteStore, merge_records
+        >>> merge_records(SQLiteStore(":memory:"), SQLiteStore(":memory:"))
+        MergeSummary(runs_added=0, trials_added=0, runs_known=0)
+    """
+    added, trials, known = _sql_store(dest, "dest").merge_from(_sql_store(source, "source"))
+    return MergeSummary(added, trials, known)
+
+
+def is_record_database(location: str | Path) -> bool:
+    """Whether ``location`` names a record database rather than a folder of files: a
+    ``postgresql://`` URL, or an existing SQLite file."""
+    if is_postgres_url(location):
+        return True
+    try:
+        with open(location, "rb") as fh:
+            return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def _sql_store(store: RecordStore, name: str) -> SQLRecordStore:
+    if not isinstance(store, SQLRecordStore):
+        raise TypeError(
+            f"{name} must be an SQLite or PostgreSQL store (got {type(store).__name__})"
+        )
+    return store
 
 
 def copy_to_file(source: RecordStore, dest: str | Path, *, overwrite: bool = False) -> Path:

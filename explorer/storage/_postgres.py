@@ -158,14 +158,15 @@ class PostgresStore(SQLRecordStore):
         state = getattr(exc, "sqlstate", None) or ""
         diag = getattr(exc, "diag", None)
         text = (diag.message_primary if diag is not None else None) or _first_line(exc)
+        lost = not state and isinstance(exc, _psycopg().OperationalError)
         if state == "25006" or (self._read_only and "read-only transaction" in text):
             text = "the store was opened read-only; it cannot store anything"
         elif state == "55P03":
             text = f"the database is locked by another process ({text})"
-        elif state.startswith(("08", "57P")) or not state and isinstance(exc, _psycopg().Error):
+        elif state.startswith(("08", "57P")) or lost:
             text = f"lost the connection to the server ({text})"
         message = f"cannot {doing} {self.path}: {text}"
-        if state.startswith(_ENVIRONMENT_STATES) or not state:
+        if state.startswith(_ENVIRONMENT_STATES) or lost:
             return ServerError(message)
         return StoreError(message)
 
@@ -262,6 +263,8 @@ class PostgresStore(SQLRecordStore):
                 raise self._explain(exc, "write to") from None
 
     def _insert_all(self, conn: Any, sql: str, rows: list[tuple[Any, ...]]) -> list[int]:
+        if not rows:
+            return []
         # One pipelined round trip for the batch instead of one per row.
         with conn.cursor() as cur:
             cur.executemany(_translate(sql), rows, returning=True)

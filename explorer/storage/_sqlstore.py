@@ -69,6 +69,9 @@ ALL_TRIAL_COLUMNS = (
     "run_secs_json, median_secs, gflops, flops, build_secs, error_msg, num_threads, "
     "predicted_json, created_at, is_remeasure"
 )
+# A run is the same run in two databases when these agree (``merge_from``).
+_IDENTITY = "workload_key, target_key, strategy, settings_json, environment_json, started_at"
+_IDENTITY_INDEXES = tuple(ALL_RUN_COLUMNS.split(", ").index(c) for c in _IDENTITY.split(", "))
 _INSERT_RUN = (
     "INSERT INTO runs (workload_key, workload_json, target_key, target_json, strategy, "
     "settings_json, environment_json, started_at, owner_host, owner_pid, owner_started_at, "
@@ -80,6 +83,15 @@ _INSERT_TRIAL = (
     "predicted_json, created_at, is_remeasure) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
 )
+
+
+def _insert_sql(table: str, *, with_id: bool = False) -> str:
+    """``INSERT`` of every column of ``table`` (``ALL_..._COLUMNS``), the id only if asked."""
+    columns = ALL_RUN_COLUMNS if table == "runs" else ALL_TRIAL_COLUMNS
+    if not with_id:
+        columns = columns.removeprefix("id, ")
+    marks = ", ".join("?" * (columns.count(",") + 1))
+    return f"INSERT INTO {table} ({columns}) VALUES ({marks}) RETURNING id"
 
 
 class Cursor(Protocol):
@@ -407,9 +419,9 @@ class SQLRecordStore(RecordStore):
         they are: ids, seqs, times, statuses and owners. One transaction: all or nothing.
 
         What ``source`` had committed when the copy started is copied (a run or trial stored
-        meanwhile may be left out, never half of a batch's run). Returns (runs, trials) copied.
+        meanwhile may be left out). Returns how many runs and trials were copied.
         """
-        (last_run, last_trial) = source._last_ids()
+        last_ids = source._last_ids()
         with self._writing() as conn:
             (held,) = conn.execute("SELECT count(*) FROM runs").fetchone()
             if held:
@@ -418,28 +430,73 @@ class SQLRecordStore(RecordStore):
                     "into an empty database only (they keep their ids)"
                 )
             counts = []
-            for table, up_to in (("runs", last_run), ("trials", last_trial)):
-                columns = ALL_RUN_COLUMNS if table == "runs" else ALL_TRIAL_COLUMNS
-                marks = ", ".join("?" * (columns.count(",") + 1))
-                insert = f"INSERT INTO {table} ({columns}) VALUES ({marks}) RETURNING id"
-                select = (
-                    f"SELECT {columns} FROM {table} WHERE id > ? AND id <= ? "
-                    f"{'AND run_id <= ? ' if table == 'trials' else ''}ORDER BY id LIMIT ?"
-                )
-                after, count = 0, 0
-                while True:
-                    args = (after, up_to, last_run) if table == "trials" else (after, up_to)
-                    with source._reading() as read:
-                        rows = [tuple(r) for r in read.execute(select, (*args, 2000)).fetchall()]
-                    if not rows:
-                        break
-                    if table == "trials":  # is_remeasure: SQLite's 0/1, PostgreSQL's boolean
-                        rows = [(*row[:-1], bool(row[-1])) for row in rows]
+            for table in ("runs", "trials"):
+                insert, count = _insert_sql(table, with_id=True), 0
+                for rows in source._chunks(table, last_ids):
                     self._insert_all(conn, insert, rows)
-                    after, count = int(rows[-1][0]), count + len(rows)
+                    count += len(rows)
                 self._restored(conn, table)
                 counts.append(count)
         return counts[0], counts[1]
+
+    def merge_from(self, source: SQLRecordStore) -> tuple[int, int, int]:
+        """Add the runs and trials of ``source`` that this store lacks, under new ids.
+
+        A run of ``source`` is one this store has when it started at the same moment with the
+        same workload, target, strategy, settings and environment (it was merged before); of
+        such a run only the trials after this store's last ``seq`` are added (the run went on
+        in ``source``). Everything else is kept as it is (seqs, times, statuses, owners), so
+        merging the same database twice adds nothing. One transaction: all or nothing.
+
+        Returns:
+            Runs added, trials added, and runs that this store had already.
+        """
+        last_ids = source._last_ids()
+        with self._writing() as conn:
+            known = {
+                tuple(row[1:]): int(row[0])
+                for row in conn.execute(f"SELECT id, {_IDENTITY} FROM runs").fetchall()
+            }
+            seqs = conn.execute("SELECT run_id, MAX(seq) FROM trials GROUP BY run_id").fetchall()
+            last_seq = {int(run_id): int(seq) for run_id, seq in seqs}
+            new_ids: dict[int, int] = {}
+            added_runs = added_trials = 0
+            for rows in source._chunks("runs", last_ids):
+                for row in rows:
+                    key = tuple(row[i] for i in _IDENTITY_INDEXES)
+                    if key not in known:
+                        (known[key],) = self._insert_all(conn, _insert_sql("runs"), [row[1:]])
+                        added_runs += 1
+                    new_ids[int(row[0])] = known[key]
+            for rows in source._chunks("trials", last_ids):
+                fresh = [
+                    (new_ids[row[1]], *row[2:])
+                    for row in rows
+                    if row[2] > last_seq.get(new_ids[row[1]], -1)
+                ]
+                self._insert_all(conn, _insert_sql("trials"), fresh)
+                added_trials += len(fresh)
+        return added_runs, added_trials, len(new_ids) - added_runs
+
+    def _chunks(self, table: str, last_ids: tuple[int, int]) -> Iterator[list[tuple[Any, ...]]]:
+        """Every column of the rows of ``table`` up to ``last_ids`` (runs, trials), by id."""
+        last_run, last_trial = last_ids
+        bounds: tuple[int, ...]
+        if table == "runs":
+            columns, more, bounds = ALL_RUN_COLUMNS, "", (last_run,)
+        else:  # a trial stored after the copy began may belong to a run that began after it
+            columns, more, bounds = ALL_TRIAL_COLUMNS, "AND run_id <= ? ", (last_trial, last_run)
+        sql = f"SELECT {columns} FROM {table} WHERE id > ? AND id <= ? {more}ORDER BY id LIMIT ?"
+        after = 0
+        while True:
+            with self._reading() as conn:
+                rows = [tuple(r) for r in conn.execute(sql, (after, *bounds, 2000)).fetchall()]
+            if not rows:
+                return
+            if table == "trials":  # is_remeasure: SQLite's 0/1, PostgreSQL's boolean
+                rows = [(*row[:-1], bool(row[-1])) for row in rows]
+            yield rows
+            after = int(rows[-1][0])
 
     def _last_ids(self) -> tuple[int, int]:
         with self._reading() as conn:

@@ -349,3 +349,49 @@ def test_backup_moves_records_sqlite_to_postgres_and_back(
 def test_copy_records_refuses_other_stores(pg_url):
     with PostgresStore(pg_url) as store, pytest.raises(TypeError, match="SQLite or PostgreSQL"):
         copy_records(store, object())  # type: ignore[arg-type]
+
+
+def _without_ids(store, run) -> tuple:
+    """A run and its trials as stored, but for the ids a merge gives anew."""
+    trials = [
+        dataclasses.replace(t, id=0, run_id=0) for t in store.trials(run_id=run.id)
+    ]  # fmt: skip
+    return dataclasses.replace(run, id=0), trials
+
+
+def test_import_merges_new_runs_and_trials_both_ways(
+    pg_url, tmp_path, capsys, workload, other_workload, target, make_trial
+):
+    laptop = tmp_path / "laptop.db"
+    with SQLiteStore(laptop) as store:
+        mine = store.create_run(workload, target, "random", settings={"seed": 1})
+        store.add_trials(mine.id, [make_trial(workload, target, 1e-3 * (i + 1)) for i in range(3)])
+        store.finish_run(mine.id)
+    with PostgresStore(pg_url) as shared:  # a colleague's run is there already
+        theirs = shared.create_run(other_workload, target, "grid")
+        shared.add_trials(theirs.id, [make_trial(other_workload, target)] * 2)
+        shared.finish_run(theirs.id)
+    assert main(["import", "--db", pg_url, str(laptop)]) == 0
+    assert "imported 1 new run and 3 trials from" in capsys.readouterr().out
+    assert main(["import", "--db", pg_url, str(laptop)]) == 0  # twice: nothing new
+    assert "imported 0 new runs and 0 trials" in capsys.readouterr().out
+    # The run goes on on the laptop; merging again adds its new trials only.
+    with SQLiteStore(laptop) as store:
+        store.claim_run(mine.id)
+        store.add_trials(mine.id, [make_trial(workload, target, 5e-4, trace=1)] * 2)
+        store.finish_run(mine.id)
+    assert main(["import", "--db", pg_url, str(laptop)]) == 0
+    assert "imported 0 new runs and 2 trials" in capsys.readouterr().out
+    with SQLiteStore(laptop) as store, PostgresStore(pg_url) as shared:
+        (merged,) = shared.runs(strategy="random")
+        assert merged.id != mine.id  # after the colleague's run
+        assert _without_ids(shared, merged)[1] == _without_ids(store, store.get_run(mine.id))[1]
+        assert shared.count_trials() == 7
+        assert [t.seq for t in shared.trials(run_id=merged.id)] == list(range(5))
+    # And back: the shared database merged into a new SQLite file.
+    assert main(["import", "--db", str(tmp_path / "copy.db"), pg_url]) == 0
+    assert "imported 2 new runs and 7 trials" in capsys.readouterr().out
+    with SQLiteStore(tmp_path / "copy.db") as copy, PostgresStore(pg_url) as shared:
+        assert [_without_ids(copy, r) for r in copy.runs()] == [
+            _without_ids(shared, r) for r in shared.runs()
+        ]
