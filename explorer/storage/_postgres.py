@@ -319,7 +319,7 @@ class PostgresStore(SQLRecordStore):
         if token == self._token:
             return  # written through this object: its subscribers already have it
         with self._lock:
-            if not self._subscribers:
+            if not self._subscribers or self._closed:
                 return
         sql = f"SELECT {TRIAL_COLUMNS} FROM trials WHERE run_id = ? AND id BETWEEN ? AND ? "
         with self._reading() as conn:

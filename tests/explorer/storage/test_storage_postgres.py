@@ -181,6 +181,14 @@ def test_explorer_db_and_get_store_take_a_url(pg_url, monkeypatch, capsys, workl
     assert "manual" in capsys.readouterr().out
 
 
+def test_reading_commands_create_no_tables(pg_url, capsys, tmp_path):
+    for argv in (["runs"], ["export", str(tmp_path / "out.csv")], ["tune", "--resume", "1"]):
+        assert main([*argv, "--db", pg_url]) == 2, argv
+        assert "holds no record database yet" in capsys.readouterr().err
+    assert _sql(pg_url, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'") == [(0,)]
+    assert not (tmp_path / "out.csv").exists()
+
+
 def test_a_search_through_the_cli_helper_is_killed_and_resumed_on_postgres(pg_url):
     """A real Tuner in another process (the resume tests' replay search), killed mid-batch
     with SIGKILL and resumed: the run's lease and its trials live in PostgreSQL."""
