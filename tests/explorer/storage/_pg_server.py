@@ -55,7 +55,10 @@ class PostgresServer:
                     "running as root, PostgreSQL needs an unprivileged user to run as, and "
                     "Debian's `postgres` user does not exist (install the postgresql package)"
                 ) from None
-        self.data_dir = Path(tempfile.mkdtemp(prefix="explorer-pg-"))
+        # As root, in /tmp: the postgres user must be able to reach the folder ($TMPDIR may lie
+        # in a folder only root can enter).
+        where = "/tmp" if self.as_root else None
+        self.data_dir = Path(tempfile.mkdtemp(prefix="explorer-pg-", dir=where))
         self.port = 0
         self._counter = 0
         self._started = False

@@ -13,7 +13,6 @@ import threading
 import time
 from pathlib import Path
 
-import psycopg
 import pytest
 from _pg_server import PASSWORD, USER, free_port
 from test_storage_concurrency import Writer, _check_batches
@@ -31,6 +30,13 @@ from explorer.storage._base import TrialRecord
 from explorer.testing.contracts import RecordStoreContract
 from explorer.testing.recordings import PATH as RECORDING
 from explorer.types import MeasureStatus
+
+try:
+    import psycopg
+except ImportError:  # the dev extra has it; CI must not silently skip (conftest._unavailable)
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        raise
+    pytest.skip("PostgreSQL tests need the psycopg package", allow_module_level=True)
 
 TUNE = Path(__file__).parent.parent / "_tune_replay.py"
 
