@@ -217,11 +217,11 @@ class PostgresStore(SQLRecordStore):
             return schema, 0
         meta: dict[str, str] = {}
         if "meta" in tables:
-            with conn.transaction():  # a savepoint: another application's meta may not parse
-                try:
+            try:  # in a savepoint: another application's meta may have other columns
+                with conn.transaction():
                     meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-                except _psycopg().Error:
-                    meta = {}
+            except _psycopg().Error:
+                meta = {}
         if meta.get("application") != APPLICATION or "schema_version" not in meta:
             shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
             raise StoreError(
@@ -310,7 +310,11 @@ class PostgresStore(SQLRecordStore):
         with self._lock:
             if self._listener is None and not self._closed:
                 # Listening before subscribe returns: no batch committed after it is missed.
-                self._listener = _Listener(self, self._connect(read_only=False))
+                try:
+                    self._listener = _Listener(self, self._connect(read_only=False))
+                except BaseException:
+                    unsubscribe()
+                    raise
         return unsubscribe
 
     def _deliver(self, payload: str) -> None:

@@ -90,6 +90,9 @@ def test_another_applications_database_is_refused_untouched(postgres_server):
         PostgresStore(url)
     tables = _sql(url, "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1")
     assert tables == [("customers",), ("meta",)]
+    _sql(url, "ALTER TABLE meta RENAME COLUMN key TO name")  # a meta that does not even parse
+    with pytest.raises(StoreError, match="not a Schedule Explorer record database"):
+        PostgresStore(url)
     # Another schema of the same database holds a record database beside them.
     _sql(url, "CREATE SCHEMA explorer")
     with PostgresStore(f"{url}?options=-csearch_path%3Dexplorer") as store:
