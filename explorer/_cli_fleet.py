@@ -10,6 +10,7 @@ tracker given with ``--tracker``).
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from explorer._cli_args import (
@@ -53,10 +54,18 @@ def measurer_for(args: argparse.Namespace, config: Any = None) -> Any:
 
 
 def fleet_target(args: argparse.Namespace, measurer: Any) -> Any:
-    """The target of ``--tracker``'s devices (as they report it), ``--threads`` applied."""
+    """The target of ``--tracker``'s devices (as they report it), ``--threads`` applied; a
+    plain TVM ``rpc_server`` reports none, and this machine's CPU is assumed (and said)."""
     from dataclasses import replace
 
-    target = measurer.device_target()
+    from explorer.measure._remote import TargetNotReported
+    from explorer.target import Target
+
+    try:
+        target = measurer.device_target()
+    except TargetNotReported as exc:
+        target = Target.local_cpu()
+        print(f"note: {exc}; assuming this machine's CPU, {target.key()}", file=sys.stderr)
     if args.threads is not None:
         target = replace(target, num_cores=args.threads)
     return target

@@ -50,6 +50,10 @@ RETRY_PAUSE_SECS = 2.0  # before the n-th retry, n times this: a restarting trac
 _DEFAULT_PARALLEL = 2  # when the tracker cannot say how many devices there are
 
 
+class TargetNotReported(FleetError):
+    """The device is a plain TVM ``rpc_server``, which does not say what it is."""
+
+
 class RemoteMeasurer(LocalMeasurer):
     """Measure candidates on the devices registered under ``key`` with a TVM RPC tracker.
 
@@ -121,8 +125,9 @@ class RemoteMeasurer(LocalMeasurer):
         reports it (LLVM CPU name, threads, vector width, caches).
 
         Raises:
-            FleetError: no device of the key became free, or it does not report a target (a
-                plain ``tvm.exec.rpc_server``: give the target explicitly then).
+            TargetNotReported: the device does not report a target (a plain
+                ``tvm.exec.rpc_server``): give the target explicitly then.
+            FleetError: no device of the key became free.
         """
         session, device = open_session(
             self.tracker, self.key, session_timeout=30, queue_timeout=self.queue_timeout_secs
@@ -132,7 +137,7 @@ class RemoteMeasurer(LocalMeasurer):
         finally:
             del session
         if "target" not in info:
-            raise FleetError(
+            raise TargetNotReported(
                 f"device {device} does not report its target (a plain TVM rpc_server); "
                 "give the target explicitly"
             )

@@ -27,6 +27,7 @@ EXPECTED = {
     "02_automatic_search",
     "03_comparing_strategies",
     "04_cost_models",
+    "05_fleet_and_targets",
 }
 
 # Run after the tour, in its kernel: the explorer widget exists, its editor applies a step
@@ -77,7 +78,20 @@ TOUR_PROBES = [
     """,
 ]
 
-PROBES = {"00_tour": TOUR_PROBES}
+# Run after notebook 05: the fleet it started is down, no process of it left behind.
+FLEET_PROBES = [
+    """
+    assert all(not p.is_alive() for p in fleet.processes), fleet.processes
+    assert not state.exists()
+    assert transfer.targets == tuple(t.key() for t in targets.values())
+    for k in transfer.targets:  # the diagonal: each target's best over itself
+        result = transfer.cell(k, k).result
+        assert result.status.value in ("ok", "noisy"), result.error_msg
+        assert result.status.value == "noisy" or transfer.slowdown(k, k) == 1.0
+    """,
+]
+
+PROBES = {"00_tour": TOUR_PROBES, "05_fleet_and_targets": FLEET_PROBES}
 
 
 def _kernel_env(db: Path) -> dict[str, str]:

@@ -13,8 +13,16 @@ import time
 import pytest
 
 from explorer import _tvm
-from explorer.fleet import LocalFleet, ServerSpec, start_fleet, stop_fleet, tracker_summary
+from explorer.fleet import (
+    LocalFleet,
+    ServerSpec,
+    start_fleet,
+    stop_fleet,
+    tracker_summary,
+    wait_for_devices,
+)
 from explorer.measure import Candidate, MeasureConfig, RemoteMeasurer
+from explorer.measure._remote import TargetNotReported
 from explorer.target import Target
 from explorer.testing import hooks
 from explorer.testing.contracts import MeasurerContract
@@ -187,3 +195,36 @@ def test_a_tracker_restarted_mid_batch_loses_nothing(tmp_path) -> None:
             os.killpg(replacement.pid, signal.SIGKILL)
             replacement.wait()
         stop_fleet(state)
+
+
+def test_a_plain_tvm_rpc_server_works_and_the_cli_says_which_target_it_assumed(
+    fleet: LocalFleet, tmp_path
+) -> None:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tvm.exec.rpc_server", "--tracker", str(fleet.tracker)]
+        + ["--key", "plain", "--host", "127.0.0.1", "--port", "9440", "--port-end", "9460"],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_devices(fleet.tracker, "plain", 1)
+        with RemoteMeasurer(fleet.tracker, "plain", FAST) as m:
+            with pytest.raises(TargetNotReported, match="plain TVM rpc_server"):
+                m.device_target()
+            mm = get_workload("matmul", M=64, N=64, K=64)
+            (result,) = m.measure([unscheduled(mm, Target.local_cpu())])
+        assert result.status is MeasureStatus.OK and result.device.startswith("plain@")
+        cli = subprocess.run(
+            [sys.executable, "-m", "explorer", "measure", "matmul", "-p", "M=32", "-p", "N=32"]
+            + ["-p", "K=32", "--tracker", str(fleet.tracker), "--key", "plain"]
+            + ["--db", str(tmp_path / "r.db")],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert cli.returncode == 0, cli.stderr
+        assert "assuming this machine's CPU" in cli.stderr and "on plain@" in cli.stdout
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
