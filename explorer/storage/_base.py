@@ -134,6 +134,7 @@ class TrialRow:
         trace_hash: ``trace_hash(candidate.trace)``: equal traces have equal hashes, so a trial
             that re-measures an earlier schedule is recognised without decoding either trace.
         is_remeasure: a re-timing of a schedule its run measured before (``NewTrial``).
+        device: the fleet device that measured it (``MeasureResult.device``), ``None`` here.
     """
 
     id: int
@@ -147,6 +148,7 @@ class TrialRow:
     trace_hash: int
     created_at: float
     is_remeasure: bool = False
+    device: str | None = None
 
     @property
     def is_ok(self) -> bool:
@@ -168,6 +170,7 @@ class TrialRow:
             trace_hash=trace_hash(record.candidate.trace),
             created_at=record.created_at,
             is_remeasure=record.is_remeasure,
+            device=result.device,
         )
 
 

@@ -48,7 +48,7 @@ def decode_trial(
     row: Sequence[Any], objects: Mapping[int, tuple[Workload, Target]]
 ) -> TrialRecord:
     (trial_id, run_id, seq, trace, decisions, status, run_secs, build_secs, error_msg, flops,
-     num_threads, predicted, created_at, is_remeasure) = row  # fmt: skip
+     num_threads, predicted, created_at, is_remeasure, device) = row  # fmt: skip
     workload, target = objects[run_id]
     return TrialRecord(
         id=int(trial_id),
@@ -67,6 +67,7 @@ def decode_trial(
             build_secs=build_secs,
             flops=int(flops),
             num_threads=num_threads,
+            device=device,
         ),
         predicted=_loads(predicted),
         created_at=float(created_at),
@@ -131,6 +132,7 @@ def snapshot(
     row: Sequence[Any],
     created_at: float,
     is_remeasure: bool = False,
+    device: str | None = None,
 ) -> TrialRecord:
     """The record just stored, rebuilt from the stored text: the caller keeps no reference into
     it, and it equals what a later query returns."""
@@ -148,6 +150,7 @@ def snapshot(
             build_secs=build_secs,
             flops=flops,
             num_threads=num_threads,
+            device=device,
         ),
         predicted=_loads(predicted),
         created_at=created_at,
@@ -197,7 +200,7 @@ _ROW_DECODER = json.JSONDecoder()
 def decode_row(row: Sequence[Any]) -> TrialRow:
     """A ``TrialRow`` from the columns ``SQLiteStore`` reads for ``trial_rows``."""
     (trial_id, run_id, seq, status, median, run_secs, predicted, decisions, trace,
-     created_at, is_remeasure) = row  # fmt: skip
+     created_at, is_remeasure, device) = row  # fmt: skip
     return TrialRow(
         id=trial_id,
         run_id=run_id,
@@ -210,4 +213,5 @@ def decode_row(row: Sequence[Any]) -> TrialRow:
         trace_hash=text_hash(trace),
         created_at=created_at,
         is_remeasure=bool(is_remeasure),
+        device=device,
     )

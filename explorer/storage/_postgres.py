@@ -191,8 +191,17 @@ class PostgresStore(SQLRecordStore):
                         f"{self.path} has schema version {version}, older than this code's "
                         f"{SCHEMA_VERSION}: open it once without read_only to upgrade it"
                     )
-                _create_tables(conn)
-                logger.info("%s: created the record tables in schema %s", self.path, schema)
+                if version == 0:
+                    _create_tables(conn)
+                    logger.info("%s: created the record tables in schema %s", self.path, schema)
+                    return schema
+                for upgrade in _UPGRADES[version - _CREATED_VERSION :]:
+                    upgrade(conn)
+                conn.execute(
+                    "UPDATE meta SET value = %s WHERE key = 'schema_version'",
+                    (str(SCHEMA_VERSION),),
+                )
+                logger.info("%s: upgraded from schema version %s", self.path, version)
                 return schema
         except _psycopg().Error as exc:
             raise self._explain(exc, "open") from None
@@ -436,9 +445,16 @@ _TABLES = (
     "FOR EACH ROW EXECUTE FUNCTION "
     "explorer_refuse('only a run''s ended_at and status may change')",
 )
+
+
 # Forward migrations from _CREATED_VERSION on, as in _schema.MIGRATIONS: _UPGRADES[i] takes
 # version _CREATED_VERSION + i to the next. A new SQLite migration needs its twin here.
-_UPGRADES: tuple[Any, ...] = ()
+def _add_device(conn: psycopg.Connection[Any]) -> None:
+    """Version 4 (SQLite's ``_migrate_to_v4``): the fleet device that measured a trial."""
+    conn.execute("ALTER TABLE trials ADD COLUMN device text")
+
+
+_UPGRADES: tuple[Any, ...] = (_add_device,)
 
 
 def _create_tables(conn: psycopg.Connection[Any]) -> None:

@@ -118,9 +118,16 @@ def _migrate_to_v3(conn: sqlite3.Connection) -> None:
         )
 
 
+def _migrate_to_v4(conn: sqlite3.Connection) -> None:
+    # MeasureResult.device: which fleet device measured a trial (`key@host:port`); NULL for
+    # this machine's own measurements, which all trials before v4 are.
+    conn.execute("ALTER TABLE trials ADD COLUMN device TEXT")
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_to_v1,
     _migrate_to_v2,
     _migrate_to_v3,
+    _migrate_to_v4,
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -57,17 +57,18 @@ RUN_COLUMNS = (
 )
 TRIAL_COLUMNS = (
     "id, run_id, seq, trace_json, decisions_json, status, run_secs_json, build_secs, error_msg, "
-    "flops, num_threads, predicted_json, created_at, is_remeasure"
+    "flops, num_threads, predicted_json, created_at, is_remeasure, device"
 )
 # Every stored column of the two tables, in one order: what a copy between stores moves.
 ALL_RUN_COLUMNS = (
     "id, workload_key, workload_json, target_key, target_json, strategy, settings_json, "
     f"environment_json, started_at, ended_at, status, {OWNER_COLUMNS}"
 )
+# (is_remeasure second to last and device last in ALL_TRIAL_COLUMNS: ``_chunks`` relies on it)
 ALL_TRIAL_COLUMNS = (
     "id, run_id, seq, workload_key, target_key, trace_json, decisions_json, status, "
     "run_secs_json, median_secs, gflops, flops, build_secs, error_msg, num_threads, "
-    "predicted_json, created_at, is_remeasure"
+    "predicted_json, created_at, is_remeasure, device"
 )
 # A run is the same run in two databases when these agree (``merge_from``).
 _IDENTITY = "workload_key, target_key, strategy, settings_json, environment_json, started_at"
@@ -80,8 +81,8 @@ _INSERT_RUN = (
 _INSERT_TRIAL = (
     "INSERT INTO trials (run_id, seq, workload_key, target_key, trace_json, decisions_json, "
     "status, run_secs_json, median_secs, gflops, flops, build_secs, error_msg, num_threads, "
-    "predicted_json, created_at, is_remeasure) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
+    "predicted_json, created_at, is_remeasure, device) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
 )
 
 
@@ -270,13 +271,29 @@ class SQLRecordStore(RecordStore):
                 "SELECT COALESCE(MAX(seq) + 1, 0) FROM trials WHERE run_id = ?", (run_id,)
             ).fetchone()
             values = [
-                (run_id, first_seq + i, *keys, *row, now, bool(trials[i].is_remeasure))
+                (
+                    run_id,
+                    first_seq + i,
+                    *keys,
+                    *row,
+                    now,
+                    bool(trials[i].is_remeasure),
+                    trials[i].result.device,
+                )
                 for i, row in enumerate(rows)
             ]
             ids = self._insert_all(conn, _INSERT_TRIAL, values)
             self._inserted(conn, run_id, ids)
         records = [
-            snapshot(trial_id, run, first_seq + i, rows[i], now, trials[i].is_remeasure)
+            snapshot(
+                trial_id,
+                run,
+                first_seq + i,
+                rows[i],
+                now,
+                trials[i].is_remeasure,
+                trials[i].result.device,
+            )
             for i, trial_id in enumerate(ids)
         ]
         self._notify(records)
@@ -347,7 +364,7 @@ class SQLRecordStore(RecordStore):
         chunk_rows = self._rows_per_read()
         columns = (
             "id, run_id, seq, status, median_secs, run_secs_json, predicted_json, "
-            f"decisions_json, {self._TRACE_BYTES_SQL}, created_at, is_remeasure"
+            f"decisions_json, {self._TRACE_BYTES_SQL}, created_at, is_remeasure, device"
         )
         sql = f"SELECT {columns} FROM trials{where} ORDER BY {key} LIMIT {chunk_rows}"
         out: list[TrialRow] = []
@@ -494,7 +511,7 @@ class SQLRecordStore(RecordStore):
             if not rows:
                 return
             if table == "trials":  # is_remeasure: SQLite's 0/1, PostgreSQL's boolean
-                rows = [(*row[:-1], bool(row[-1])) for row in rows]
+                rows = [(*row[:-2], bool(row[-2]), row[-1]) for row in rows]
             yield rows
             after = int(rows[-1][0])
 

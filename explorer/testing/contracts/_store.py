@@ -194,7 +194,8 @@ class RecordStoreContract:
         run = store.create_run(workload, target, "random")
         batch = [
             make_trial(workload, target, (3e-3, 1e-3, 2e-3), trace=1, predicted={"xgb": 0.7},
-                       decisions={"tile": [8, 8]}, build_secs=0.25, num_threads=2),
+                       decisions={"tile": [8, 8]}, build_secs=0.25, num_threads=2,
+                       device="board@10.0.0.7:9091"),
             make_trial(workload, target, None, status=BUILD_ERROR),
         ]  # fmt: skip
         records = store.add_trials(run.id, batch)
@@ -206,6 +207,11 @@ class RecordStoreContract:
         assert records[1].status is BUILD_ERROR and records[1].result.error_msg
         assert store.trials(run_id=run.id) == records
         assert [store.get_trial(r.id) for r in records] == records
+        # which fleet device measured it (None: this machine), in records and in rows
+        assert [r.result.device for r in records] == ["board@10.0.0.7:9091", None]
+        assert [r.device for r in store.trial_rows(run_id=run.id)] == [
+            r.result.device for r in records
+        ]
 
     def test_returned_records_are_immutable_snapshots(
         self,

@@ -51,9 +51,12 @@ def test_up_status_tune_measure_down(tmp_path) -> None:
         with sqlite3.connect(db) as conn:
             targets = {t for (t,) in conn.execute("SELECT DISTINCT target_key FROM runs")}
             trials = conn.execute("SELECT count(*) FROM trials WHERE is_remeasure = 0").fetchone()
+            devices = dict(conn.execute("SELECT device, count(*) FROM trials GROUP BY device"))
         # the devices' own targets: the AVX2 one and the 1-thread one, not this machine's
         assert any(t.startswith("llvm:x86-64-v3:1") for t in targets), targets
         assert trials[0] >= 6 + 1  # every trial of the search, and the manual measurement
+        # every record says which device measured it
+        assert None not in devices and all(d.split("@")[0] in ("local", "avx2") for d in devices)
     finally:
         down = explorer("fleet", "down", env=env)
     assert down.returncode == 0, down.stderr

@@ -35,8 +35,8 @@ def test_csv_has_one_row_per_trial_joined_with_its_run(filled, tmp_path, workloa
         rows = list(csv.DictReader(fh))
     assert list(rows[0]) == [
         "trial_id", "run_id", "strategy", "workload", "target", "seq", "status", "median_secs",
-        "gflops", "build_secs", "num_repeats", "is_remeasure", "is_baseline", "run_secs_0",
-        "run_secs_1", "run_secs_2",
+        "gflops", "build_secs", "num_repeats", "is_remeasure", "is_baseline", "device",
+        "run_secs_0", "run_secs_1", "run_secs_2",
         "pred_random", "pred_xgb", "error_msg", "created_at",
     ]  # fmt: skip
     ok, failed, other = rows
@@ -55,6 +55,7 @@ def test_csv_has_one_row_per_trial_joined_with_its_run(filled, tmp_path, workloa
     assert failed["median_secs"] == "" and failed["num_repeats"] == "0"
     assert ok["is_remeasure"] == failed["is_remeasure"] == "0"
     assert ok["is_baseline"] == failed["is_baseline"] == "0"  # no unscheduled program here
+    assert ok["device"] == ""  # measured on this machine, not on a fleet device
     assert failed["error_msg"] == 'line 1, "quoted"\nline 2'  # quoting survives
     assert float(ok["created_at"]) == trials[0].created_at
 

@@ -412,3 +412,22 @@ def test_import_merges_new_runs_and_trials_both_ways(
         assert [_without_ids(copy, r) for r in copy.runs()] == [
             _without_ids(shared, r) for r in shared.runs()
         ]
+
+
+def test_a_version_3_database_is_upgraded_in_place_keeping_its_trials(
+    pg_url, workload, target, make_trial
+):
+    with PostgresStore(pg_url) as store:  # a database as version 3 wrote it: no device column
+        run = store.create_run(workload, target, "random")
+        store.add_trials(run.id, [make_trial(workload, target, 2e-3)])
+    _sql(pg_url, "ALTER TABLE trials DROP COLUMN device")
+    _sql(pg_url, "UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match="version 3, older than this code's"):
+        PostgresStore(pg_url, read_only=True)
+    with PostgresStore(pg_url) as store:
+        (old,) = store.trials()
+        assert old.median_secs == 2e-3 and old.result.device is None
+        (new,) = store.add_trials(run.id, [make_trial(workload, target, device="a@h:1")])
+        assert store.get_trial(new.id).result.device == "a@h:1"
+    (version,) = _sql(pg_url, "SELECT value FROM meta WHERE key = 'schema_version'")
+    assert version == (str(SCHEMA_VERSION),) and SCHEMA_VERSION == 4
