@@ -112,6 +112,7 @@ class PostgresServer:
     def stop(self) -> None:
         if self._started:
             self._started = False
+            self._pid = self.pid()
             with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
                 self._run(
                     str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir / "data"),
@@ -119,8 +120,23 @@ class PostgresServer:
                 )  # fmt: skip
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
+    def pid(self) -> int | None:
+        """The postmaster's process id while it runs (from its ``postmaster.pid``)."""
+        try:
+            return int((self.data_dir / "data" / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
     def is_running(self) -> bool:
-        return (self.data_dir / "data" / "postmaster.pid").exists()
+        """Whether the server (or, once stopped, the process it ran as) is still alive."""
+        pid = self.pid() or getattr(self, "_pid", None)
+        if pid is None:
+            return False
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                return fh.read().split(")")[-1].split()[0] != "Z"  # a zombie has ended
+        except OSError:
+            return False
 
     def log(self) -> str:
         try:
