@@ -38,17 +38,17 @@ class Registry(Mapping[str, F], Generic[F, T]):
     Example:
         >>> from explorer.measure import MEASURERS
         >>> sorted(MEASURERS)
-        ['local', 'replay']
+        ['local', 'remote', 'replay']
         >>> type(MEASURERS.make("replay", records_or_lookup={})).__name__
         'ReplayMeasurer'
         >>> MEASURERS.make("replay", bogus=1)
         Traceback (most recent call last):
           ...
         TypeError: make_measurer('replay'): unknown argument(s) bogus; valid: records_or_lookup
-        >>> MEASURERS.make("remote")
+        >>> MEASURERS.make("fleet")
         Traceback (most recent call last):
           ...
-        explorer.errors.UnknownPluginError: unknown measurer 'remote'; valid names: local, replay
+        explorer.errors.UnknownPluginError: unknown measurer 'fleet'; valid names: local, ...
     """
 
     def __init__(self, kind: str, base: type, factories: Mapping[str, F]) -> None:

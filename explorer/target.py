@@ -68,7 +68,10 @@ class Target:
     def local_cpu(cls, num_cores: int | None = None) -> Target:
         """Describe this machine's CPU: LLVM name, cores, vector width and cache sizes."""
         cpu = _detect_cpu()
-        return cpu if num_cores is None else replace(cpu, num_cores=num_cores)
+        if num_cores is None or num_cores == cpu.num_cores:
+            return cpu
+        name = f"{_cpu_model()} ({cpu.mcpu}, {num_cores} core{'s' * (num_cores != 1)})"
+        return replace(cpu, num_cores=num_cores, name=name)
 
     @classmethod
     def cuda(cls, device_id: int = 0) -> Target:

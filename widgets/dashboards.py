@@ -129,6 +129,16 @@ class Dashboards:
         )
         self.check_button.add_class("se-check-unchecked")
         self.check_button.on_click(lambda _button: self.check_unchecked())
+        # The same workload's runs on the other targets too (a fleet's devices, say), as more
+        # groups of the convergence and strategy plots; the other two plots stay per target.
+        self.all_targets = w.Checkbox(
+            value=False,
+            description="Every target in the convergence and strategy plots",
+            indent=False,
+            layout=w.Layout(width="auto"),
+        )
+        self.all_targets.add_class("se-all-targets")
+        self.all_targets.observe(lambda _change: self._schedule(immediately=True), "value")
         # "Save report": the runs shown, as one HTML file to share (explorer.report).
         self._report_jobs = JobRunner("explorer-report")
         self.report_name = w.Text(value="report.html", layout=w.Layout(width="14em"))
@@ -148,6 +158,7 @@ class Dashboards:
                     [
                         w.HBox([self.status, self.check_button]),
                         self.notice,
+                        self.all_targets,
                         w.HBox([self.report_name, self.report_button, self.report_status]),
                     ]
                 ),
@@ -190,6 +201,8 @@ class Dashboards:
         if mine:
             self._pending.extend(mine)
             self._schedule()
+        elif self.all_targets.value and any(r.candidate.workload.key() == wk for r in records):
+            self._schedule()  # another target's runs are read from the store at the refresh
 
     def _schedule(self, *, immediately: bool = False) -> None:
         """Refresh soon; batches arriving meanwhile join that refresh."""
@@ -204,9 +217,10 @@ class Dashboards:
             return
         workload, target, table = self._workload, self._target, self._table
         pending, self._pending = self._pending, []
+        every = self.all_targets.value
         self._jobs.submit(
             "dashboard refresh",
-            lambda _job: self._compute(workload, target, table, pending),
+            lambda _job: self._compute(workload, target, table, pending, all_targets=every),
             on_done=self._refreshed,
         )
 
@@ -232,7 +246,10 @@ class Dashboards:
         if self._workload is None or self._target is None:
             return
         pending, self._pending = self._pending, []
-        self._draw(self._compute(self._workload, self._target, self._table, pending))
+        every = self.all_targets.value
+        self._draw(
+            self._compute(self._workload, self._target, self._table, pending, all_targets=every)
+        )
 
     def _compute(
         self,
@@ -240,6 +257,8 @@ class Dashboards:
         target: Target,
         table: TrialTable | None,
         pending: list[TrialRecord],
+        *,
+        all_targets: bool = False,
     ) -> _Frame:
         """Everything a refresh shows, from the store (any thread; writes no widget)."""
         if table is None:
@@ -249,6 +268,11 @@ class Dashboards:
             table = table.extend(r for r, k in zip(pending, known, strict=True) if not k)
         runs = self.ctx.store.runs(workload=workload, target=target)
         curves = [run_curve(table, run) for run in runs]
+        if all_targets:  # one group per (strategy, target) in the plots
+            others = self.ctx.store.runs(workload=workload)
+            curves += [
+                run_curve(self.ctx.store, r) for r in others if r.target.key() != target.key()
+            ]
         searches = [c for c in curves if c.run.strategy != MANUAL]
         conv = convergence_info(curves, metric=self.metric)
         infos: dict[str, Any] = dict(

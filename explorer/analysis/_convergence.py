@@ -399,9 +399,14 @@ def _grouped(curves: Sequence[RunCurve]) -> dict[tuple[str, str], list[RunCurve]
 
 def _label(strategy: str, run: RunInfo, curves: Sequence[RunCurve]) -> str:
     # The target only matters to the reader when the runs span several.
-    if len({c.run.target.key() for c in curves}) <= 1:
+    targets = {c.run.target.key(): c.run.target.name for c in curves}
+    if len(targets) <= 1:
         return strategy
-    return f"{strategy} @ {run.target.name or run.target.key()}"
+    # The name reads better, but two targets may share one (runs stored before names said the
+    # core count, or a device that names itself like another): the key is unique.
+    names = list(targets.values())
+    name = run.target.name
+    return f"{strategy} @ {name if name and names.count(name) == 1 else run.target.key()}"
 
 
 def _display(secs: float, run: RunInfo, metric: Metric) -> float:

@@ -300,3 +300,33 @@ def test_unchecked_timings_offer_a_check_that_measures_them(candidates) -> None:
         dash.close()
     finally:
         ctx.close()
+
+
+def test_every_target_adds_the_other_targets_runs_as_groups(dash, dctx, candidates):
+    # Issue 11: one workload tuned for several targets (a fleet's devices) side by side.
+    mine = candidates[MATMUL.key()]
+    other_target = Target.local_cpu(num_cores=1)
+    assert other_target.key() != dctx.target.key()
+    theirs = [Candidate(c.workload, other_target, c.trace) for c in mine]
+    add(dctx, mine, "random", [3.0, 2.0, 1.5])
+    add(dctx, theirs, "random", [6.0, 5.0, 4.5])
+    add(dctx, theirs, "evolutionary", [5.5, 4.0, 3.9])
+    dash.refresh()
+    assert {g.target_key for g in dash.infos["convergence"].groups} == {dctx.target.key()}
+    dash.all_targets.value = True
+    dash.refresh()
+    groups = dash.infos["convergence"].groups
+    assert {(g.strategy, g.target_key) for g in groups} == {
+        ("random", dctx.target.key()),
+        ("random", other_target.key()),
+        ("evolutionary", other_target.key()),
+    }
+    assert len({g.label for g in groups}) == 3  # the labels tell the targets apart
+    assert {g.target_key for g in dash.infos["comparison"].groups} == {
+        dctx.target.key(),
+        other_target.key(),
+    }
+    assert len(dash.pred_vs_meas_fig.data[0].x) == 3  # the per-schedule plots stay per target
+    dash.all_targets.value = False
+    dash.refresh()
+    assert {g.target_key for g in dash.infos["convergence"].groups} == {dctx.target.key()}
