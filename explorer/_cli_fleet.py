@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from typing import Any
 
 from explorer._cli_args import (
@@ -43,10 +44,8 @@ def measurer_for(args: argparse.Namespace, config: Any = None) -> Any:
         return LocalMeasurer(config)
     if args.target != "cpu":
         raise UsageError("--tracker measures CPU targets only so far (not --target cuda)")
-    if args.threads is not None:
-        config = MeasureConfig(
-            **{**(config.__dict__ if config is not None else {}), "num_threads": args.threads}
-        )
+    if args.threads is not None:  # applied on the device, for each session
+        config = replace(config or MeasureConfig(), num_threads=args.threads)
     try:
         return RemoteMeasurer(args.tracker, args.key or "local", config)
     except ValueError as exc:
@@ -56,8 +55,6 @@ def measurer_for(args: argparse.Namespace, config: Any = None) -> Any:
 def fleet_target(args: argparse.Namespace, measurer: Any) -> Any:
     """The target of ``--tracker``'s devices (as they report it), ``--threads`` applied; a
     plain TVM ``rpc_server`` reports none, and this machine's CPU is assumed (and said)."""
-    from dataclasses import replace
-
     from explorer.measure._remote import TargetNotReported
     from explorer.target import Target
 

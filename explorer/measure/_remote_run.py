@@ -15,7 +15,6 @@ hangs), ``"wrong"`` (the output differs from NumPy) or ``"run"`` (the kernel fai
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 from collections.abc import Callable
 from typing import Any
@@ -25,7 +24,7 @@ import numpy as np
 from explorer import _tvm
 from explorer.errors import FleetError
 from explorer.fleet._tracker import QueueTimeout, TrackerAddress, device_info, open_session
-from explorer.measure._timing import message, timed_rounds
+from explorer.measure._timing import message, time_main
 
 Reference = Callable[[Any, int, bool], tuple[list[Any], Any]]
 
@@ -77,22 +76,7 @@ def _run(session: Any, req: dict[str, Any], workload: Any, reference: Reference)
     # On the device, not one RPC call per run: a warm-up loop over the network would time the
     # network.
     module.time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=max(warmup_ms, 1))(*args)
-    timer = module.time_evaluator(
-        "main",
-        dev,
-        number=1,
-        repeat=int(req["repeat"]),
-        min_repeat_ms=int(round(float(req["min_repeat_secs"]) * 1000)),
-        cooldown_interval_ms=0,
-        repeats_to_cooldown=1,
-        cache_flush_bytes=int(req.get("cache_flush_bytes", 0)),
-    )
-    run_secs, rounds = timed_rounds(
-        lambda: [float(x) for x in timer(*args).results],
-        max_rounds=int(req.get("timing_rounds", 1)),
-        max_spread=float(req.get("max_spread", math.inf)),
-        budget_secs=float(req.get("timing_budget_secs", math.inf)),
-    )
+    run_secs, rounds = time_main(module, dev, args, req)
     threads = int(session.get_function("runtime.NumThreads")())
     return {
         "ok": True,

@@ -49,6 +49,29 @@ def timed_rounds(
     return min(rounds, key=_spread), len(rounds)
 
 
+def time_main(
+    module: Any, dev: Any, args: list[Any], req: dict[str, Any]
+) -> tuple[list[float], int]:
+    """Time ``module["main"]`` on ``dev`` with TVM's ``time_evaluator`` (on the device itself,
+    local or remote), in rounds per the run request's settings (``timed_rounds``)."""
+    timer = module.time_evaluator(
+        "main",
+        dev,
+        number=1,  # grown by TVM until one repeat lasts min_repeat_ms
+        repeat=int(req["repeat"]),
+        min_repeat_ms=int(round(float(req["min_repeat_secs"]) * 1000)),
+        cooldown_interval_ms=0,
+        repeats_to_cooldown=1,
+        cache_flush_bytes=int(req.get("cache_flush_bytes", 0)),
+    )
+    return timed_rounds(
+        lambda: [float(x) for x in timer(*args).results],
+        max_rounds=int(req.get("timing_rounds", 1)),
+        max_spread=float(req.get("max_spread", math.inf)),
+        budget_secs=float(req.get("timing_budget_secs", math.inf)),
+    )
+
+
 def message(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     if len(text) > MAX_ERROR_CHARS:

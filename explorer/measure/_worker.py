@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import collections
 import importlib
-import math
 import os
 import signal
 import sys
@@ -50,7 +49,7 @@ import numpy as np
 from explorer import _tvm
 from explorer.measure._protocol import read_message, write_message
 from explorer.measure._timing import message as _message
-from explorer.measure._timing import timed_rounds as _timed_rounds
+from explorer.measure._timing import time_main
 from explorer.measure._timing import warm_up as _warm_up
 from explorer.session._trace_check import replay_decisions
 from explorer.target import Target
@@ -164,22 +163,7 @@ class _Worker:
                 if mismatch is not None:
                     return {"ok": False, "stage": "wrong", "error": mismatch}
             _warm_up(module["main"], args, float(req.get("warmup_secs", 0.0)))
-            timer = module.time_evaluator(
-                "main",
-                dev,
-                number=1,  # grown by TVM until one repeat lasts min_repeat_ms
-                repeat=int(req["repeat"]),
-                min_repeat_ms=int(round(float(req["min_repeat_secs"]) * 1000)),
-                cooldown_interval_ms=0,
-                repeats_to_cooldown=1,
-                cache_flush_bytes=int(req.get("cache_flush_bytes", 0)),
-            )
-            run_secs, rounds = _timed_rounds(
-                lambda: [float(x) for x in timer(*args).results],
-                max_rounds=int(req.get("timing_rounds", 1)),
-                max_spread=float(req.get("max_spread", math.inf)),
-                budget_secs=float(req.get("timing_budget_secs", math.inf)),
-            )
+            run_secs, rounds = time_main(module, dev, args, req)
         except Exception as exc:  # noqa: BLE001
             msg = _message(exc)
             if isinstance(exc, MemoryError) or "alloc" in msg.lower():

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -16,6 +17,7 @@ from explorer import _tvm
 from explorer.fleet import (
     LocalFleet,
     ServerSpec,
+    default_servers,
     start_fleet,
     stop_fleet,
     tracker_summary,
@@ -37,6 +39,18 @@ FAST = MeasureConfig(
     # About statuses and devices, not timing quality (the servers share 2 cores with the test).
     max_spread=math.inf,
 )
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFleet]:
+    """Two 1-thread servers under key ``local``, each pinned to its own core."""
+    state = tmp_path_factory.mktemp("fleet") / "fleet.json"
+    running = start_fleet(default_servers(2, threads=1), state=state, port=9250)
+    try:
+        yield running
+    finally:
+        stop_fleet(state)
+    assert not [p for p in running.processes if p.is_alive()], "fleet down left processes"
 
 
 def unscheduled(workload: Workload, target: Target) -> Candidate:
