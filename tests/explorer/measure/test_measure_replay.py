@@ -16,6 +16,7 @@ from explorer.measure import (
     MeasureConfig,
     Measurer,
     MeasureResult,
+    RemoteMeasurer,
     ReplayMeasurer,
     confirm_best,
     make_measurer,
@@ -117,7 +118,11 @@ def test_confirm_best_with_the_local_measurer(mm, target):
 
 
 def test_registry():
-    assert MEASURERS == {"local": LocalMeasurer, "replay": ReplayMeasurer}
+    assert MEASURERS == {
+        "local": LocalMeasurer,
+        "remote": RemoteMeasurer,
+        "replay": ReplayMeasurer,
+    }
     m = make_measurer("local", config=MeasureConfig(repeat=2), num_build_workers=1)
     assert isinstance(m, LocalMeasurer) and m.config.repeat == 2
     assert m.worker_pids() == {"build": [], "run": []}  # constructing starts nothing
