@@ -130,7 +130,7 @@ def test_registry():
     assert make_measurer(m) is m
     with pytest.raises(TypeError, match="given with a ready"):
         make_measurer(m, seed=1)
-    with pytest.raises(UnknownPluginError, match="local, replay") as info:
+    with pytest.raises(UnknownPluginError, match="local, remote, replay") as info:
         make_measurer("nope")
     assert isinstance(info.value, KeyError)
     with pytest.raises(TypeError, match="unknown argument.*bogus"):
