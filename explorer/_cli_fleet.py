@@ -71,6 +71,7 @@ def fleet_target(args: argparse.Namespace, measurer: Any) -> Any:
 # -- explorer fleet ---------------------------------------------------------------------------
 def cmd_fleet_up(args: argparse.Namespace) -> int:
     from explorer.fleet import ServerSpec, default_servers, start_fleet
+    from explorer.target import available_cores
 
     if args.cores and args.servers != 1:
         raise UsageError("--cores pins one server; use it with --servers 1")
@@ -100,6 +101,13 @@ def cmd_fleet_up(args: argparse.Namespace) -> int:
         assert p.spec is not None
         print(f"  {_describe(p.spec)} on port {p.port} (pid {p.identity.pid})")
     print(f"measure on it with: --tracker {fleet.tracker} --key {args.key}")
+    threads = sum(p.spec.threads or available_cores() for p in fleet.servers if p.spec)
+    if threads > available_cores():
+        print(
+            f"note: the servers have {threads} threads in all on {available_cores()} cores: "
+            "kernels timed at the same time on two of them compete for the cores (fine for "
+            "trying things out, not for numbers to publish)"
+        )
     return EXIT_OK
 
 

@@ -32,6 +32,7 @@ def test_up_status_tune_measure_down(tmp_path) -> None:
         more = ("fleet", "up", "--servers", "1", "--key", "avx2", "--threads", "1")
         up2 = explorer(*more, "--mcpu", "x86-64-v3", env=env)
         assert up2.returncode == 0, up2.stderr
+        assert "note:" not in up2.stdout  # 2 one-thread servers on 2 cores do not compete
         pids = [p["identity"]["pid"] for p in json.loads(state.read_text())["processes"]]
         assert len(pids) == 3  # one tracker, two servers
 
