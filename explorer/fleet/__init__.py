@@ -6,6 +6,8 @@
   each in its own process group (``explorer fleet up|down|status``), so that a laptop, a test
   and a tutorial run a real fleet. Servers may differ in threads, pinned cores and the CPU
   their kernels are compiled for (``ServerSpec``), which makes them different targets.
+* ``fleet_status``, ``DeviceTally``: a tracker's devices by key joined with what the record
+  database says each device measured (trials, trials per minute, errors): the fleet panel's view.
 * ``measure_transfer``: each target's best schedule timed on every target (how much a
   schedule tuned for one target loses on another; ``explorer.analysis.TransferInfo``).
 * Measuring on a fleet is ``explorer.measure.RemoteMeasurer``'s job.
@@ -25,6 +27,14 @@ from explorer.fleet._local import (
     state_path,
     stop_fleet,
 )
+from explorer.fleet._status import (
+    DeviceStatus,
+    DeviceTally,
+    FleetStatus,
+    KeyStatus,
+    fleet_status,
+    trial_device,
+)
 from explorer.fleet._tracker import (
     QueueInfo,
     ServerEntry,
@@ -37,6 +47,10 @@ from explorer.fleet._transfer import measure_transfer
 
 __all__ = [
     "DEFAULT_PORT",
+    "DeviceStatus",
+    "DeviceTally",
+    "FleetStatus",
+    "KeyStatus",
     "LocalFleet",
     "QueueInfo",
     "ServerEntry",
@@ -44,11 +58,13 @@ __all__ = [
     "TrackerAddress",
     "TrackerSummary",
     "default_servers",
+    "fleet_status",
     "measure_transfer",
     "read_fleet",
     "start_fleet",
     "state_path",
     "stop_fleet",
     "tracker_summary",
+    "trial_device",
     "wait_for_devices",
 ]
