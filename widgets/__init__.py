@@ -25,6 +25,7 @@ from widgets.dashboards import Dashboards  # noqa: E402
 from widgets.editor import ScheduleEditor  # noqa: E402
 from widgets.explorer import Explorer  # noqa: E402
 from widgets.expression import ExpressionBuilder  # noqa: E402
+from widgets.fleet import FleetPanel  # noqa: E402
 from widgets.search_panel import SearchPanel  # noqa: E402
 
 __all__: list[str] = [
@@ -32,6 +33,7 @@ __all__: list[str] = [
     "Dashboards",
     "Explorer",
     "ExpressionBuilder",
+    "FleetPanel",
     "ScheduleEditor",
     "SearchPanel",
     "make_convergence_figure",

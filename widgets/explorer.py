@@ -1,7 +1,8 @@
 """``Explorer``: the whole notebook UI in one object, ready to display.
 
 It composes the panels around one shared ``Context``: the workload builder on top, then tabs for
-hand-scheduling (editor and cost side by side), search and dashboards. Each panel is also usable
+hand-scheduling (editor and cost side by side), search, dashboards and the fleet (its polling runs
+while its tab is shown). Each panel is also usable
 alone (``ExpressionBuilder(ctx)`` ...); the ``Explorer`` only wires them to one context.
 """
 
@@ -22,10 +23,12 @@ from widgets.cost import CostPanel
 from widgets.dashboards import Dashboards
 from widgets.editor import ScheduleEditor
 from widgets.expression import ExpressionBuilder
+from widgets.fleet import FleetPanel
 from widgets.search_panel import SearchPanel
 
 DEFAULT_WORKLOAD = ("matmul", {"M": 128, "N": 128, "K": 128})
 """What ``Explorer()`` opens: small enough that a measurement takes well under a second."""
+FLEET_TAB = 3
 
 
 class Explorer:
@@ -60,6 +63,7 @@ class Explorer:
         self.cost = CostPanel(self.ctx)
         self.search = SearchPanel(self.ctx)
         self.dashboards = Dashboards(self.ctx)
+        self.fleet = FleetPanel(self.ctx, autostart=False)
 
         # The editor gets the width: its loop table, TVMScript and help examples need ~800 px.
         # The cost panel sits beside it only when both fit (a wide screen), else it wraps below
@@ -76,10 +80,12 @@ class Explorer:
         self.cost.widget.layout.padding = "0 0 0 12px"
         self.cost.widget.layout.border_left = "1px solid #ddd"
         self.tabs = w.Tab(
-            children=[schedule, self.search.widget, self.dashboards.widget],
-            titles=("Schedule", "Search", "Dashboards"),
+            children=[schedule, self.search.widget, self.dashboards.widget, self.fleet.widget],
+            titles=("Schedule", "Search", "Dashboards", "Fleet"),
         )
         self.tabs.add_class("se-tabs")
+        # The fleet panel asks its tracker every few seconds: only while someone looks at it.
+        self.tabs.observe(lambda _: self._sync_fleet_polling(), names="selected_index")
         # A point clicked in the dashboards opens in the editor: show it there.
         self.dashboards.on_open = lambda _record: setattr(self.tabs, "selected_index", 0)
         self._root = w.VBox([self.builder.widget, self.tabs])
@@ -105,12 +111,27 @@ class Explorer:
         self.ctx.set_session(session)
         return session
 
+    def _sync_fleet_polling(self) -> None:
+        if self.tabs.selected_index == FLEET_TAB:
+            self.fleet.start_polling()
+        else:
+            self.fleet.stop_polling()
+
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self._root._repr_mimebundle_(**kwargs)
 
     def close(self) -> None:
-        """Stop background work, release the measurer's workers and close the widgets."""
-        for panel in (self.dashboards, self.search, self.cost, self.editor, self.builder):
+        """Stop background work, release the measurer's workers and close the widgets (a
+        fleet started from the Fleet tab keeps running: its Stop button or
+        ``explorer fleet down`` stops it)."""
+        for panel in (
+            self.fleet,
+            self.dashboards,
+            self.search,
+            self.cost,
+            self.editor,
+            self.builder,
+        ):
             close = getattr(panel, "close", None)
             if close is not None:
                 close()

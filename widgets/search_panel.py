@@ -4,17 +4,30 @@ The search runs on ``ctx.search_jobs`` (one worker thread) through ``Tuner.run``
 polls nothing: the tuner's ``on_progress`` moves the bar, ``Stop`` asks the job to cancel (the
 tuner checks between batches), and the job's ``on_done`` reports how it ended. Trials reach the
 dashboards through the store's subscription, not through this panel.
+
+"Measure on" picks where: this machine (the context's measurer) or a fleet, a TVM RPC tracker's
+devices of one key (``RemoteMeasurer``). A fleet search's target is the one its devices report,
+asked on the search's worker before anything is stored (so a tracker that does not answer or a
+key without devices is one sentence, and no run is created); the panel closes the
+``RemoteMeasurer`` it made when the search ends.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import ipywidgets as w
 
-from explorer.search import STRATEGIES, capabilities, make_strategy
+from explorer.errors import FleetError
+from explorer.fleet import TrackerAddress, read_fleet, tracker_summary
+from explorer.measure import MeasureConfig, Measurer, RemoteMeasurer
+from explorer.measure._remote import TargetNotReported
+from explorer.search import STRATEGIES, SearchStrategy, capabilities, make_strategy
+from explorer.target import Target
 from explorer.tuner import TuneProgress, Tuner, TuneResult
 from widgets import _ui
 from widgets._context import Context
@@ -24,6 +37,12 @@ from widgets._style import themed
 log = logging.getLogger(__name__)
 
 NO_MODEL = "(none)"
+THIS_MACHINE = "local"
+FLEET = "fleet"
+
+
+class NotStarted(Exception):
+    """A fleet search that could not start (no tracker, no such key): nothing was stored."""
 
 
 class SearchPanel:
@@ -32,11 +51,16 @@ class SearchPanel:
     Args:
         ctx: the shared context (store, target, session, ``search_jobs``, ``make_measurer``).
         batch_size: candidates measured per round (the ``Tuner``'s; Stop acts between rounds).
+        fleet_config: timing settings of the ``RemoteMeasurer`` a fleet search makes (default:
+            ``MeasureConfig()``).
+        fleet_state: the local fleet's state file, whose tracker the fleet option proposes
+            (default: ``explorer fleet``'s).
 
     Attributes:
         widget: the panel to display.
         job: the last search job (``None`` before the first Start).
         result: the last finished search's ``TuneResult``.
+        fleet_target: the target the devices of the last fleet search reported.
 
     Example:
         >>> panel = SearchPanel(ctx)  # doctest: +SKIP
@@ -44,11 +68,21 @@ class SearchPanel:
         >>> job = panel.start()  # doctest: +SKIP
     """
 
-    def __init__(self, ctx: Context, *, batch_size: int = 8) -> None:
+    def __init__(
+        self,
+        ctx: Context,
+        *,
+        batch_size: int = 8,
+        fleet_config: MeasureConfig | None = None,
+        fleet_state: str | os.PathLike[str] | None = None,
+    ) -> None:
         self.ctx = ctx
         self.batch_size = batch_size
+        self.fleet_config = fleet_config
+        self.fleet_state = fleet_state
         self.job: Job | None = None
         self.result: TuneResult | None = None
+        self.fleet_target: Target | None = None
 
         names = list(STRATEGIES)
         self.strategy = _tagged(
@@ -78,6 +112,22 @@ class SearchPanel:
             ),
             "se-target",
         )
+        self.measure_on = _tagged(
+            w.Dropdown(
+                options=[("this machine", THIS_MACHINE), ("a fleet (TVM RPC tracker)", FLEET)],
+                value=THIS_MACHINE,
+                description="Measure on",
+            ),
+            "se-measure-on",
+        )
+        self.fleet_tracker = _tagged(
+            w.Text(value="", placeholder="HOST:PORT", description="Tracker"), "se-search-tracker"
+        )
+        self.fleet_key = _tagged(w.Text(value="local", description="Key"), "se-search-key")
+        self.target_note = _tagged(w.Label(value=""), "se-target-note")
+        self.fleet_row = w.HBox(
+            [self.fleet_tracker, self.fleet_key], layout=w.Layout(display="none")
+        )
         self.from_session = _tagged(
             w.Checkbox(value=False, description="Start from my schedule", indent=False),
             "se-from-session",
@@ -98,6 +148,8 @@ class SearchPanel:
         self.status = _tagged(w.Label(value="Ready."), "se-search-status")
 
         self.strategy.observe(lambda _: self._guard(self._sync_options), names="value")
+        self.measure_on.observe(lambda _: self._guard(self._sync_measure_on), names="value")
+        self.fleet_key.observe(lambda _: self._guard(self._sync_measure_on), names="value")
         self.start_button.on_click(lambda _: self._guard(self.start))
         self.stop_button.on_click(lambda _: self._guard(self.stop))
         self.open_best_button.on_click(lambda _: self._guard(self.open_best))
@@ -109,6 +161,8 @@ class SearchPanel:
                 w.HBox([self.strategy, self.cost_model]),
                 w.HBox([self.trials, self.secs]),
                 w.HBox([self.seed, self.target]),
+                w.HBox([self.measure_on, self.target_note]),
+                self.fleet_row,
                 w.HBox([self.from_session, self.from_session_note]),
                 w.HBox([self.start_button, self.stop_button, self.open_best_button]),
                 self.progress,
@@ -158,29 +212,63 @@ class SearchPanel:
             kwargs["cost_model"] = str(self.cost_model.value)
         if self.from_session.value and not self.from_session.disabled:
             kwargs["start"] = session.candidate()
-        strategy = make_strategy(name, **kwargs)
-        workload, target, seed = session.workload, self.target.value, int(self.seed.value)
+        strategy = make_strategy(name, **kwargs)  # a bad setting is refused here, not later
+        fleet = self._fleet_choice()
+        if isinstance(fleet, str):
+            self._say(f"Not started: {fleet}")
+            return None
+        workload, seed = session.workload, int(self.seed.value)
 
-        def run(job: Job) -> TuneResult:
-            # Worker thread: progress reaches the widgets through the UI thread.
-            with self.ctx.search_measurer() as measurer:
-                tuner = Tuner(measurer=measurer, store=self.ctx.store, batch_size=self.batch_size)
-                return tuner.run(
-                    workload,
-                    target,
-                    strategy,
-                    max_trials=max_trials,
-                    max_secs=max_secs,
-                    seed=seed,
-                    should_stop=job.is_cancelled,
-                    on_progress=lambda p: _ui.call_soon(self._on_progress, p),
-                )
+        def tune(
+            job: Job, measurer: Measurer, target: Target, strategy: SearchStrategy
+        ) -> TuneResult:
+            tuner = Tuner(measurer=measurer, store=self.ctx.store, batch_size=self.batch_size)
+            return tuner.run(
+                workload,
+                target,
+                strategy,
+                max_trials=max_trials,
+                max_secs=max_secs,
+                seed=seed,
+                should_stop=job.is_cancelled,
+                on_progress=lambda p: _ui.call_soon(self._on_progress, p),
+            )
+
+        if fleet is None:
+            target = self.target.value
+
+            def run(job: Job) -> TuneResult:
+                # Worker thread: progress reaches the widgets through the UI thread.
+                with self.ctx.search_measurer() as measurer:
+                    return tune(job, measurer, target, strategy)
+
+            where = "starting the measurer..."
+        else:
+            address, key = fleet
+            config, start = self.fleet_config, kwargs.get("start")
+
+            def run(job: Job) -> TuneResult:
+                # Worker thread. The panel made this measurer: it closes it, whatever happens.
+                measurer = RemoteMeasurer(address, key, config)
+                try:
+                    target, assumed = _fleet_target(measurer)
+                    _ui.call_soon(self._show_fleet_target, target, key, assumed)
+                    chosen = strategy
+                    if start is not None:  # the start point, built for the devices' target
+                        chosen = make_strategy(
+                            name, **{**kwargs, "start": replace(start, target=target)}
+                        )
+                    return tune(job, measurer, target, chosen)
+                finally:
+                    measurer.close()
+
+            where = f"asking the devices of key {key} at {address} for their target..."
 
         self.result = None
         self.progress.max, self.progress.value = max_trials, 0
         self.progress.bar_style = "info"
         self._set_running(True)
-        self._say(f"Searching {workload.key()} with {name}: starting the measurer...")
+        self._say(f"Searching {workload.key()} with {name}: {where}")
         self.job = self.ctx.search_jobs.submit(f"{name} search", run, on_done=self._on_done)
         return self.job
 
@@ -217,6 +305,10 @@ class SearchPanel:
 
     def _on_done(self, job: Job) -> None:
         self._set_running(False)
+        if isinstance(job.exception, NotStarted):
+            self.progress.value, self.progress.bar_style = 0, ""
+            self._say(f"Not started: {job.exception}")
+            return
         if job.state is JobState.ERROR:
             self.progress.bar_style = "danger"
             exc = job.exception
@@ -245,7 +337,55 @@ class SearchPanel:
             versus += f" {result.speedup_over_start:.2f}x faster than your schedule."
         self._say(f"{how}: {result.num_trials} trials ({result.why_stopped}), {best}." + versus)
 
+    def _show_fleet_target(self, target: Target, key: str, assumed: bool) -> None:
+        self.fleet_target = target
+        if assumed:
+            self.target_note.value = (
+                f"target: {target.key()} (assumed: the devices of key {key} do not report "
+                "theirs, this machine's CPU is taken)"
+            )
+        else:
+            self.target_note.value = f"target: {target.key()} (reported by key {key})"
+        if self.job is not None and not self.job._settled:
+            self._say(f"Searching on {target.key()} (key {key}): building the first batch...")
+
     # -- helpers ------------------------------------------------------------------------------
+    def _fleet_choice(self) -> tuple[TrackerAddress, str] | str | None:
+        """``None`` for this machine, ``(tracker, key)`` for a fleet, or why the fleet fields
+        are not usable (one sentence)."""
+        if self.measure_on.value != FLEET:
+            return None
+        typed = self.fleet_tracker.value.strip()
+        if not typed:
+            return "type the fleet's tracker as HOST:PORT (`explorer fleet up` prints it)."
+        try:
+            address = TrackerAddress.parse(typed)
+        except ValueError as exc:
+            return f"{exc}."
+        key = self.fleet_key.value.strip()
+        if not key or any(c.isspace() for c in key):
+            return f"the device key is one word, such as local (got {key!r})."
+        return address, key
+
+    def _sync_measure_on(self) -> None:
+        """The fleet's fields show with the fleet choice; its target is the devices'."""
+        fleet = self.measure_on.value == FLEET
+        self.fleet_row.layout.display = None if fleet else "none"
+        self.target.disabled = fleet
+        self.fleet_target = None
+        if not fleet:
+            self.target_note.value = ""
+            return
+        if not self.fleet_tracker.value.strip():
+            try:
+                local = read_fleet(self.fleet_state)  # a file and a process check: no network
+            except FleetError:
+                local = None
+            if local is not None:
+                self.fleet_tracker.value = str(local.tracker)
+        key = self.fleet_key.value.strip() or "?"
+        self.target_note.value = f"target: what the devices of key {key} report (asked at Start)"
+
     def _sync_options(self) -> None:
         """Cost models and the start option follow the chosen strategy."""
         name = str(self.strategy.value)
@@ -288,6 +428,32 @@ class SearchPanel:
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)
+
+
+def _fleet_target(measurer: RemoteMeasurer) -> tuple[Target, bool]:
+    """The target the devices of the measurer's key report, and whether it was assumed (a
+    plain TVM ``rpc_server`` reports none: this machine's CPU is taken, as the CLI does).
+
+    Raises:
+        NotStarted: the tracker does not answer, or no device of the key is registered.
+    """
+    try:
+        summary = tracker_summary(measurer.tracker)
+    except FleetError as exc:
+        raise NotStarted(f"{exc}.") from None
+    if not any(s.key == measurer.key for s in summary.servers):
+        keys = sorted({s.key for s in summary.servers})
+        there = f"its keys: {', '.join(keys)}" if keys else "it has no device at all"
+        raise NotStarted(
+            f"no device with key {measurer.key!r} is registered at the tracker "
+            f"{measurer.tracker} ({there})."
+        )
+    try:
+        return measurer.device_target(), False
+    except TargetNotReported:
+        return Target.local_cpu(), True
+    except FleetError as exc:
+        raise NotStarted(f"{exc}.") from None
 
 
 def _tagged(widget: Any, css_class: str) -> Any:
