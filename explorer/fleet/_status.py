@@ -14,11 +14,14 @@ import bisect
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from explorer.fleet._tracker import TrackerSummary
-from explorer.storage import TrialRecord, TrialRow
 from explorer.target import Target
 from explorer.types import MeasureStatus
+
+if TYPE_CHECKING:  # explorer.storage imports the measurers, which import explorer.fleet
+    from explorer.storage import TrialRecord, TrialRow
 
 DEFAULT_WINDOW_SECS = 300.0
 """The window of "trials per minute": the last five minutes."""
@@ -26,9 +29,8 @@ DEFAULT_WINDOW_SECS = 300.0
 
 def trial_device(trial: TrialRecord | TrialRow) -> str | None:
     """The device that measured a stored trial (``None``: measured on this machine)."""
-    if isinstance(trial, TrialRow):
-        return trial.device
-    return trial.result.device
+    result = getattr(trial, "result", None)  # a TrialRecord; a TrialRow has the column itself
+    return result.device if result is not None else getattr(trial, "device", None)
 
 
 @dataclass
