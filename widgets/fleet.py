@@ -73,6 +73,7 @@ class _Poll:
     summary: TrackerSummary | None
     problem: str | None  # one sentence: why there is no summary
     rows: list[TrialRow] | None  # the store re-read (another process stored trials), or None
+    typed: str  # the address field when the poll started
 
 
 class FleetPanel:
@@ -248,7 +249,7 @@ class FleetPanel:
             elif problem is None:
                 problem = NO_LOCAL_FLEET
             rows = store.trial_rows() if store.count_trials() != seen else None
-            return _Poll(where, local, summary, problem, rows)
+            return _Poll(where, local, summary, problem, rows, typed)
 
         return self._poll_jobs.submit("fleet poll", poll, on_done=self._polled)
 
@@ -265,11 +266,12 @@ class FleetPanel:
                 tally = DeviceTally(found.rows)
                 tally.add(self._since_poll)
                 self._tally = tally
-            self._address = found.address
-            if found.summary is None:
+            if found.typed != self.tracker.value.strip():
+                pass  # the field changed meanwhile: its own poll follows (``_again``)
+            elif found.summary is None:
                 self._show_problem(found.problem or "The tracker sent nothing.")
             else:
-                self._summary = found.summary
+                self._address, self._summary = found.address, found.summary
                 self._render()
                 self._ask_targets()
         self._sync_buttons()
@@ -312,16 +314,23 @@ class FleetPanel:
         tracker = str(self._address)
         known = self._targets.setdefault(tracker, {})
         now = time.monotonic()
-        keys = [
-            k
-            for k in sorted({s.key for s in self._summary.servers})
-            if k not in known or self._retry_at.get((tracker, k), float("inf")) <= now
-        ]
+        keys = []
+        for k in sorted({s.key for s in self._summary.servers}):
+            if k in known and self._retry_at.get((tracker, k), float("inf")) > now:
+                continue
+            queue = self._summary.queues.get(k)
+            if queue is not None and queue.free == 0:
+                # Every device is busy (a search): a request would wait in the tracker's queue
+                # and outlive us there. Ask at a later poll.
+                if not isinstance(known.get(k), Target):
+                    known[k] = "not known yet: every device is busy"
+                self._retry_at[(tracker, k)] = now
+                continue
+            keys.append(k)
+            if k not in known or not isinstance(known[k], Target):
+                known[k] = "asking one of its devices..."
         if not keys:
             return
-        for k in keys:
-            if k not in known:
-                known[k] = "asking one of its devices..."
         address, timeout = self._address, self.target_timeout
 
         def ask(job: Job) -> dict[str, tuple[Target | str, bool]]:
