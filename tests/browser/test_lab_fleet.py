@@ -1,5 +1,6 @@
 """The explorer's Fleet tab in a real JupyterLab: start a local fleet with its button, see its two
-devices listed with their target, stop it, and find no process left.
+devices listed with their target, run a small search on it from the Search tab and see the
+devices count its trials, stop the fleet, and find no process left.
 
 The notebook's kernel gets its own fleet state file (``EXPLORER_FLEET_STATE``) and a tracker port
 from 9460, so neither a fleet of the user's nor the other tests' fleets are touched. Screenshots go
@@ -14,13 +15,17 @@ from typing import Any
 
 import pytest
 from browser_helpers import (
+    KERNEL_IDLE_JS,
     assert_page_clean,
+    choose,
     full_shot,
     new_page,
     open_notebook,
     run_all_cells,
     save_failure_screenshot,
+    set_text,
     shot,
+    text_input,
     write_notebook,
 )
 from playwright.sync_api import expect
@@ -30,6 +35,9 @@ from explorer.fleet import read_fleet, stop_fleet
 pytestmark = pytest.mark.browser
 
 START_TIMEOUT = 180_000  # ms: a tracker and two servers importing TVM on a shared machine
+SEARCH_TIMEOUT = 300_000  # ms: 2 trials built here and timed on the fleet, plus re-timings
+MEASURED_JS = """() => [...document.querySelectorAll('.se-fleet-table .se-fleet-device')]
+  .reduce((sum, row) => sum + parseInt(row.children[2].textContent, 10), 0)"""
 
 
 @pytest.fixture
@@ -94,6 +102,29 @@ def test_the_fleet_tab_starts_lists_and_stops_a_local_fleet(
     expect(page.locator(".se-fleet-start")).to_be_disabled()
     shot(page, "fleet_tab_running", panel)
     assert_page_clean(page, page.log, "with the local fleet running")
+
+    # The Search tab measures on this fleet when told to: it proposes its tracker
+    tabs = page.locator(".se-tabs .lm-TabBar-tab")
+    tabs.filter(has_text="Search").click()
+    choose(page, "se-measure-on", "a\u00a0fleet")  # ipywidgets shows spaces as nbsp
+    expect(text_input(page, "se-search-tracker")).to_have_value(str(running.tracker))
+    note = page.locator(".se-target-note")
+    expect(note).to_contain_text("target: what the devices of key local report")
+    choose(page, "se-strategy", "random")
+    set_text(page, "se-trials", "2")
+    page.wait_for_timeout(200)
+    page.wait_for_function(KERNEL_IDLE_JS)  # the kernel has the settings before Start
+    page.locator(".se-start").click()
+    expect(page.locator(".se-search-status")).to_contain_text(
+        "Done: 2 trials", timeout=SEARCH_TIMEOUT
+    )
+    expect(note).to_contain_text("(reported by key local)")
+    expect(note).to_contain_text("target: llvm:")
+    shot(page, "fleet_search_done", page.locator(".se-search").first)
+    # ...and the Fleet tab counted the search's trials on its devices, live
+    tabs.filter(has_text="Fleet").click()
+    page.wait_for_function(f"() => ({MEASURED_JS})() >= 2", timeout=30_000)
+    shot(page, "fleet_tab_after_search", panel)
 
     stop.click()
     expect(notice).to_have_text("Stopped the local fleet (3 processes).", timeout=60_000)
