@@ -167,58 +167,77 @@ class RemoteMeasurer(LocalMeasurer):
         return dict(zip(batch.todo, builds, strict=True))
 
     def _run_batch(self, pool: WorkerPool, batch: _Batch, rounds: int) -> None:
-        for rnd in range(rounds):
-            pending = [
-                i
-                for i in batch.todo
-                if (rnd > 0 or self._take_build(batch, i)) and batch.results[i] is None
-            ]
-            check = rnd == 0 and self.config.check_correctness
-            tries: dict[int, list[str]] = {i: [] for i in pending}
-            for attempt in range(self.max_retries + 1):
-                if not pending:
-                    break
-                time.sleep(RETRY_PAUSE_SECS * attempt)
-                requests = [
-                    self._remote_request(batch.cands[i], batch.paths[i], check) for i in pending
+        pending = [i for i in batch.todo if self._take_build(batch, i)]
+        tries: dict[int, list[str]] = {i: [] for i in pending}
+        for attempt in range(self.max_retries + 1):
+            if not pending:
+                break
+            time.sleep(RETRY_PAUSE_SECS * attempt)
+            # Measuring: one candidate a session, so a batch spreads over the devices and a
+            # hang costs one run timeout. Re-measuring: all rounds of a share of the batch in
+            # one session per device, round-robin: a fresh session process timed the same
+            # kernel up to 45 % apart from the previous one (measured: 31 ms, then 45 ms, on a
+            # pinned one-thread server), so rounds pooled across sessions spread too widely.
+            if rounds == 1:
+                chunks = [[i] for i in pending]
+            else:
+                share = max(1, self.num_build_workers or 1)
+                chunks = [c for c in (pending[k::share] for k in range(share)) if c]
+            requests = [self._remote_request(batch, chunk, rounds) for chunk in chunks]
+            with self._gate():
+                timeouts = [self._request_timeout(len(c) * rounds) for c in chunks]
+                futures = [
+                    pool.submit_builds([r], t)[0] for r, t in zip(requests, timeouts, strict=True)
                 ]
-                with self._gate():
-                    futures = pool.submit_builds(requests, self._request_timeout())
-                    replies = [f.result() for f in futures]
-                lost = []
-                for i, reply in zip(pending, replies, strict=True):
-                    if isinstance(reply, dict) and reply.get("stage") == "lost":
-                        tries[i].append(f"{reply.get('device') or 'no device'}: {reply['error']}")
+                replies = [f.result() for f in futures]
+            lost = []
+            for chunk, reply in zip(chunks, replies, strict=True):
+                for k, i in enumerate(chunk):
+                    if isinstance(reply, WorkerLost):
+                        self._take_run(batch, i, reply)
+                        continue
+                    item = {**reply["items"][k], "device": reply.get("device")}
+                    if item.get("stage") == "lost":
+                        tries[i].append(f"{item['device'] or 'no device'}: {item['error']}")
                         lost.append(i)
                     else:
-                        self._take_run(batch, i, reply)
-                pending = lost
-            for i in pending:
-                batch.results[i] = self._failure(
-                    MeasureStatus.RUN_ERROR,
-                    f"no device with key {self.key!r} could run it in {len(tries[i])} tries:\n"
-                    + "\n".join(tries[i]),
-                    batch,
-                    i,
-                )
+                        self._take_run(batch, i, item)
+            pending = lost
+        for i in pending:
+            batch.results[i] = self._failure(
+                MeasureStatus.RUN_ERROR,
+                f"no device with key {self.key!r} could run it in {len(tries[i])} tries:\n"
+                + "\n".join(tries[i]),
+                batch,
+                i,
+            )
 
     # -- internals ----------------------------------------------------------------------------
-    def _remote_request(self, cand: Candidate, path: str, check: bool) -> dict[str, Any]:
-        request = self._run_request(cand, path, check)
+    def _remote_request(self, batch: _Batch, chunk: list[int], rounds: int) -> dict[str, Any]:
+        cfg = self.config
+        request = self._run_request(batch.cands[chunk[0]], batch.paths[chunk[0]], False)
+        for key in ("workload", "family_module", "path", "check"):
+            request.pop(key, None)
+        items = []
+        for i in chunk:
+            one = self._run_request(batch.cands[i], batch.paths[i], cfg.check_correctness)
+            items.append({k: one[k] for k in ("workload", "family_module", "path", "check")})
         request.update(
             op="remote_run",
+            items=items,
+            rounds=rounds,
             tracker=str(self.tracker),
             key=self.key,
-            session_timeout=self.config.run_timeout_secs + SESSION_SLACK_SECS,
+            session_timeout=len(chunk) * rounds * cfg.run_timeout_secs + SESSION_SLACK_SECS,
             queue_timeout=self.queue_timeout_secs,
-            num_threads=self.config.num_threads,
+            num_threads=cfg.num_threads,
         )
         return request
 
-    def _request_timeout(self) -> float:
+    def _request_timeout(self, runs: int) -> float:
         """The worker's own bound: the device ends a hung session first; this catches a
         network that stops answering altogether."""
-        session = self.config.run_timeout_secs + SESSION_SLACK_SECS
+        session = runs * self.config.run_timeout_secs + SESSION_SLACK_SECS
         return self.queue_timeout_secs + session + SESSION_SLACK_SECS
 
     def _take_run(self, batch: _Batch, i: int, reply: dict[str, Any] | WorkerLost) -> None:

@@ -1,14 +1,15 @@
 """Running one built kernel on a fleet device, inside a measurement worker (``op="remote_run"``).
 
-The worker asks the tracker for a free device of the key, uploads the ``.so`` the builder
-wrote, runs it once on the host's inputs and checks the output here against NumPy, then times
+The worker asks the tracker for a free device of the key, uploads the ``.so`` files the builders
+wrote, runs each once on the host's inputs and checks the output here against NumPy, then times
 it on the device with the same protocol as a local run (``_timing``: untimed warm-up, rounds
-of repeats until one is tight enough). Everything that talks to the network runs in the worker,
+of repeats until one is tight enough). A request holds one kernel or several, timed ``rounds``
+times round-robin in the same session. Everything that talks to the network runs in the worker,
 so a device that hangs or vanishes can at worst cost the worker, never the caller.
 
-The reply says what happened in ``stage`` when it is not ``ok``: ``"queue"`` (no device became
-free in time), ``"lost"`` (the device or tracker went away, or refused: worth another try on
-another device), ``"timeout"`` (the device ended the session at its time limit: the kernel
+Each item's reply says what happened in ``stage`` when it is not ``ok``: ``"queue"`` (no device
+became free in time), ``"lost"`` (the device or tracker went away, or refused: worth another try
+on another device), ``"timeout"`` (the device ended the session at its time limit: the kernel
 hangs), ``"wrong"`` (the output differs from NumPy) or ``"run"`` (the kernel failed).
 """
 
@@ -29,8 +30,13 @@ from explorer.measure._timing import message, time_main
 Reference = Callable[[Any, int, bool], tuple[list[Any], Any]]
 
 
-def run_on_device(req: dict[str, Any], workload: Any, reference: Reference) -> dict[str, Any]:
+def run_on_device(
+    req: dict[str, Any], workload_of: Callable[[dict[str, Any]], Any], reference: Reference
+) -> dict[str, Any]:
+    """Run ``req["items"]`` (built kernels) in one session on one device, ``req["rounds"]``
+    times each, round-robin; reply the device and one reply per item."""
     address = TrackerAddress.parse(req["tracker"])
+    items: list[dict[str, Any]] = req["items"]
     try:
         session, device = open_session(
             address,
@@ -39,29 +45,85 @@ def run_on_device(req: dict[str, Any], workload: Any, reference: Reference) -> d
             queue_timeout=float(req["queue_timeout"]),
         )
     except QueueTimeout as exc:
-        return {"ok": False, "stage": "queue", "error": str(exc), "device": None}
+        return _all(items, None, {"ok": False, "stage": "queue", "error": str(exc)})
     except FleetError as exc:
-        return {"ok": False, "stage": "lost", "error": str(exc), "device": None}
+        return _all(items, None, {"ok": False, "stage": "lost", "error": str(exc)})
     try:
-        reply = _run(session, req, workload, reference)
-    except Exception as exc:  # noqa: BLE001  (classified below; the worker must answer)
-        reply = {"ok": False, "stage": _stage_of(exc, session), "error": message(exc)}
+        replies = _run_items(session, req, items, workload_of, reference)
     finally:
         with contextlib.suppress(Exception):
             del session  # ends the session, so the server serves the next request
-    reply["device"] = device
-    return reply
+    return {"device": device, "items": replies}
 
 
-def _run(session: Any, req: dict[str, Any], workload: Any, reference: Reference) -> dict[str, Any]:
+def _all(items: list[dict[str, Any]], device: str | None, reply: dict[str, Any]) -> dict[str, Any]:
+    return {"device": device, "items": [dict(reply) for _ in items]}
+
+
+def _run_items(
+    session: Any,
+    req: dict[str, Any],
+    items: list[dict[str, Any]],
+    workload_of: Callable[[dict[str, Any]], Any],
+    reference: Reference,
+) -> list[dict[str, Any]]:
+    """Each item's reply: its repeats of every round, or why it failed. When the session
+    itself is lost, every item not failed yet is ``"lost"`` (to be tried again, whole)."""
+    try:
+        info = device_info(session)
+        if req.get("num_threads"):
+            session.get_function("runtime.config_threadpool")(0, int(req["num_threads"]))
+        dev = session.cpu(0)
+    except Exception as exc:  # noqa: BLE001
+        return [{"ok": False, "stage": "lost", "error": message(exc)} for _ in items]
+    ready: list[tuple[Any, list[Any]] | None] = [None] * len(items)
+    replies: list[dict[str, Any]] = [
+        {"ok": True, "run_secs": [], "timing_rounds": 0, "device_info": info} for _ in items
+    ]
+    for _ in range(int(req.get("rounds", 1))):
+        for k, item in enumerate(items):
+            if not replies[k]["ok"]:
+                continue  # failed in an earlier round: its failure is the result
+            try:
+                if ready[k] is None:
+                    ready[k], failure = _prepare(session, dev, item, req, workload_of, reference)
+                    if failure is not None:
+                        replies[k] = failure
+                        continue
+                module, args = ready[k]  # type: ignore[misc]
+                run_secs, rounds = time_main(module, dev, args, req)
+            except Exception as exc:  # noqa: BLE001  (classified: the worker must answer)
+                stage = _stage_of(exc, session)
+                replies[k] = {"ok": False, "stage": stage, "error": message(exc)}
+                if stage != "run":  # the session is gone: whatever has not failed is lost
+                    for j, r in enumerate(replies):
+                        if r["ok"]:
+                            replies[j] = {"ok": False, "stage": "lost", "error": message(exc)}
+                    return replies
+                continue
+            replies[k]["run_secs"] += run_secs
+            replies[k]["timing_rounds"] = max(replies[k]["timing_rounds"], rounds)
+    threads = int(session.get_function("runtime.NumThreads")())
+    for r in replies:
+        r.setdefault("num_threads", threads)
+    return replies
+
+
+def _prepare(
+    session: Any,
+    dev: Any,
+    item: dict[str, Any],
+    req: dict[str, Any],
+    workload_of: Callable[[dict[str, Any]], Any],
+    reference: Reference,
+) -> tuple[tuple[Any, list[Any]] | None, dict[str, Any] | None]:
+    """Upload and load an item's kernel, check its output (when asked) and warm it up: the
+    module and its arguments, or the reply of a wrong result."""
     tvm = _tvm.tvm
-    info = device_info(session)
-    if req.get("num_threads"):
-        session.get_function("runtime.config_threadpool")(0, int(req["num_threads"]))
-    session.upload(req["path"])
-    module = session.load_module(os.path.basename(req["path"]))
-    dev = session.cpu(0)
-    check = bool(req.get("check", True))
+    workload = workload_of(item)
+    session.upload(item["path"])
+    module = session.load_module(os.path.basename(item["path"]))
+    check = bool(item.get("check", True))
     inputs, expected = reference(workload, int(req.get("seed", 0)), check)
     shape, dtype = workload.output_spec()
     fill = np.nan if np.dtype(dtype).kind == "f" else 0  # as local runs: skipped elements show
@@ -71,20 +133,12 @@ def _run(session: Any, req: dict[str, Any], workload: Any, reference: Reference)
         module["main"](*args)
         mismatch = workload.check_output(out.numpy(), expected)
         if mismatch is not None:
-            return {"ok": False, "stage": "wrong", "error": mismatch}
+            return None, {"ok": False, "stage": "wrong", "error": mismatch}
     warmup_ms = int(round(float(req.get("warmup_secs", 0.0)) * 1000))
     # On the device, not one RPC call per run: a warm-up loop over the network would time the
     # network.
     module.time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=max(warmup_ms, 1))(*args)
-    run_secs, rounds = time_main(module, dev, args, req)
-    threads = int(session.get_function("runtime.NumThreads")())
-    return {
-        "ok": True,
-        "run_secs": run_secs,
-        "timing_rounds": rounds,
-        "num_threads": threads,
-        "device_info": info,
-    }
+    return (module, args), None
 
 
 def _stage_of(exc: BaseException, session: Any) -> str:

@@ -81,7 +81,7 @@ class _Worker:
         if op == "remote_run":
             from explorer.measure._remote_run import run_on_device
 
-            return run_on_device(req, self.workload(req), self.reference)
+            return run_on_device(req, self.workload, self.reference)
         if op == "call":
             return self.call(req)
         if op == "replay":
