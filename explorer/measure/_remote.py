@@ -45,7 +45,7 @@ from explorer.measure._pool import WorkerLost, WorkerPool
 from explorer.target import Target
 from explorer.types import MeasureStatus
 
-SESSION_SLACK_SECS = 30.0  # upload, load and the correctness run, on top of the run timeout
+SESSION_SLACK_SECS = 10.0  # connecting, uploading, loading and NumPy's reference, per session
 RETRY_PAUSE_SECS = 2.0  # before the n-th retry, n times this: a restarting tracker comes back
 _DEFAULT_PARALLEL = 2  # when the tracker cannot say how many devices there are
 
@@ -228,7 +228,7 @@ class RemoteMeasurer(LocalMeasurer):
             rounds=rounds,
             tracker=str(self.tracker),
             key=self.key,
-            session_timeout=len(chunk) * rounds * cfg.run_timeout_secs + SESSION_SLACK_SECS,
+            session_timeout=self._session_timeout(len(chunk) * rounds),
             queue_timeout=self.queue_timeout_secs,
             num_threads=cfg.num_threads,
         )
@@ -237,8 +237,12 @@ class RemoteMeasurer(LocalMeasurer):
     def _request_timeout(self, runs: int) -> float:
         """The worker's own bound: the device ends a hung session first; this catches a
         network that stops answering altogether."""
-        session = runs * self.config.run_timeout_secs + SESSION_SLACK_SECS
-        return self.queue_timeout_secs + session + SESSION_SLACK_SECS
+        return self.queue_timeout_secs + self._session_timeout(runs) + SESSION_SLACK_SECS
+
+    def _session_timeout(self, runs: int) -> float:
+        """When the device ends a session: each run may take its correctness run plus its
+        timing, each bounded by the run timeout (as for a local run), plus the slack."""
+        return runs * 2 * self.config.run_timeout_secs + SESSION_SLACK_SECS
 
     def _take_run(self, batch: _Batch, i: int, reply: dict[str, Any] | WorkerLost) -> None:
         if isinstance(reply, WorkerLost):

@@ -113,7 +113,7 @@ def test_a_wrong_result_a_crash_and_a_hang_are_results_and_the_fleet_survives(
     assert r_hang.status is MeasureStatus.TIMEOUT, r_hang.error_msg
     assert "RPCSessionTimeoutError" in r_hang.error_msg and r_hang.device
     assert r_ok.status is MeasureStatus.OK
-    assert took < 3 * (RUN_TIMEOUT + 30 + 30)
+    assert took < 3 * (2 * RUN_TIMEOUT + 10 + 10)
     # both devices still serve
     assert len(tracker_summary(fleet.tracker).servers) == 2
 
@@ -126,8 +126,8 @@ def test_a_server_killed_mid_batch_loses_nothing(tmp_path) -> None:
     try:
         with RemoteMeasurer(fleet.tracker, "kill") as m:
             target = m.device_target()
-        # each kernel is timed for >= 3 s, so the kill lands while both devices are busy
-        slow = MeasureConfig(repeat=3, min_repeat_secs=1.0, max_spread=float("inf"))
+        # each kernel is timed for >= 1.5 s, so the kill lands while both devices are busy
+        slow = MeasureConfig(repeat=3, min_repeat_secs=0.5, max_spread=float("inf"))
         mm = get_workload("matmul", M=128, N=128, K=128)
         cands = [unscheduled(mm, target)] * 3
         results: list = []
