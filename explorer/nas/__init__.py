@@ -1,0 +1,88 @@
+"""Neural architecture search as program transformation (NAS-PTE; Turner, Crowley, O'Boyle,
+ASPLOS 2021).
+
+Network-level transformations of convolution layers (group, bottleneck, depthwise and the
+authors' composite sequences), whose legality is not semantic equivalence but capacity: a
+transformed network is legal when its Fisher Potential at initialisation does not fall below
+``tau`` times the original's. Every transformed layer is one or more ordinary catalog ``conv2d``
+workloads, which the rest of the explorer measures, tunes and stores unchanged.
+
+* ``get_network("resnet18_cifar", width=16)``, ``resnet18_imagenet()``: networks as layers.
+* ``TRANSFORMATIONS`` / ``make_transformation``: ``Group``, ``Depthwise``, ``Bottleneck``,
+  ``SplitGroup``, ``UnrollGroup``, ``SpatialSplit``; each ``Layer -> Layer | Refusal``.
+* ``fisher_potential(network)``, ``is_legal(candidate_fp, original_fp, tau)``: needs the ``nas``
+  extra (JAX and scikit-learn): ``pip install 'schedule-explorer[nas]'``.
+* ``sample_candidates(network, n, rng)``: random transformation plans with their Fisher
+  Potential ratio, MACs, parameters and legality.
+
+Example:
+    >>> from explorer.nas import Group, get_network
+    >>> net = get_network("resnet18_cifar", width=16)
+    >>> layer = net.blocks[0].convs[0]
+    >>> grouped = Group(4).apply(layer)
+    >>> layer.macs // grouped.macs, grouped.pieces[0].conv.workload().key()
+    (4, 'conv2d(CI=16,CO=16,H=32,KH=3,KW=3,N=1,W=32,dilation=1,dtype=float32,groups=4,...)')
+"""
+
+from __future__ import annotations
+
+from explorer.nas._data import digits_minibatch
+from explorer.nas._deps import MissingExtraError
+from explorer.nas._fisher import FisherPotential, fisher_potential, init_params, is_legal
+from explorer.nas._layer import Conv, Layer, Piece
+from explorer.nas._network import (
+    NETWORKS,
+    Block,
+    BlockPlan,
+    Network,
+    get_network,
+    resnet18_imagenet,
+    resnet_cifar,
+)
+from explorer.nas._sample import NasCandidate, draw_plan, sample_candidates
+from explorer.nas._transforms import (
+    TRANSFORMATIONS,
+    Bottleneck,
+    Depthwise,
+    Group,
+    Refusal,
+    SpatialSplit,
+    SplitGroup,
+    Transformation,
+    UnrollGroup,
+    apply_sequence,
+    make_transformation,
+)
+
+__all__ = [
+    "NETWORKS",
+    "TRANSFORMATIONS",
+    "Block",
+    "BlockPlan",
+    "Bottleneck",
+    "Conv",
+    "Depthwise",
+    "FisherPotential",
+    "Group",
+    "Layer",
+    "MissingExtraError",
+    "NasCandidate",
+    "Network",
+    "Piece",
+    "Refusal",
+    "SpatialSplit",
+    "SplitGroup",
+    "Transformation",
+    "UnrollGroup",
+    "apply_sequence",
+    "digits_minibatch",
+    "draw_plan",
+    "fisher_potential",
+    "get_network",
+    "init_params",
+    "is_legal",
+    "make_transformation",
+    "resnet18_imagenet",
+    "resnet_cifar",
+    "sample_candidates",
+]

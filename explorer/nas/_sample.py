@@ -1,0 +1,203 @@
+"""Random transformation plans for a network, each scored by its Fisher Potential.
+
+The authors' sampler (``pytorch/example.py`` of the NAS-PTE code) draws, per residual block,
+one of ``Conv`` (unchanged), ``Seq1`` (split + group), ``Seq2`` ("unroll" + group) and ``Seq3``
+(spatial split) with their parameters, both convolutions of a block sharing the choice, and
+counts the configurations whose shapes do not work. ``draw_plan`` does the same over a wider
+menu (``KINDS``): the paper's single transformations (group, depthwise, bottleneck) and
+BlockSwap's bottleneck + group are drawn too, and a bottleneck narrows the block's first
+convolution (the second then reads the narrower output).
+
+A drawn block plan whose shapes do not work (depthwise on a block that doubles its channels,
+groups that do not divide) is a ``Refusal``: data, not an error. ``sample_candidates`` keeps every
+refusal it met and draws that block again (up to ``MAX_DRAWS`` times, then keeps the block as
+it is), so each candidate is a network that computes; whether it is *legal* is then the Fisher
+Potential's call. With eight kinds per block most whole-network draws would otherwise fail
+somewhere (21 of 30 did, on ResNet-18).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from explorer.nas._fisher import FisherPotential, check_tau, fisher_potential, is_legal
+from explorer.nas._network import Block, BlockPlan, Network
+from explorer.nas._transforms import (
+    Bottleneck,
+    Depthwise,
+    Group,
+    Refusal,
+    SpatialSplit,
+    SplitGroup,
+    Transformation,
+    UnrollGroup,
+)
+
+KINDS = (
+    "keep",
+    "group",
+    "depthwise",
+    "bottleneck",
+    "bottleneck_group",
+    "split_group",
+    "unroll_group",
+    "spatial_split",
+)
+"""What ``draw_plan`` chooses from, uniformly, for each block."""
+
+# The authors' parameter ranges (pytorch/example.py); group and bottleneck factors as BlockSwap's.
+SPLIT_FACTORS = (1, 2, 4, 8)
+SPLIT_GROUPS = (1, 2, 4, 8)
+UNROLL_FACTORS = (1, 2, 4, 8, 16)
+UNROLL_GROUPS = (1, 2, 3, 4)
+GROUPS = (2, 4, 8, 16)
+BOTTLENECKS = (2, 4, 8)
+MAX_DRAWS = 20
+
+
+def _pick(rng: np.random.Generator, values: Sequence[int]) -> int:
+    return int(values[int(rng.integers(len(values)))])
+
+
+def draw_plan(block: Block, rng: np.random.Generator, kinds: Sequence[str] = KINDS) -> BlockPlan:
+    """One random plan for ``block``: a kind from ``kinds`` and its parameters, shared by the
+    block's convolutions (a bottleneck goes on the first one only).
+
+    Raises:
+        ValueError: an unknown kind (misuse).
+    """
+    unknown = sorted(set(kinds) - set(KINDS))
+    if unknown or not kinds:
+        raise ValueError(f"kinds must be taken from {', '.join(KINDS)} (got {list(kinds)})")
+    kind = kinds[int(rng.integers(len(kinds)))]
+    n = len(block.convs)
+    shared: tuple[Transformation, ...]
+    if kind == "keep":
+        return ((),) * n
+    if kind in ("bottleneck", "bottleneck_group"):
+        narrow = Bottleneck(_pick(rng, BOTTLENECKS))
+        if kind == "bottleneck":
+            return ((narrow,), *(((),) * (n - 1)))
+        g = Group(_pick(rng, GROUPS[:3]))
+        return ((narrow, g), *(((g,),) * (n - 1)))
+    if kind == "group":
+        shared = (Group(_pick(rng, GROUPS)),)
+    elif kind == "depthwise":
+        shared = (Depthwise(),)
+    elif kind == "split_group":
+        sf = _pick(rng, SPLIT_FACTORS)
+        shared = (SplitGroup(tuple(_pick(rng, SPLIT_GROUPS) for _ in range(sf))),)
+    elif kind == "unroll_group":
+        shared = (UnrollGroup(_pick(rng, UNROLL_FACTORS), _pick(rng, UNROLL_GROUPS)),)
+    else:
+        shared = (SpatialSplit(_pick(rng, SPLIT_FACTORS)),)
+    return (shared,) * n
+
+
+@dataclass(frozen=True, slots=True)
+class NasCandidate:
+    """One sampled plan, the network it makes and that network's Fisher Potential.
+
+    ``fisher_secs`` is the wall time of the Fisher Potential, its XLA compilation included
+    (0 for a network already scored in the same sample).
+    """
+
+    plans: tuple[BlockPlan, ...]
+    network: Network
+    fisher: FisherPotential
+    fisher_ratio: float
+    is_legal: bool
+    fisher_secs: float
+
+    @property
+    def macs(self) -> int:
+        return self.network.macs
+
+    @property
+    def params(self) -> int:
+        return self.network.params
+
+    def summary(self) -> str:
+        verdict = "legal" if self.is_legal else "illegal"
+        return f"{self.network.summary()} | FP x{self.fisher_ratio:.3g} {verdict}"
+
+
+@dataclass(frozen=True, slots=True)
+class NasSample:
+    """What ``sample_candidates`` returns: the original network's score, the candidates and
+    every block plan that was drawn but did not apply."""
+
+    network: Network
+    original: FisherPotential
+    tau: float
+    candidates: tuple[NasCandidate, ...]
+    refusals: tuple[Refusal, ...]
+
+    @property
+    def legal(self) -> list[NasCandidate]:
+        return [c for c in self.candidates if c.is_legal]
+
+
+def _draw_block(
+    block: Block, rng: np.random.Generator, kinds: Sequence[str], refusals: list[Refusal]
+) -> BlockPlan:
+    for _ in range(MAX_DRAWS):
+        plan = draw_plan(block, rng, kinds)
+        result = block.transform(plan)
+        if not isinstance(result, Refusal):
+            return plan
+        refusals.append(result)
+    return ((),) * len(block.convs)
+
+
+def sample_candidates(
+    network: Network,
+    n: int,
+    rng: np.random.Generator | int,
+    *,
+    tau: float = 1.0,
+    batch_size: int = 64,
+    seed: int = 0,
+    kinds: Sequence[str] = KINDS,
+) -> NasSample:
+    """Draw ``n`` plans (one per block, ``draw_plan``) and score each transformed network.
+
+    Args:
+        network: the original network.
+        n: how many candidates to draw.
+        rng: the generator plans are drawn from, or a seed for one (never the global RNG).
+        tau: legal iff ``FP(candidate) >= tau * FP(original)``.
+        batch_size: digits in the Fisher Potential's minibatch.
+        seed: the initialisation and minibatch seed, the same for the original and every
+            candidate.
+        kinds: what a block may become (``KINDS``).
+
+    Raises:
+        MissingExtraError: JAX or scikit-learn is not installed (the ``nas`` extra).
+        ValueError: ``n < 0``, a bad ``tau`` or an unknown kind.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"n must be an integer >= 0 (got {n!r})")
+    generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    check_tau(tau)
+    original = fisher_potential(network, batch_size=batch_size, seed=seed)
+    seen: dict[Network, FisherPotential] = {network: original}
+    candidates = []
+    refusals: list[Refusal] = []
+    for _ in range(n):
+        plans = tuple(_draw_block(b, generator, kinds, refusals) for b in network.blocks)
+        result = network.transform(plans)
+        if isinstance(result, Refusal):  # each block plan applied on its own: a bug if not
+            raise AssertionError(f"a plan of applicable blocks was refused: {result}")
+        start = time.perf_counter()
+        fp = seen.get(result)
+        if fp is None:
+            fp = seen[result] = fisher_potential(result, batch_size=batch_size, seed=seed)
+        secs = time.perf_counter() - start
+        legal = is_legal(fp, original, tau)
+        candidates.append(NasCandidate(plans, result, fp, fp.ratio(original), legal, secs))
+    return NasSample(network, original, tau, tuple(candidates), tuple(refusals))
