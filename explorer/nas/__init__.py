@@ -14,6 +14,9 @@ workloads, which the rest of the explorer measures, tunes and stores unchanged.
   extra (JAX and scikit-learn): ``pip install 'schedule-explorer[nas]'``.
 * ``sample_candidates(network, n, rng)``: random transformation plans with their Fisher
   Potential ratio, MACs, parameters and legality.
+* ``nas_search(network, samples=N, budget=T, store=..., measurer=..., target=...)``: the paper's
+  search: sample, reject the illegal, tune every distinct convolution (each shape once, cached
+  in the store), latency = sum of tuned convolutions, the Pareto front (``explorer nas``).
 
 Example:
     >>> from explorer.nas import Group, get_network
@@ -39,7 +42,16 @@ from explorer.nas._network import (
     resnet18_imagenet,
     resnet_cifar,
 )
-from explorer.nas._sample import NasCandidate, draw_plan, sample_candidates
+from explorer.nas._sample import KINDS, NasCandidate, NasSample, draw_plan, sample_candidates
+from explorer.nas._search import (
+    ConvTuning,
+    NasPoint,
+    NasProgress,
+    NasResult,
+    find_tuning,
+    nas_search,
+    pareto_front,
+)
 from explorer.nas._transforms import (
     TRANSFORMATIONS,
     Bottleneck,
@@ -55,18 +67,24 @@ from explorer.nas._transforms import (
 )
 
 __all__ = [
+    "KINDS",
     "NETWORKS",
     "TRANSFORMATIONS",
     "Block",
     "BlockPlan",
     "Bottleneck",
     "Conv",
+    "ConvTuning",
     "Depthwise",
     "FisherPotential",
     "Group",
     "Layer",
     "MissingExtraError",
     "NasCandidate",
+    "NasPoint",
+    "NasProgress",
+    "NasResult",
+    "NasSample",
     "Network",
     "Piece",
     "Refusal",
@@ -77,11 +95,14 @@ __all__ = [
     "apply_sequence",
     "digits_minibatch",
     "draw_plan",
+    "find_tuning",
     "fisher_potential",
     "get_network",
     "init_params",
     "is_legal",
     "make_transformation",
+    "nas_search",
+    "pareto_front",
     "resnet18_imagenet",
     "resnet_cifar",
     "sample_candidates",

@@ -123,7 +123,7 @@ class NasCandidate:
 
     def summary(self) -> str:
         verdict = "legal" if self.is_legal else "illegal"
-        return f"{self.network.summary()} | FP x{self.fisher_ratio:.3g} {verdict}"
+        return f"{self.network.summary()} | FP x{self.fisher_ratio:.3f} {verdict}"
 
 
 @dataclass(frozen=True, slots=True)
