@@ -1,8 +1,8 @@
 """``Explorer``: the whole notebook UI in one object, ready to display.
 
 It composes the panels around one shared ``Context``: the workload builder on top, then tabs for
-hand-scheduling (editor and cost side by side), search, dashboards and the fleet (its polling runs
-while its tab is shown). Each panel is also usable
+hand-scheduling (editor and cost side by side), search, dashboards, the fleet (its polling runs
+while its tab is shown) and NAS (a layer it opens shows in the editor). Each panel is also usable
 alone (``ExpressionBuilder(ctx)`` ...); the ``Explorer`` only wires them to one context.
 """
 
@@ -24,11 +24,13 @@ from widgets.dashboards import Dashboards
 from widgets.editor import ScheduleEditor
 from widgets.expression import ExpressionBuilder
 from widgets.fleet import FleetPanel
+from widgets.nas import NasPanel
 from widgets.search_panel import SearchPanel
 
 DEFAULT_WORKLOAD = ("matmul", {"M": 128, "N": 128, "K": 128})
 """What ``Explorer()`` opens: small enough that a measurement takes well under a second."""
 FLEET_TAB = 3
+NAS_TAB = 4
 
 
 class Explorer:
@@ -64,6 +66,7 @@ class Explorer:
         self.search = SearchPanel(self.ctx)
         self.dashboards = Dashboards(self.ctx)
         self.fleet = FleetPanel(self.ctx, autostart=False)
+        self.nas = NasPanel(self.ctx)
 
         # The editor gets the width: its loop table, TVMScript and help examples need ~800 px.
         # The cost panel sits beside it only when both fit (a wide screen), else it wraps below
@@ -80,14 +83,21 @@ class Explorer:
         self.cost.widget.layout.padding = "0 0 0 12px"
         self.cost.widget.layout.border_left = "1px solid #ddd"
         self.tabs = w.Tab(
-            children=[schedule, self.search.widget, self.dashboards.widget, self.fleet.widget],
-            titles=("Schedule", "Search", "Dashboards", "Fleet"),
+            children=[
+                schedule,
+                self.search.widget,
+                self.dashboards.widget,
+                self.fleet.widget,
+                self.nas.widget,
+            ],
+            titles=("Schedule", "Search", "Dashboards", "Fleet", "NAS"),
         )
         self.tabs.add_class("se-tabs")
         # The fleet panel asks its tracker every few seconds: only while someone looks at it.
         self.tabs.observe(lambda _: self._sync_fleet_polling(), names="selected_index")
         # A point clicked in the dashboards opens in the editor: show it there.
         self.dashboards.on_open = lambda _record: setattr(self.tabs, "selected_index", 0)
+        self.nas.on_open = lambda _session: setattr(self.tabs, "selected_index", 0)
         self._root = w.VBox([self.builder.widget, self.tabs])
         self._root.add_class("se-explorer")
         themed(self._root)
@@ -125,6 +135,7 @@ class Explorer:
         fleet started from the Fleet tab keeps running: its Stop button or
         ``explorer fleet down`` stops it)."""
         for panel in (
+            self.nas,
             self.fleet,
             self.dashboards,
             self.search,

@@ -14,6 +14,8 @@ ships a few thousand numbers, not 100k.
 * ``knob_effects_info``: knob values against latency, and each knob's importance.
 * ``transfer_info``: each target's best schedule measured on every target (a fleet's
   "transfer" view: what tuning for the wrong target costs).
+* ``nas_front_info``: a NAS search's networks (latency, Fisher Potential ratio, MACs,
+  parameters, legality, the front) and the layer a click on each opens in the editor.
 
 ``TrialTable`` holds trials as columns, so a dashboard can keep 100k of them and extend them batch
 by batch; it is built from ``RecordStore.trial_rows`` (no trace decoded), and every per-trial
@@ -48,6 +50,16 @@ from explorer.analysis._knob_effects import (
     knob_effects_info,
     omega_squared,
 )
+from explorer.analysis._nas import (
+    LayerFocus,
+    NasFrontInfo,
+    NasPointInfo,
+    format_count,
+    format_ms,
+    layer_focus,
+    nas_front_info,
+    plan_summary,
+)
 from explorer.analysis._predicted_vs_measured import (
     MIN_POINTS,
     ModelPredictions,
@@ -67,8 +79,11 @@ __all__ = [
     "Decision",
     "KnobEffect",
     "KnobEffectsInfo",
+    "LayerFocus",
     "Metric",
     "ModelPredictions",
+    "NasFrontInfo",
+    "NasPointInfo",
     "PredictedVsMeasuredInfo",
     "RunCurve",
     "RunSeries",
@@ -78,8 +93,13 @@ __all__ = [
     "TransferInfo",
     "TrialTable",
     "convergence_info",
+    "format_count",
+    "format_ms",
     "knob_effects_info",
+    "layer_focus",
+    "nas_front_info",
     "omega_squared",
+    "plan_summary",
     "predicted_vs_measured_info",
     "run_curve",
     "run_curves",
