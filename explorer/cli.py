@@ -50,6 +50,7 @@ from explorer._cli_args import (
 from explorer._cli_db import cmd_backup, cmd_check, cmd_export, cmd_import, cmd_runs
 from explorer._cli_fleet import add_fleet_parser, add_tracker_args, fleet_target, measurer_for
 from explorer._cli_lab import add_lab_parser
+from explorer._cli_nas import add_nas_parser
 from explorer._cli_report import add_report_parser
 from explorer._cli_runs import (
     Terminated,
@@ -648,6 +649,7 @@ def _parser() -> argparse.ArgumentParser:
     add_fleet_parser(sub)  # explorer/_cli_fleet.py
     add_report_parser(sub)  # explorer/_cli_report.py
     add_lab_parser(sub)  # explorer/_cli_lab.py
+    add_nas_parser(sub)  # explorer/_cli_nas.py
     return parser
 
 

@@ -443,6 +443,18 @@ class Tuner:
                     "resumes with its own settings (start a new run for others)"
                 )
 
+    def confirm(self, run_id: int) -> float | None:
+        """Re-time run ``run_id``'s best candidates and its baseline once more (as at the end of
+        a search, stored as re-measurements), and return the run's best median after it.
+
+        For a run whose every timing came out noisy on a busy machine (so it has no best): one
+        more interleaved round may settle it, and the answer stays honest, since a noisy
+        timing still never ranks.
+        """
+        run = self._get_run(run_id)
+        self._confirm_best(run)
+        return summarize_run(run.id, self.store.trial_rows(run_id=run.id)).best_secs
+
     def _confirm_best(self, run: RunInfo) -> tuple[TrialRecord | None, float | None]:
         """Re-time the top candidates, the start and the baseline; returns the start's trial
         and its confirmed median (``None`` without one).

@@ -14,6 +14,8 @@ INSTALL_HINT = "pip install 'schedule-explorer[nas]'"
 class MissingExtraError(ExplorerError, ImportError):
     """An optional package of the ``nas`` extra is not installed (the message says how to)."""
 
+    environment_problem = True  # the installation's fault, not the command's (exit 3)
+
 
 def require(module: str, what: str) -> ModuleType:
     """``module`` imported, or ``MissingExtraError`` in one sentence naming the install command.

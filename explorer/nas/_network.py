@@ -159,8 +159,18 @@ class Network:
         return replace(self, blocks=tuple(blocks))
 
     def summary(self) -> str:
-        changed = [layer.summary() for b in self.blocks for layer in b.convs if layer.history]
-        return f"{self.name}: " + ("; ".join(changed) if changed else "original")
+        """The network's name and what changed, block by block (each block's convolutions'
+        steps, once when they share them): ``resnet18_cifar(width=8): layer1.0 group(4)``."""
+        return f"{self.name}: {self.changes()}"
+
+    def changes(self) -> str:
+        """What the transformations changed, block by block, or ``original``."""
+        parts = []
+        for block in self.blocks:
+            steps = dict.fromkeys(" > ".join(c.history) for c in block.convs if c.history)
+            if steps:
+                parts.append(f"{block.name} {' / '.join(steps)}")
+        return "; ".join(parts) or "original"
 
 
 # -- builders -----------------------------------------------------------------------------------

@@ -63,6 +63,12 @@ def _pick(rng: np.random.Generator, values: Sequence[int]) -> int:
     return int(values[int(rng.integers(len(values)))])
 
 
+def check_kinds(kinds: Sequence[str]) -> None:
+    """``ValueError`` unless ``kinds`` is a non-empty selection of ``KINDS`` (misuse)."""
+    if isinstance(kinds, str) or not kinds or set(kinds) - set(KINDS):
+        raise ValueError(f"kinds must be taken from {', '.join(KINDS)} (got {kinds!r})")
+
+
 def draw_plan(block: Block, rng: np.random.Generator, kinds: Sequence[str] = KINDS) -> BlockPlan:
     """One random plan for ``block``: a kind from ``kinds`` and its parameters, shared by the
     block's convolutions (a bottleneck goes on the first one only).
@@ -70,9 +76,7 @@ def draw_plan(block: Block, rng: np.random.Generator, kinds: Sequence[str] = KIN
     Raises:
         ValueError: an unknown kind (misuse).
     """
-    unknown = sorted(set(kinds) - set(KINDS))
-    if unknown or not kinds:
-        raise ValueError(f"kinds must be taken from {', '.join(KINDS)} (got {list(kinds)})")
+    check_kinds(kinds)
     kind = kinds[int(rng.integers(len(kinds)))]
     n = len(block.convs)
     shared: tuple[Transformation, ...]
@@ -184,6 +188,7 @@ def sample_candidates(
         raise ValueError(f"n must be an integer >= 0 (got {n!r})")
     generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     check_tau(tau)
+    check_kinds(kinds)
     original = fisher_potential(network, batch_size=batch_size, seed=seed)
     seen: dict[Network, FisherPotential] = {network: original}
     candidates = []

@@ -40,6 +40,11 @@ if TYPE_CHECKING:  # the measurer package imports TVM; describing a search does 
     from explorer.measure import Measurer
 
 
+SETTLE_ROUNDS = 2
+"""Extra re-timings of a shape whose tuning ended with no conclusive timing (every one noisy:
+a kernel of a few microseconds on a busy machine), before its networks go without a latency."""
+
+
 @dataclass(frozen=True, slots=True)
 class ConvTuning:
     """One distinct convolution's tuning: its run and the run's best (confirmed) median.
@@ -257,23 +262,28 @@ def nas_search(
         if on_progress is not None:
             on_progress(NasProgress(i, len(wanted), conv, cached is not None))
         if cached is not None:
-            tunings[conv] = cached
-            continue
-        if should_stop():
-            stopped = True
-            break
-        result = tuner.run(
-            conv.workload(),
-            target,
-            strategy,
-            max_trials=budget,
-            seed=seed,
-            should_stop=should_stop,
-        )
-        if result.stopped_because == "cancelled":
-            stopped = True
-            break
-        tunings[conv] = ConvTuning(conv, result.run.id, result.best_secs, is_cached=False)
+            run_id, best, is_cached = cached.run_id, cached.best_secs, True
+        else:
+            if should_stop():
+                stopped = True
+                break
+            result = tuner.run(
+                conv.workload(),
+                target,
+                strategy,
+                max_trials=budget,
+                seed=seed,
+                should_stop=should_stop,
+            )
+            if result.stopped_because == "cancelled":
+                stopped = True
+                break
+            run_id, best, is_cached = result.run.id, result.best_secs, False
+        for _ in range(SETTLE_ROUNDS):
+            if best is not None:
+                break
+            best = tuner.confirm(run_id)
+        tunings[conv] = ConvTuning(conv, run_id, best, is_cached)
     tuning_secs = time.perf_counter() - start
     if on_progress is not None:
         on_progress(NasProgress(len(tunings), len(wanted), None, False))

@@ -1,0 +1,257 @@
+"""``explorer nas NETWORK``: the NAS-PTE search from the command line (``explorer.nas``).
+
+Every tuning is a run in ``--db`` (one per distinct convolution shape, found there again by a
+later search with the same target, strategy, budget and seed), so the command can be stopped
+with Ctrl-C and run again: the shapes tuned so far are not tuned again. It prints the Pareto
+front of the legal networks and, with ``--json FILE``, writes every network's numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from explorer._cli_args import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    check_tune_options,
+    check_writable_file,
+    file_name,
+    format_secs,
+    non_negative_int,
+    plural,
+    positive_int,
+)
+from explorer._cli_fleet import add_tracker_args, fleet_target, measurer_for
+
+
+def _tau(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0 (got {text})")
+    return value
+
+
+def _kinds(text: str) -> tuple[str, ...]:
+    from explorer.nas import KINDS
+
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown or not kinds:
+        raise argparse.ArgumentTypeError(
+            f"{unknown[0] if unknown else 'nothing'!r} is not a kind; take them from "
+            f"{','.join(KINDS)}"
+        )
+    return kinds
+
+
+def _network(args: argparse.Namespace) -> Any:
+    from explorer.errors import UnknownPluginError
+    from explorer.nas import get_network
+
+    kwargs = {} if args.width is None else {"width": args.width}
+    try:
+        return get_network(args.network, **kwargs)
+    except UnknownPluginError as exc:
+        raise UsageError(
+            f"unknown network {args.network!r}; valid: {', '.join(exc.valid)}"
+        ) from None
+    except TypeError:
+        raise UsageError(
+            f"--width does not apply to {args.network} (its widths are fixed)"
+        ) from None
+
+
+def _row(point: Any, original_secs: float | None) -> str:
+    speedup = ""
+    if point.latency_secs and original_secs:
+        speedup = f"{original_secs / point.latency_secs:5.2f}x"
+    steps = point.network.changes()
+    return (
+        f"  {point.name:<13} {format_secs(point.latency_secs):>10} {speedup:>6}  "
+        f"FP x{point.fisher_ratio:6.3f}  {point.macs / 1e6:8.1f} M  {point.params / 1e3:8.1f} k"
+        f"  {steps}"
+    )
+
+
+def _as_json(result: Any) -> dict[str, Any]:
+    return {
+        "network": result.sample.network.name,
+        "strategy": result.strategy,
+        "budget": result.budget,
+        "tau": result.sample.tau,
+        "fisher_secs": result.fisher_secs,
+        "tuning_secs": result.tuning_secs,
+        "speedup": result.speedup,
+        "stopped": result.stopped,
+        "tunings": [
+            {
+                "workload": t.conv.workload().key(),
+                "run": t.run_id,
+                "best_secs": t.best_secs,
+                "cached": t.is_cached,
+            }
+            for t in result.tunings
+        ],
+        "points": [
+            {
+                "name": p.name,
+                "changes": p.network.changes(),
+                "latency_secs": p.latency_secs,
+                "fisher_ratio": p.fisher_ratio,
+                "legal": p.is_legal,
+                "on_front": p.is_on_front,
+                "macs": p.macs,
+                "params": p.params,
+            }
+            for p in result.points
+        ],
+    }
+
+
+def cmd_nas(args: argparse.Namespace) -> int:
+    from explorer.nas import KINDS, nas_search
+    from explorer.nas._data import NUM_DIGITS
+    from explorer.storage import get_store
+
+    # Step 1. Everything that can be refused is refused before any work.
+    network = _network(args)
+    args.start, args.cost_model = None, None
+    check_tune_options(args)  # the strategy's name, one sentence if unknown
+    if args.batch_size > NUM_DIGITS:
+        raise UsageError(
+            f"--batch-size: the data set has {NUM_DIGITS} digits (got {args.batch_size})"
+        )
+    if args.json:
+        check_writable_file(args.json, "--json")
+    from explorer.cli import _target  # the same --target/--threads rules as tune
+
+    measurer = measurer_for(args)
+    with measurer:
+        target = _target(args) if args.tracker is None else fleet_target(args, measurer)
+        store = get_store(args.db)
+        try:
+            # Step 2. Sample, judge, tune.
+            def progress(p: Any) -> None:
+                if args.quiet or p.conv is None:
+                    return
+                how = "found in the database" if p.is_cached else "tuning"
+                print(f"[{p.done + 1}/{p.total}] {p.conv.label()}: {how}", file=sys.stderr)
+
+            if not args.quiet:
+                print(
+                    f"{network.name}: scoring {plural(args.samples, 'candidate')} by Fisher "
+                    "Potential...",
+                    file=sys.stderr,
+                )
+            result = nas_search(
+                network,
+                samples=args.samples,
+                budget=args.budget,
+                store=store,
+                measurer=measurer,
+                target=target,
+                strategy=args.strategy,
+                tau=args.tau,
+                seed=args.seed,
+                batch_size=args.batch_size,
+                kinds=args.kinds or KINDS,
+                on_progress=progress,
+            )
+        finally:
+            store.close()
+    # Step 3. What was found.
+    legal = sum(p.is_legal for p in result.points[1:])
+    tuned = sum(not t.is_cached for t in result.tunings)
+    print(
+        f"{network.name}: {plural(len(result.points) - 1, 'candidate')}, {legal} legal at "
+        f"tau={args.tau:g} (Fisher Potentials in {result.fisher_secs:.1f} s); "
+        f"{plural(len(result.tunings), 'distinct convolution')} at {args.budget} trials each "
+        f"with {args.strategy}: {tuned} tuned in {result.tuning_secs:.1f} s, "
+        f"{len(result.tunings) - tuned} found in the database"
+    )
+    original = result.original.latency_secs
+    print(
+        "Pareto front (latency, speed-up over the original, Fisher Potential ratio, MACs, "
+        "parameters, transformations):"
+    )
+    for point in [result.original, *[p for p in result.front if p is not result.original]]:
+        print(_row(point, original))
+    if args.json:
+        Path(args.json).write_text(json.dumps(_as_json(result), indent=1))
+        print(f"every network's numbers written to {args.json}")
+    best = result.fastest_legal
+    if best is None or result.speedup is None:
+        print("no latency for the original network: a convolution had no successful schedule")
+        return EXIT_FAILED
+    if best is result.original:
+        print("no legal candidate was faster than the original")
+    else:
+        print(f"fastest legal: {best.name}, {result.speedup:.2f}x faster than the original")
+    return EXIT_OK
+
+
+def add_nas_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from explorer.cli import _add_common
+
+    p = sub.add_parser(
+        "nas",
+        help="neural architecture search as program transformation: sample grouped and "
+        "bottlenecked variants of a network, keep the legal ones (Fisher Potential), tune "
+        "their convolutions, print the Pareto front",
+    )
+    p.add_argument(
+        "network", help="resnet18_cifar, resnet34_cifar (32x32 input) or resnet18_imagenet"
+    )
+    p.add_argument(
+        "--width",
+        type=positive_int,
+        default=None,
+        help="first stage's channels of a CIFAR ResNet (default 64, the paper's)",
+    )
+    p.add_argument(
+        "--samples", type=non_negative_int, default=20, help="candidates to draw (default 20)"
+    )
+    p.add_argument(
+        "--budget",
+        type=positive_int,
+        default=16,
+        help="trials per distinct convolution shape (default 16)",
+    )
+    p.add_argument(
+        "--strategy", default="random", metavar="NAME", help="search strategy (default random)"
+    )
+    p.add_argument(
+        "--tau",
+        type=_tau,
+        default=1.0,
+        help="legal iff FP(candidate) >= tau x FP(original) (default 1.0)",
+    )
+    p.add_argument(
+        "--kinds",
+        type=_kinds,
+        default=None,
+        metavar="K1,K2",
+        help="what a block may become (default: all of keep, group, depthwise, bottleneck, "
+        "bottleneck_group, split_group, unroll_group, spatial_split)",
+    )
+    p.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
+    p.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=64,
+        help="digits in the Fisher Potential's minibatch (default 64)",
+    )
+    p.add_argument("--json", type=file_name, help="write every network's numbers to this file")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    _add_common(p)
+    add_tracker_args(p)
+    p.set_defaults(func=cmd_nas)
