@@ -17,6 +17,8 @@ workloads, which the rest of the explorer measures, tunes and stores unchanged.
 * ``nas_search(network, samples=N, budget=T, store=..., measurer=..., target=...)``: the paper's
   search: sample, reject the illegal, tune every distinct convolution (each shape once, cached
   in the store), latency = sum of tuned convolutions, the Pareto front (``explorer nas``).
+* ``train(network, epochs=3)``, ``rank_correlation``: a short training on the digits, to check
+  the Fisher Potential against trained accuracy (``benchmarks/bench_nas.py``).
 
 Example:
     >>> from explorer.nas import Group, get_network
@@ -52,6 +54,7 @@ from explorer.nas._search import (
     nas_search,
     pareto_front,
 )
+from explorer.nas._train import Training, rank_correlation, train
 from explorer.nas._transforms import (
     TRANSFORMATIONS,
     Bottleneck,
@@ -90,6 +93,7 @@ __all__ = [
     "Refusal",
     "SpatialSplit",
     "SplitGroup",
+    "Training",
     "Transformation",
     "UnrollGroup",
     "apply_sequence",
@@ -103,7 +107,9 @@ __all__ = [
     "make_transformation",
     "nas_search",
     "pareto_front",
+    "rank_correlation",
     "resnet18_imagenet",
     "resnet_cifar",
     "sample_candidates",
+    "train",
 ]

@@ -57,6 +57,14 @@ def digits_minibatch(
     """
     if not 1 <= batch_size <= NUM_DIGITS:
         raise ValueError(f"batch_size must be in [1, {NUM_DIGITS}] (got {batch_size})")
+    pick = np.random.default_rng(seed).choice(NUM_DIGITS, size=batch_size, replace=False)
+    return digits_images(channels, height, width, pick)
+
+
+def digits_images(
+    channels: int, height: int, width: int, indices: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The digits at ``indices``, shaped for a network input (as ``digits_minibatch``)."""
     if min(channels, height, width) < 1:
         raise ValueError(
             f"an input needs channels, height and width >= 1 (got {channels}, {height}, {width})"
@@ -65,15 +73,14 @@ def digits_minibatch(
     # Standardise with the statistics of the digits themselves (the 8x8 images): pixel
     # repetition keeps the mean, and the zero border added below stays a fixed background.
     mean, std = float(images.mean()), float(images.std())
-    pick = np.random.default_rng(seed).choice(NUM_DIGITS, size=batch_size, replace=False)
-    batch = (images[pick] - mean) / std
+    batch = (images[indices] - mean) / std
     scale = max(1, min(height, width) // DIGIT_SIZE)
     big = np.kron(batch, np.ones((1, scale, scale), dtype=np.float32))  # pixel repetition
     # An input smaller than a digit (a tiny test network) keeps the digit's centre.
     r0, c0 = max(0, (big.shape[1] - height) // 2), max(0, (big.shape[2] - width) // 2)
     big = big[:, r0 : r0 + height, c0 : c0 + width]
     top, left = (height - big.shape[1]) // 2, (width - big.shape[2]) // 2
-    out = np.full((batch_size, height, width), -mean / std, dtype=np.float32)  # background 0
+    out = np.full((len(batch), height, width), -mean / std, dtype=np.float32)  # background 0
     out[:, top : top + big.shape[1], left : left + big.shape[2]] = big
     x = np.repeat(out[:, None], channels, axis=1)
-    return np.ascontiguousarray(x, dtype=np.float32), labels[pick]
+    return np.ascontiguousarray(x, dtype=np.float32), labels[indices]
