@@ -4,13 +4,15 @@ A figure factory in the style of ``explorer.plots`` (whose shared helpers it use
 pure ``explorer.analysis.NasFrontInfo``. Needs plotly, imported by this module only.
 
 Two panes share the Fisher Potential axis. The wide one places every legal network with a tuned
-latency: the original as a star, the Pareto front as diamonds joined by a dashed line (fastest
-first), the rest as circles; a marker's area grows with the network's parameters (the front's
-third objective). The narrow one holds the networks without a latency, at ``illegal`` (below
-``tau``: never tuned) and ``not timed`` (legal, but the search stopped first or a shape had no
-successful schedule), so they are seen, not dropped. A dotted line at ``tau`` crosses both
-panes. Every point trace's ``meta`` starts with ``nas|`` and its ``customdata`` is the point's
-index in ``info.points``: ``on_point_click(fig, "nas|", ...)`` wires the clicks.
+latency: the original as a star, the Pareto front as diamonds, the rest as circles; a marker's
+area grows with the network's parameters (the front's third objective). A dashed staircase
+joins the front's networks that no other beats on latency and FP alone (``front_line``): a
+diamond below it is on the front by having fewer parameters. The narrow pane holds the
+networks without a latency, at ``illegal`` (below ``tau``: never tuned) and ``not timed``
+(legal, but the search stopped first or a shape had no successful schedule), so they are seen,
+not dropped. A dotted line at ``tau`` crosses both panes. Every point trace's ``meta`` starts
+with ``nas|`` and its ``customdata`` is the point's index in ``info.points``:
+``on_point_click(fig, "nas|", ...)`` wires the clicks.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from explorer.plots import HEADER, _count, _heading, _new_figure, _sync
 
 SIDE = ("illegal", "not timed")
 """The narrow pane's categories: the networks without a latency."""
+SIDE_TICKS = ("illegal", "not<br>timed")  # the pane is ~130 px wide: one word per line
 
 COLORS = {
     "original": "#222222",
@@ -44,7 +47,7 @@ def make_nas_pareto_figure(
 ) -> go.FigureWidget:
     """The Pareto plot of a NAS search (``None``: an empty plot that says what to do)."""
     base = make_subplots(
-        rows=1, cols=2, shared_yaxes=True, column_widths=[0.84, 0.16], horizontal_spacing=0.02
+        rows=1, cols=2, shared_yaxes=True, column_widths=[0.8, 0.2], horizontal_spacing=0.02
     )
     fig = _new_figure(widget, base)
     fig.update_layout(
@@ -56,7 +59,13 @@ def make_nas_pareto_figure(
     )
     fig.update_xaxes(title_text="network latency (ms): sum of its tuned convolutions", col=1)
     fig.update_xaxes(
-        type="category", categoryorder="array", categoryarray=list(SIDE), range=[-0.6, 1.6], col=2
+        type="category",
+        categoryorder="array",
+        categoryarray=list(SIDE),
+        tickvals=list(SIDE),
+        ticktext=list(SIDE_TICKS),
+        range=[-0.6, 1.6],
+        col=2,
     )
     fig.update_yaxes(title_text="Fisher Potential / original's", col=1)
     update_nas_pareto_figure(fig, info)
@@ -73,20 +82,28 @@ def update_nas_pareto_figure(fig: go.FigureWidget, info: NasFrontInfo | None) ->
     original = [p for p in points if p.is_original and p.is_timed]
     illegal = [p for p in points if not p.is_legal]
     untimed = [p for p in points if p.is_legal and not p.is_timed]
-    front_line = [points[i] for i in info.front] if info is not None else []
+    front_line = [points[i] for i in info.front_line] if info is not None else []
     is_original_on_front = bool(original) and original[0].is_on_front
     traces = [
         go.Scatter(
             x=[p.latency_ms for p in front_line],
             y=[p.fisher_ratio for p in front_line],
             mode="lines",
-            line=dict(color=COLORS["front"], dash="dash", width=1.5),
-            name="Pareto front (latency, FP, params)",
+            # Right, then up: the edge of what the front's networks beat on these two axes.
+            line=dict(color=COLORS["front"], dash="dash", width=1.5, shape="hv"),
+            name="front on latency and FP",
             hoverinfo="skip",
             meta="nas-front-line",
         ),
         _points(others, sizes, "legal candidates", "circle", COLORS["legal"], "legal"),
-        _points(on_front, sizes, "on the front", "diamond", COLORS["front"], "front"),
+        _points(
+            on_front,
+            sizes,
+            "Pareto front (latency, FP, params)",
+            "diamond",
+            COLORS["front"],
+            "front",
+        ),
         _points(
             original,
             sizes,

@@ -45,6 +45,18 @@ INSTALL_HINT = "pip install 'schedule-explorer[nas]'"
 DEFAULT_KINDS = ("keep", "group", "bottleneck", "split_group")
 """The kinds ticked at first: cheap to score and to tune, and each changes the network."""
 
+# ipywidgets cuts a Label at one line ("..."); the status and the notice are sentences that
+# must be read whole, so they wrap (still Labels: a message never becomes markup).
+CSS = """
+.se-nas .widget-label.se-nas-status,
+.se-nas .widget-label.se-nas-notice {
+  white-space: normal;
+  line-height: 1.45;
+  height: auto;
+  padding: 4px 0;
+}
+"""
+
 
 class NasPanel:
     """Runs a NAS search on a network and shows its candidates, their front, and their layers.
@@ -177,6 +189,7 @@ class NasPanel:
                 self.table,
                 figure_box,
                 self.notice,
+                w.HTML(f"<style>{CSS}</style>", layout=w.Layout(display="none")),
             ]
         )
         self.widget.add_class("se-nas")

@@ -3,8 +3,12 @@
 Each network of the search (the original first, then the candidates) becomes a ``NasPointInfo``
 in display units (milliseconds, the Fisher Potential as a ratio to the original's), with a short
 summary of what was transformed and the layer a click on it opens in the schedule editor
-(``LayerFocus``): the slowest transformed layer, because that is where scheduling pays. The
-front is listed by latency, so a plot draws it as a line from the fastest network.
+(``LayerFocus``): the slowest transformed layer, because that is where scheduling pays.
+
+The search's front has three objectives (latency, Fisher Potential, parameters), so some of its
+networks are beaten on the plot's two axes and stay on it only by having fewer parameters.
+``front_line`` is the part a latency-vs-FP plot can draw as a staircase: the front's networks no
+other beats on latency and FP alone, fastest first.
 """
 
 from __future__ import annotations
@@ -90,6 +94,7 @@ class NasFrontInfo:
         budget: Trials per distinct shape.
         points: Every network, the original first.
         front: ``points`` indexes of the front, fastest first.
+        front_line: Those of them no other beats on latency and FP alone, fastest first.
         speedup: Original latency over the fastest legal network's (``None``: not both timed).
         fastest: ``points`` index of the fastest legal network (``None``: none timed).
         num_shapes: Distinct convolutions tuned or found in the store.
@@ -106,6 +111,7 @@ class NasFrontInfo:
     budget: int
     points: tuple[NasPointInfo, ...]
     front: tuple[int, ...]
+    front_line: tuple[int, ...]
     speedup: float | None
     fastest: int | None
     num_shapes: int
@@ -149,6 +155,7 @@ def nas_front_info(result: NasResult) -> NasFrontInfo:
         budget=result.budget,
         points=points,
         front=tuple(p.index for p in front),
+        front_line=tuple(p.index for p in _plane_front(front)),
         speedup=result.speedup,
         fastest=None if fastest is None else result.points.index(fastest),
         num_shapes=len(result.tunings),
@@ -264,6 +271,17 @@ def _hover(p: NasPointInfo) -> str:
         f"{html.escape(p.focus.reason)}",
     ]
     return "<br>".join(lines)
+
+
+def _plane_front(front: list[NasPointInfo]) -> list[NasPointInfo]:
+    """The points of ``front`` (fastest first) that none beats on latency and FP together."""
+
+    def beats(q: NasPointInfo, p: NasPointInfo) -> bool:
+        mine = (p.latency_ms or math.inf, -p.fisher_ratio)
+        theirs = (q.latency_ms or math.inf, -q.fisher_ratio)
+        return theirs != mine and all(t <= m for t, m in zip(theirs, mine, strict=True))
+
+    return [p for p in front if not any(beats(q, p) for q in front)]
 
 
 def _secs(layer: Layer, tunings: Mapping[Conv, ConvTuning]) -> float | None:

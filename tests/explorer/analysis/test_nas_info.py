@@ -142,6 +142,14 @@ def test_points_are_in_display_units_with_legality_and_the_front() -> None:
     lat = [info.points[i].latency_ms for i in info.front]
     assert lat == sorted(lat) and len(info.front) == sum(p.is_on_front for p in info.points)
     assert info.fastest == 1 and info.front[0] == 1  # the grouped candidate: fewest MACs
+    # The staircase: the front's networks none beats on latency and FP alone, fastest first
+    # (the others are on the front by their parameters only).
+    line = [info.points[i] for i in info.front_line]
+    assert set(info.front_line) <= set(info.front) and line[0].index == 1
+    assert [p.latency_ms for p in line] == sorted(p.latency_ms for p in line)
+    for i in set(info.front) - set(info.front_line):
+        p = info.points[i]
+        assert any(q.latency_ms <= p.latency_ms and q.fisher_ratio >= p.fisher_ratio for q in line)
     assert info.speedup == pytest.approx(result.speedup)
     # Hover text: name, latency, verdict, counts, the changes and what a click opens.
     hover = info.points[1].hover
@@ -230,7 +238,9 @@ def test_the_pareto_figure_places_every_network_once() -> None:
     assert sorted(shown) == list(range(len(info.points)))  # each network exactly once
     assert list(by_meta["nas|illegal"].x) == [SIDE[0]] and by_meta["nas|illegal"].xaxis == "x2"
     assert list(by_meta["nas|untimed"].x) == [SIDE[1]]
-    assert list(by_meta["nas-front-line"].x) == [info.points[i].latency_ms for i in info.front]
+    line = by_meta["nas-front-line"]
+    assert list(line.x) == [info.points[i].latency_ms for i in info.front_line]
+    assert line.line.shape == "hv" and line.hoverinfo == "skip"
     (tau,) = fig.layout.shapes
     assert tau.y0 == tau.y1 == 0.9 and tau.xref == "paper"
     assert fig.layout.title.text == "NAS: small"
