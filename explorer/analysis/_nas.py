@@ -19,7 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # describing a result needs neither JAX nor TVM
+from explorer.nas._search import tuned_latency
+
+if TYPE_CHECKING:
     from explorer.nas import Conv, ConvTuning, Layer, NasPoint, NasResult
 
 
@@ -199,7 +201,9 @@ def layer_focus(point: NasPoint, tunings: Mapping[Conv, ConvTuning]) -> LayerFoc
     layers = point.network.layers()
     changed = [layer for layer in layers if layer.history]
     pool = changed or layers
-    timed = {i: s for i, layer in enumerate(pool) if (s := _secs(layer, tunings)) is not None}
+    timed = {
+        i: s for i, layer in enumerate(pool) if (s := tuned_latency(layer, tunings)) is not None
+    }
     if timed:  # the first of equally slow layers
         layer = pool[max(timed, key=timed.__getitem__)]
         reason = "its slowest transformed layer" if changed else "its slowest layer"
@@ -211,7 +215,7 @@ def layer_focus(point: NasPoint, tunings: Mapping[Conv, ConvTuning]) -> LayerFoc
         reason = "its largest layer (not tuned)"
     conv = _focus_conv(layer, tunings)
     tuning = tunings.get(conv)
-    secs = _secs(layer, tunings)
+    secs = tuned_latency(layer, tunings)
     return LayerFocus(
         layer=layer.name,
         steps=" > ".join(layer.history) or "dense",
@@ -282,18 +286,6 @@ def _plane_front(front: list[NasPointInfo]) -> list[NasPointInfo]:
         return theirs != mine and all(t <= m for t, m in zip(theirs, mine, strict=True))
 
     return [p for p in front if not any(beats(q, p) for q in front)]
-
-
-def _secs(layer: Layer, tunings: Mapping[Conv, ConvTuning]) -> float | None:
-    """The layer's tuned latency: every piece's convolution times its count (``None`` when one
-    has no tuned latency)."""
-    total = 0.0
-    for conv, count in layer.conv_counts().items():
-        tuning = tunings.get(conv)
-        if tuning is None or tuning.best_secs is None:
-            return None
-        total += count * tuning.best_secs
-    return total
 
 
 def _focus_conv(layer: Layer, tunings: Mapping[Conv, ConvTuning]) -> Conv:

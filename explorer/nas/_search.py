@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from explorer.nas._layer import Conv
+from explorer.nas._layer import Conv, Layer
 from explorer.nas._network import Network
 from explorer.nas._sample import KINDS, NasCandidate, NasSample, sample_candidates
 from explorer.storage._base import RecordStore, RunInfo, RunStatus
@@ -178,9 +178,11 @@ def find_tuning(
     return None
 
 
-def _latency(network: Network, tunings: dict[Conv, ConvTuning]) -> float | None:
+def tuned_latency(item: Network | Layer, tunings: Mapping[Conv, ConvTuning]) -> float | None:
+    """A network's or a layer's latency: each distinct convolution's tuned latency times how
+    often it runs (``None`` when one has no tuned latency)."""
     total = 0.0
-    for conv, count in network.conv_counts().items():
+    for conv, count in item.conv_counts().items():
         tuning = tunings.get(conv)
         if tuning is None or tuning.best_secs is None:
             return None
@@ -288,14 +290,14 @@ def nas_search(
     if on_progress is not None:
         on_progress(NasProgress(len(tunings), len(wanted), None, False))
     # Step 4-5. Latencies and the front.
-    points = [NasPoint("original", network, 1.0, True, _latency(network, tunings))]
+    points = [NasPoint("original", network, 1.0, True, tuned_latency(network, tunings))]
     points += [
         NasPoint(
             f"candidate {i}",
             c.network,
             c.fisher_ratio,
             c.is_legal,
-            _latency(c.network, tunings) if c.is_legal else None,
+            tuned_latency(c.network, tunings) if c.is_legal else None,
             c,
         )
         for i, c in enumerate(sample.candidates, start=1)
