@@ -28,6 +28,7 @@ EXPECTED = {
     "03_comparing_strategies",
     "04_cost_models",
     "05_fleet_and_targets",
+    "06_nas_transformations",
 }
 
 # Run after the tour, in its kernel: the explorer widget exists, its editor applies a step
@@ -91,7 +92,70 @@ FLEET_PROBES = [
     """,
 ]
 
-PROBES = {"00_tour": TOUR_PROBES, "05_fleet_and_targets": FLEET_PROBES}
+# Run after notebook 06 (NAS as program transformation), in its kernel.
+NAS_PROBES = [
+    """
+    # Group(4) divides the work and the weights by 4, depthwise by 16; a bottleneck halves the
+    # block's first output loop and its second convolution's input loop.
+    assert dense.is_dense and grouped.pieces[0].conv.groups == 4
+    assert grouped.macs * 4 == dense.macs and grouped.params * 4 == dense.params
+    assert depthwise.macs * 16 == dense.macs
+    assert [c.pieces[0].conv.out_channels for c in narrow.convs] == [8, 16]
+    assert [c.pieces[0].conv.in_channels for c in narrow.convs] == [16, 8]
+    assert narrow_macs * 2 == block_macs
+    """,
+    """
+    # The printed diff holds the changed lines of the loop nest, and only changed lines.
+    removed = [line[1:] for line in diff if line.startswith("-") and not line.startswith("---")]
+    added = [line[1:] for line in diff if line.startswith("+") and not line.startswith("+++")]
+    assert len(removed) == len(added) == 4, diff
+    assert any("T.grid(1, 16, 32, 32, 16, 3, 3)" in line for line in removed), removed
+    assert any("T.grid(1, 16, 32, 32, 4, 3, 3)" in line for line in added), added
+    assert any("v_f // 4 * 4 + v_rc" in line for line in added), added
+    assert any("T.Buffer((16, 4, 3, 3)" in line for line in added), added
+    assert not set(removed) & set(added)
+    """,
+    """
+    # Fisher Potential: the extreme variant is illegal at tau = 1, the original legal against
+    # itself, and every score is a real number from a sound forward pass.
+    import math
+    assert extreme_is_legal is False
+    assert not is_legal(fp[extreme][0], fp["original"][0], tau=1.0)
+    assert all(is_legal(o, o, tau=1.0) for o in fp["original"])
+    assert all(math.isfinite(c.total) and c.total > 0 for scores in fp.values() for c in scores)
+    assert 1.5 < fp["original"][0].loss < 3.5  # about ln 10 at initialisation
+    """,
+    """
+    # The tuned runs are in the notebook's database: finished, of the right convolution, with
+    # their trials; the search found section 5's dense run there instead of tuning it again.
+    from explorer.storage import RunStatus
+    for label, layer in to_tune.items():
+        run = store.get_run(tuned[label].run.id)
+        assert run.status is RunStatus.FINISHED, (label, run.status)
+        assert run.workload.key() == layer.pieces[0].conv.workload().key(), label
+        assert run.settings.get("max_trials") == BUDGET
+        assert len(store.trials(run_id=run.id)) >= BUDGET
+    reused = result.tuning_of(dense.pieces[0].conv)
+    assert reused is not None and reused.is_cached and reused.run_id == tuned["dense"].run.id
+    for t in result.tunings:
+        assert store.get_run(t.run_id).workload.key() == t.conv.workload().key()
+    """,
+    """
+    # The search's points: the original first, illegal candidates untuned, a legal front.
+    assert result.points[0].name == "original" and result.points[0].is_legal
+    assert len(result.points) == 1 + 4
+    assert all(p.latency_secs is None for p in result.points if not p.is_legal)
+    assert all(p.is_legal and p.latency_secs for p in result.front)
+    # the front is empty only when no legal network got a latency (every timing noisy)
+    assert bool(result.front) == any(p.is_legal and p.latency_secs for p in result.points)
+    """,
+]
+
+PROBES = {
+    "00_tour": TOUR_PROBES,
+    "05_fleet_and_targets": FLEET_PROBES,
+    "06_nas_transformations": NAS_PROBES,
+}
 
 
 def _kernel_env(db: Path) -> dict[str, str]:
