@@ -71,14 +71,16 @@ def _network(args: argparse.Namespace) -> Any:
 
 
 def _row(point: Any, original_secs: float | None) -> str:
+    from explorer.nas import format_ratio
+
     speedup = ""
     if point.latency_secs and original_secs:
         speedup = f"{original_secs / point.latency_secs:5.2f}x"
     steps = point.network.changes()
     return (
         f"  {point.name:<13} {format_secs(point.latency_secs):>10} {speedup:>6}  "
-        f"FP x{point.fisher_ratio:6.3f}  {point.macs / 1e6:8.1f} M  {point.params / 1e3:8.1f} k"
-        f"  {steps}"
+        f"FP x{format_ratio(point.fisher_ratio):>6}  {point.macs / 1e6:8.1f} M  "
+        f"{point.params / 1e3:8.1f} k  {steps}"
     )
 
 

@@ -27,7 +27,15 @@ import ipywidgets as w
 
 from explorer._plots_nas import make_nas_pareto_figure, update_nas_pareto_figure
 from explorer.analysis import NasFrontInfo, NasPointInfo, format_count, format_ms, nas_front_info
-from explorer.nas import KINDS, NETWORKS, NasProgress, NasResult, Network, nas_search
+from explorer.nas import (
+    KINDS,
+    NETWORKS,
+    NasProgress,
+    NasResult,
+    Network,
+    format_ratio,
+    nas_search,
+)
 from explorer.plots import on_point_click
 from explorer.search import STRATEGIES
 from explorer.session import ScheduleSession
@@ -463,7 +471,7 @@ def _row(p: NasPointInfo) -> str:
     cells = [
         p.name,
         p.changes,
-        f"{p.fisher_ratio:.3f}",
+        format_ratio(p.fisher_ratio),
         "yes" if p.is_legal else "no",
         format_count(p.macs),
         format_count(p.params),

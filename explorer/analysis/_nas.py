@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from explorer.nas._fisher import format_ratio
 from explorer.nas._search import tuned_latency
 
 if TYPE_CHECKING:
@@ -268,7 +269,7 @@ def _hover(p: NasPointInfo) -> str:
     latency = "not tuned (illegal)" if not p.is_legal else format_ms(p.latency_ms)
     lines = [
         f"<b>{html.escape(p.name)}</b>{front}",
-        f"{latency}, FP x{p.fisher_ratio:.3f} ({verdict})",
+        f"{latency}, FP x{format_ratio(p.fisher_ratio)} ({verdict})",
         f"{format_count(p.macs)} MACs, {format_count(p.params)} params",
         html.escape(p.changes),
         f"click: {html.escape(p.focus.layer)} ({html.escape(p.focus.steps)}), "

@@ -33,7 +33,13 @@ from __future__ import annotations
 
 from explorer.nas._data import digits_minibatch
 from explorer.nas._deps import MissingExtraError
-from explorer.nas._fisher import FisherPotential, fisher_potential, init_params, is_legal
+from explorer.nas._fisher import (
+    FisherPotential,
+    fisher_potential,
+    format_ratio,
+    init_params,
+    is_legal,
+)
 from explorer.nas._layer import Conv, Layer, Piece
 from explorer.nas._network import (
     NETWORKS,
@@ -101,6 +107,7 @@ __all__ = [
     "draw_plan",
     "find_tuning",
     "fisher_potential",
+    "format_ratio",
     "get_network",
     "init_params",
     "is_legal",

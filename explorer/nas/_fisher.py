@@ -78,6 +78,19 @@ def is_legal(candidate: FisherPotential, original: FisherPotential, tau: float =
     return candidate.total >= check_tau(tau) * original.total
 
 
+def format_ratio(ratio: float) -> str:
+    """A Fisher Potential ratio with 3 decimals, cut rather than rounded, so that a candidate
+    just below the line never reads as on it (0.9996 is "0.999", not "1.000").
+
+    Example:
+        >>> format_ratio(0.99996), format_ratio(1.3551), format_ratio(float("inf"))
+        ('0.999', '1.355', 'inf')
+    """
+    if not math.isfinite(ratio):
+        return str(ratio)
+    return f"{math.floor(ratio * 1000) / 1000:.3f}"
+
+
 def check_tau(tau: float) -> float:
     """``tau`` if it is a usable threshold, else ``ValueError`` (misuse, raised before work)."""
     if (

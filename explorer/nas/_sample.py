@@ -24,7 +24,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from explorer.nas._fisher import FisherPotential, check_tau, fisher_potential, is_legal
+from explorer.nas._fisher import (
+    FisherPotential,
+    check_tau,
+    fisher_potential,
+    format_ratio,
+    is_legal,
+)
 from explorer.nas._network import Block, BlockPlan, Network
 from explorer.nas._transforms import (
     Bottleneck,
@@ -127,7 +133,7 @@ class NasCandidate:
 
     def summary(self) -> str:
         verdict = "legal" if self.is_legal else "illegal"
-        return f"{self.network.summary()} | FP x{self.fisher_ratio:.3f} {verdict}"
+        return f"{self.network.summary()} | FP x{format_ratio(self.fisher_ratio)} {verdict}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from explorer.nas._fisher import format_ratio
 from explorer.nas._layer import Conv, Layer
 from explorer.nas._network import Network
 from explorer.nas._sample import KINDS, NasCandidate, NasSample, sample_candidates
@@ -87,7 +88,7 @@ class NasPoint:
         latency = "not tuned" if self.latency_secs is None else f"{self.latency_secs * 1e3:.3f} ms"
         verdict = "legal" if self.is_legal else "illegal"
         return (
-            f"{self.name}: {latency}, FP x{self.fisher_ratio:.3f} ({verdict}), "
+            f"{self.name}: {latency}, FP x{format_ratio(self.fisher_ratio)} ({verdict}), "
             f"{self.macs / 1e6:.1f} MMACs, {self.params / 1e3:.1f} k params"
         )
 
