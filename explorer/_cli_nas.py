@@ -166,6 +166,7 @@ def cmd_nas(args: argparse.Namespace) -> int:
                 seed=args.seed,
                 batch_size=args.batch_size,
                 kinds=args.kinds or KINDS,
+                inits=args.inits,
                 on_progress=progress,
             )
         finally:
@@ -251,6 +252,13 @@ def add_nas_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         type=positive_int,
         default=64,
         help="digits in the Fisher Potential's minibatch (default 64)",
+    )
+    p.add_argument(
+        "--inits",
+        type=positive_int,
+        default=1,
+        help="initialisations each Fisher Potential averages (default 1, the paper's; more "
+        "makes the verdicts less dependent on one random draw, at that many times the cost)",
     )
     p.add_argument("--json", type=file_name, help="write every network's numbers to this file")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")

@@ -53,7 +53,9 @@ class FisherPotential:
     """A network's Fisher Potential on one minibatch, and each block's share of it.
 
     ``loss`` is the minibatch's cross-entropy at initialisation (about ln 10 = 2.3 for an
-    untrained 10-class network: a quick sanity check that the forward pass is sound).
+    untrained 10-class network: a quick sanity check that the forward pass is sound). With
+    ``inits`` > 1, every number is the mean over the initialisations and minibatches of seeds
+    ``seed`` to ``seed + inits - 1``.
     """
 
     total: float
@@ -61,6 +63,7 @@ class FisherPotential:
     loss: float
     batch_size: int
     seed: int
+    inits: int = 1
 
     def ratio(self, original: FisherPotential) -> float:
         """``self.total / original.total``: at least ``tau`` for a legal candidate."""
@@ -308,16 +311,45 @@ def _chained_gradients(
 
 
 def fisher_potential(
-    network: Network, *, batch_size: int = 64, seed: int = 0, dtype: str = "float32"
+    network: Network,
+    *,
+    batch_size: int = 64,
+    seed: int = 0,
+    dtype: str = "float32",
+    inits: int = 1,
 ) -> FisherPotential:
     """The Fisher Potential of ``network`` at the initialisation ``seed`` on the minibatch of
     ``batch_size`` digits drawn under ``seed``: deterministic for a fixed seed.
+
+    The paper scores one initialisation on one minibatch, and so does ``inits=1``. On small
+    networks that one draw decides a lot (a grouped block scored 0.68 of the original under one
+    seed and 1.32 under the next): ``inits=k`` averages k initialisations and minibatches
+    (seeds ``seed`` to ``seed + k - 1``), at k times the cost.
 
     ``dtype="float64"`` needs JAX's 64-bit mode (``with jax.enable_x64(True):``).
 
     Raises:
         MissingExtraError: JAX or scikit-learn is not installed (the ``nas`` extra).
+        ValueError: ``inits`` < 1 (misuse).
     """
+    if isinstance(inits, bool) or not isinstance(inits, int) or inits < 1:
+        raise ValueError(f"inits must be an integer >= 1 (got {inits!r})")
+    draws = [_one_draw(network, batch_size, seed + i, dtype) for i in range(inits)]
+    blocks = tuple(float(np.mean(b)) for b in zip(*(d[1] for d in draws), strict=True))
+    return FisherPotential(
+        float(np.mean([d[0] for d in draws])),
+        blocks,
+        float(np.mean([d[2] for d in draws])),
+        batch_size,
+        seed,
+        inits,
+    )
+
+
+def _one_draw(
+    network: Network, batch_size: int, seed: int, dtype: str
+) -> tuple[float, list[float], float]:
+    """Total, block scores and loss of one initialisation on one minibatch."""
     jax = _jax()
     jnp = jax.numpy
     # Step 1. The same minibatch for every network of a given input size and seed.
@@ -331,4 +363,4 @@ def fisher_potential(
         network, params, jnp.asarray(x, dtype), jnp.asarray(labels), dtype
     )
     scores = fisher_scores(acts, grads)
-    return FisherPotential(float(sum(scores)), tuple(scores), loss, batch_size, seed)
+    return float(sum(scores)), scores, loss

@@ -173,6 +173,7 @@ def sample_candidates(
     batch_size: int = 64,
     seed: int = 0,
     kinds: Sequence[str] = KINDS,
+    inits: int = 1,
 ) -> NasSample:
     """Draw ``n`` plans (one per block, ``draw_plan``) and score each transformed network.
 
@@ -185,6 +186,7 @@ def sample_candidates(
         seed: the initialisation and minibatch seed, the same for the original and every
             candidate.
         kinds: what a block may become (``KINDS``).
+        inits: initialisations the Fisher Potentials average (``fisher_potential``).
 
     Raises:
         MissingExtraError: JAX or scikit-learn is not installed (the ``nas`` extra).
@@ -195,7 +197,7 @@ def sample_candidates(
     generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     check_tau(tau)
     check_kinds(kinds)
-    original = fisher_potential(network, batch_size=batch_size, seed=seed)
+    original = fisher_potential(network, batch_size=batch_size, seed=seed, inits=inits)
     seen: dict[Network, FisherPotential] = {network: original}
     candidates = []
     refusals: list[Refusal] = []
@@ -207,7 +209,9 @@ def sample_candidates(
         start = time.perf_counter()
         fp = seen.get(result)
         if fp is None:
-            fp = seen[result] = fisher_potential(result, batch_size=batch_size, seed=seed)
+            fp = seen[result] = fisher_potential(
+                result, batch_size=batch_size, seed=seed, inits=inits
+            )
         secs = time.perf_counter() - start
         legal = is_legal(fp, original, tau)
         candidates.append(NasCandidate(plans, result, fp, fp.ratio(original), legal, secs))

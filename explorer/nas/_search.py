@@ -204,6 +204,7 @@ def nas_search(
     seed: int = 0,
     batch_size: int = 64,
     kinds: Sequence[str] = KINDS,
+    inits: int = 1,
     tune_batch: int = 8,
     should_stop: Callable[[], bool] = lambda: False,
     on_progress: Callable[[NasProgress], None] | None = None,
@@ -223,6 +224,7 @@ def nas_search(
         seed: plans, initialisation, minibatch and tuning seed.
         batch_size: images in the Fisher Potential's minibatch.
         kinds: what a block may become (``explorer.nas.KINDS``).
+        inits: initialisations each Fisher Potential averages (1: the paper's single draw).
         tune_batch: candidates per measured batch of a tuning run.
         should_stop: checked before each shape is tuned; true ends the search early (the
             shapes tuned so far are kept and the rest of the networks have no latency).
@@ -250,6 +252,7 @@ def nas_search(
         batch_size=batch_size,
         seed=seed,
         kinds=kinds,
+        inits=inits,
     )
     fisher_secs = time.perf_counter() - start
     # Step 3. Every distinct convolution of the original and the legal candidates, in order.

@@ -194,3 +194,17 @@ def test_the_core_and_networks_work_without_jax_and_the_potential_says_how_to_in
         "the Fisher Potential needs jax, which is not installed: "
         "pip install 'schedule-explorer[nas]'"
     )
+
+
+def test_several_initialisations_average_the_single_draws() -> None:
+    net = resnet_cifar(18, 4)
+    draws = [fisher_potential(net, batch_size=16, seed=s) for s in (3, 4)]
+    both = fisher_potential(net, batch_size=16, seed=3, inits=2)
+    assert both.inits == 2 and both.seed == 3
+    assert both.total == pytest.approx((draws[0].total + draws[1].total) / 2, rel=1e-9)
+    assert both.blocks == pytest.approx(
+        [(a + b) / 2 for a, b in zip(draws[0].blocks, draws[1].blocks, strict=True)]
+    )
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="inits must be an integer >= 1"):
+            fisher_potential(net, inits=bad)
