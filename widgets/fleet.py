@@ -20,13 +20,10 @@ tracker and ``num_servers`` device servers of ``threads`` thread(s) on this mach
 from __future__ import annotations
 
 import html
-import logging
 import os
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import ipywidgets as w
 
@@ -56,9 +53,8 @@ from explorer.target import Target
 from widgets import _ui
 from widgets._context import Context
 from widgets._jobs import Job, JobRunner, JobState
+from widgets._panel import Panel
 from widgets._style import themed
-
-log = logging.getLogger(__name__)
 
 NO_LOCAL_FLEET = "No fleet runs on this machine: start a local one, or type a tracker's HOST:PORT."
 TARGET_RETRY_SECS = 30.0  # a key whose devices were all busy is asked again after this
@@ -76,7 +72,7 @@ class _Poll:
     typed: str  # the address field when the poll started
 
 
-class FleetPanel:
+class FleetPanel(Panel):
     """Shows a fleet's devices, live, and starts or stops a fleet on this machine.
 
     Args:
@@ -467,20 +463,11 @@ class FleetPanel:
             text += f" (asking again every {self.poll_secs:g} s)"
         self._say(text[:1].upper() + text[1:] + ".")
 
-    def _say(self, text: str) -> None:
-        # A Label shows text as is: an error message can never inject markup.
-        self.status.value = text
-
     def _note(self, text: str) -> None:
         self.notice.value = text
 
-    def _guard(self, action: Callable[[], Any]) -> None:
-        """Run a button or observer callback; show what it raised instead of raising."""
-        try:
-            action()
-        except Exception as exc:
-            log.exception("fleet panel action failed")
-            self._note(f"Error: {_sentence(exc)}")
+    def _show_error(self, exc: Exception) -> None:
+        self._note(f"Error: {_sentence(exc)}")
 
     def close(self) -> None:
         """Stop polling and listening to the store (the fleet itself keeps running)."""
@@ -489,9 +476,6 @@ class FleetPanel:
         self._unsubscribe()
         for runner in (self._poll_jobs, self._target_jobs, self._control_jobs):
             runner.shutdown()
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
 
 
 # -- workers ------------------------------------------------------------------------------------

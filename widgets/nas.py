@@ -43,6 +43,7 @@ from explorer.storage import summarize_run
 from widgets import _ui
 from widgets._context import Context
 from widgets._jobs import Job, JobState
+from widgets._panel import Panel
 from widgets._style import themed
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ CSS = """
 """
 
 
-class NasPanel:
+class NasPanel(Panel):
     """Runs a NAS search on a network and shows its candidates, their front, and their layers.
 
     Args:
@@ -406,21 +407,6 @@ class NasPanel:
     def _set_running(self, running: bool) -> None:
         self.run_button.disabled = running
         self.stop_button.disabled = not running
-
-    def _say(self, text: str) -> None:
-        # A Label shows text as is: an error message can never inject markup.
-        self.status.value = text
-
-    def _guard(self, action: Callable[[], Any]) -> None:
-        """Run a button or observer callback; show what it raised instead of raising."""
-        try:
-            action()
-        except Exception as exc:
-            log.exception("NAS panel action failed")
-            self._say(f"Error: {type(exc).__name__}: {exc}")
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
 
 
 def _summary(info: NasFrontInfo, stopped: bool) -> str:

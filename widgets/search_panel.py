@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -32,6 +31,7 @@ from explorer.tuner import TuneProgress, Tuner, TuneResult
 from widgets import _ui
 from widgets._context import Context
 from widgets._jobs import Job, JobState
+from widgets._panel import Panel
 from widgets._style import themed
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ class NotStarted(Exception):
     """A fleet search that could not start (no tracker, no such key): nothing was stored."""
 
 
-class SearchPanel:
+class SearchPanel(Panel):
     """Starts, follows and stops a search of the current session's workload.
 
     Args:
@@ -413,21 +413,6 @@ class SearchPanel:
         self.stop_button.disabled = not running
         if running:
             self.open_best_button.disabled = True
-
-    def _say(self, text: str) -> None:
-        # A Label shows text as is: an error message can never inject markup.
-        self.status.value = text
-
-    def _guard(self, action: Callable[[], Any]) -> None:
-        """Run a button or observer callback; show what it raised instead of raising."""
-        try:
-            action()
-        except Exception as exc:
-            log.exception("search panel action failed")
-            self._say(f"Error: {type(exc).__name__}: {exc}")
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
 
 
 def _fleet_target(measurer: RemoteMeasurer) -> tuple[Target, bool]:

@@ -1,0 +1,38 @@
+"""What every panel shares: a status line, callbacks that never raise, display in a cell."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as w
+
+log = logging.getLogger(__name__)
+
+
+class Panel:
+    """A panel's ``widget`` (what a cell shows) and ``status`` label, and ``_guard`` for its
+    button and observer callbacks: what one raises is logged and shown, never raised into the
+    kernel (ipywidgets would print it to the log and leave the panel silent)."""
+
+    widget: w.Widget
+    status: w.Label
+
+    def _say(self, text: str) -> None:
+        # A Label shows text as is: an error message can never inject markup.
+        self.status.value = text
+
+    def _show_error(self, exc: Exception) -> None:
+        self._say(f"Error: {type(exc).__name__}: {exc}")
+
+    def _guard(self, action: Callable[[], Any]) -> None:
+        """Run a button or observer callback; show what it raised instead of raising."""
+        try:
+            action()
+        except Exception as exc:
+            log.exception("%s action failed", type(self).__name__)
+            self._show_error(exc)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
