@@ -12,8 +12,10 @@ tuned latencies. Reported: how many candidates were legal, the speed-up of the f
 network over the original (the paper: "over 3x in the majority of cases"), the spread of the
 legal candidates' speed-ups, and where the search's time went (Fisher Potentials, tuning).
 
-Part 2, the proxy: the original and ``--train`` legal and ``--train`` illegal candidates (evenly
-spread over their Fisher Potential ratios) trained ``--epochs`` epochs on the digits
+Part 2, the proxy: the original, ``--train`` legal and ``--train`` illegal candidates (evenly
+spread over their Fisher Potential ratios) and two variants any capacity measure should refuse
+(every block's inner width collapsed to one channel; every convolution cut into two strips)
+trained ``--epochs`` epochs on the digits
 (``explorer.nas.train``); reported: accuracy against Fisher Potential, Spearman's rank
 correlation, and the legal and illegal networks' mean accuracy.
 
@@ -37,7 +39,17 @@ import numpy as np
 from explorer._plots_nas import make_nas_pareto_figure
 from explorer.analysis import nas_front_info
 from explorer.measure import LocalMeasurer
-from explorer.nas import get_network, nas_search, rank_correlation, train
+from explorer.nas import (
+    Bottleneck,
+    NasPoint,
+    SpatialSplit,
+    fisher_potential,
+    format_ratio,
+    get_network,
+    nas_search,
+    rank_correlation,
+    train,
+)
 from explorer.storage import get_store
 from explorer.target import Target
 
@@ -142,10 +154,41 @@ def search(args: argparse.Namespace, out: Path) -> tuple[dict, object]:
     return summary, result
 
 
+def extremes(result, args: argparse.Namespace) -> list[NasPoint]:
+    """Two variants the proxy should refuse whatever the sample drew: every block's inner
+    width collapsed to one channel, and every convolution cut into two strips (no halo)."""
+    net = result.original.network
+    variants = {
+        "collapsed to 1": [((Bottleneck(b.convs[0].out_channels),), ()) for b in net.blocks],
+        "split in 2 strips": [((SpatialSplit(2),), (SpatialSplit(2),)) for _ in net.blocks],
+    }
+    original = fisher_potential(net, seed=args.seed)
+    points = []
+    for name, plans in variants.items():
+        variant = net.transform(plans)
+        ratio = fisher_potential(variant, seed=args.seed).ratio(original)
+        seeds = [
+            fisher_potential(variant, seed=s).ratio(fisher_potential(net, seed=s))
+            for s in range(args.seed + 1, args.seed + 3)
+        ]
+        print(
+            f"  {name}: FP x{format_ratio(ratio)} (seeds +1, +2: "
+            f"{', '.join(map(format_ratio, seeds))})",
+            flush=True,
+        )
+        points.append(NasPoint(name, variant, ratio, ratio >= args.tau, None))
+    return points
+
+
 def proxy(args: argparse.Namespace, result, out: Path) -> dict:
     legal = [p for p in result.points[1:] if p.is_legal]
     illegal = [p for p in result.points[1:] if not p.is_legal]
-    chosen = [result.original, *_pick(legal, args.train), *_pick(illegal, args.train)]
+    chosen = [
+        result.original,
+        *_pick(legal, args.train),
+        *_pick(illegal, args.train),
+        *extremes(result, args),
+    ]
     rows = []
     for p in chosen:
         accs = [train(p.network, epochs=args.epochs, seed=s).accuracy for s in range(args.seeds)]
