@@ -21,6 +21,7 @@ from explorer._cli_args import (
     UsageError,
     check_tune_options,
     check_writable_file,
+    did_you_mean,
     file_name,
     format_secs,
     non_negative_int,
@@ -42,14 +43,26 @@ def _tau(text: str) -> float:
 
 def _kinds(text: str) -> tuple[str, ...]:
     from explorer.nas import KINDS
+    from explorer.nas._sample import check_kinds
 
-    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
-    unknown = [k for k in kinds if k not in KINDS]
-    if unknown or not kinds:
+    kinds = tuple(k.strip() for k in text.split(","))
+    if not text.strip():
         raise argparse.ArgumentTypeError(
-            f"{unknown[0] if unknown else 'nothing'!r} is not a kind; take them from "
-            f"{','.join(KINDS)}"
+            f"expected kinds separated by commas, from {','.join(KINDS)}"
         )
+    if "" in kinds:
+        raise argparse.ArgumentTypeError(
+            f"an empty kind in {text!r} (two commas, or one at an end)"
+        )
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"{unknown[0]!r} is not a kind; take them from {','.join(KINDS)}"
+        )
+    try:
+        check_kinds(kinds)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     return kinds
 
 
@@ -61,9 +74,7 @@ def _network(args: argparse.Namespace) -> Any:
     try:
         return get_network(args.network, **kwargs)
     except UnknownPluginError as exc:
-        raise UsageError(
-            f"unknown network {args.network!r}; valid: {', '.join(exc.valid)}"
-        ) from None
+        raise UsageError(did_you_mean(exc)) from None
     except TypeError:
         raise UsageError(
             f"--width does not apply to {args.network} (its widths are fixed)"
@@ -164,11 +175,19 @@ def cmd_nas(args: argparse.Namespace) -> int:
                 strategy=args.strategy,
                 tau=args.tau,
                 seed=args.seed,
+                tune_seed=args.tune_seed,
                 batch_size=args.batch_size,
                 kinds=args.kinds or KINDS,
                 inits=args.inits,
                 on_progress=progress,
             )
+        except KeyboardInterrupt:
+            print(
+                "interrupted; every shape tuned so far is kept in the database: run the same "
+                "command again to go on from there",
+                file=sys.stderr,
+            )
+            raise
         finally:
             store.close()
     # Step 3. What was found.
@@ -186,8 +205,11 @@ def cmd_nas(args: argparse.Namespace) -> int:
         "Pareto front (latency, speed-up over the original, Fisher Potential ratio, MACs, "
         "parameters, transformations):"
     )
-    for point in [result.original, *[p for p in result.front if p is not result.original]]:
+    for point in result.front:
         print(_row(point, original))
+    if not result.original.is_on_front:
+        print("the original, for reference (a legal candidate beats it on every count):")
+        print(_row(result.original, original))
     if args.json:
         Path(args.json).write_text(json.dumps(_as_json(result), indent=1))
         print(f"every network's numbers written to {args.json}")
@@ -195,7 +217,9 @@ def cmd_nas(args: argparse.Namespace) -> int:
     if best is None or result.speedup is None:
         print("no latency for the original network: a convolution had no successful schedule")
         return EXIT_FAILED
-    if best is result.original:
+    if legal == 0:
+        print(f"no candidate was legal at tau={args.tau:g}: the original stands")
+    elif best is result.original:
         print("no legal candidate was faster than the original")
     else:
         print(f"fastest legal: {best.name}, {result.speedup:.2f}x faster than the original")
@@ -246,7 +270,18 @@ def add_nas_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         help="what a block may become (default: all of keep, group, depthwise, bottleneck, "
         "bottleneck_group, split_group, unroll_group, spatial_split)",
     )
-    p.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
+    p.add_argument(
+        "--seed",
+        type=non_negative_int,
+        default=0,
+        help="draws the candidates and the Fisher Potential's initialisation (default 0)",
+    )
+    p.add_argument(
+        "--tune-seed",
+        type=non_negative_int,
+        default=0,
+        help="the tuning runs' seed (default 0); another --seed reuses the shapes tuned",
+    )
     p.add_argument(
         "--batch-size",
         type=positive_int,

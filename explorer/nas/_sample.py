@@ -19,7 +19,7 @@ somewhere (21 of 30 did, on ResNet-18).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,9 +70,14 @@ def _pick(rng: np.random.Generator, values: Sequence[int]) -> int:
 
 
 def check_kinds(kinds: Sequence[str]) -> None:
-    """``ValueError`` unless ``kinds`` is a non-empty selection of ``KINDS`` (misuse)."""
+    """``ValueError`` unless ``kinds`` is a selection of ``KINDS`` with a transformation in it
+    (``keep`` alone would only draw the original again) (misuse)."""
     if isinstance(kinds, str) or not kinds or set(kinds) - set(KINDS):
         raise ValueError(f"kinds must be taken from {', '.join(KINDS)} (got {kinds!r})")
+    if set(kinds) == {"keep"}:
+        raise ValueError(
+            "kinds needs a transformation besides keep (keep alone draws the original)"
+        )
 
 
 def draw_plan(block: Block, rng: np.random.Generator, kinds: Sequence[str] = KINDS) -> BlockPlan:
@@ -146,6 +151,7 @@ class NasSample:
     tau: float
     candidates: tuple[NasCandidate, ...]
     refusals: tuple[Refusal, ...]
+    stopped: bool = False  # ``should_stop`` ended the drawing before ``n`` candidates
 
     @property
     def legal(self) -> list[NasCandidate]:
@@ -174,6 +180,7 @@ def sample_candidates(
     seed: int = 0,
     kinds: Sequence[str] = KINDS,
     inits: int = 1,
+    should_stop: Callable[[], bool] = lambda: False,
 ) -> NasSample:
     """Draw ``n`` plans (one per block, ``draw_plan``) and score each transformed network.
 
@@ -187,6 +194,7 @@ def sample_candidates(
             candidate.
         kinds: what a block may become (``KINDS``).
         inits: initialisations the Fisher Potentials average (``fisher_potential``).
+        should_stop: checked before each candidate; true ends the sample early (``stopped``).
 
     Raises:
         MissingExtraError: JAX or scikit-learn is not installed (the ``nas`` extra).
@@ -201,7 +209,11 @@ def sample_candidates(
     seen: dict[Network, FisherPotential] = {network: original}
     candidates = []
     refusals: list[Refusal] = []
+    stopped = False
     for _ in range(n):
+        if should_stop():
+            stopped = True
+            break
         plans = tuple(_draw_block(b, generator, kinds, refusals) for b in network.blocks)
         result = network.transform(plans)
         if isinstance(result, Refusal):  # each block plan applied on its own: a bug if not
@@ -215,4 +227,4 @@ def sample_candidates(
         secs = time.perf_counter() - start
         legal = is_legal(fp, original, tau)
         candidates.append(NasCandidate(plans, result, fp, fp.ratio(original), legal, secs))
-    return NasSample(network, original, tau, tuple(candidates), tuple(refusals))
+    return NasSample(network, original, tau, tuple(candidates), tuple(refusals), stopped)

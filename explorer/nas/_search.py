@@ -202,6 +202,7 @@ def nas_search(
     strategy: str = "random",
     tau: float = 1.0,
     seed: int = 0,
+    tune_seed: int = 0,
     batch_size: int = 64,
     kinds: Sequence[str] = KINDS,
     inits: int = 1,
@@ -221,17 +222,20 @@ def nas_search(
         target: what the convolutions are tuned for.
         strategy: a strategy name (``explorer.search.STRATEGIES``) used for every shape.
         tau: legal iff ``FP(candidate) >= tau * FP(original)``.
-        seed: plans, initialisation, minibatch and tuning seed.
+        seed: what draws the plans, and the Fisher Potential's initialisation and minibatch.
+        tune_seed: the tuning runs' seed (apart from ``seed``: another sample of candidates
+            reuses the shapes already tuned).
         batch_size: images in the Fisher Potential's minibatch.
         kinds: what a block may become (``explorer.nas.KINDS``).
         inits: initialisations each Fisher Potential averages (1: the paper's single draw).
         tune_batch: candidates per measured batch of a tuning run.
-        should_stop: checked before each shape is tuned; true ends the search early (the
-            shapes tuned so far are kept and the rest of the networks have no latency).
+        should_stop: checked before each candidate is scored and each shape is tuned (and
+            between a tuning's batches); true ends the search early: the candidates scored and
+            the shapes tuned so far are kept, the other networks have no latency.
         on_progress: called before each shape is tuned.
 
     Raises:
-        ValueError: ``samples`` or ``budget`` out of range, a bad ``tau`` or kind (before
+        ValueError: ``samples``, ``budget`` or a seed out of range, a bad ``tau`` or kind (before
             anything is measured or stored).
         UnknownPluginError: an unknown strategy.
         MissingExtraError: JAX or scikit-learn is not installed.
@@ -241,6 +245,9 @@ def nas_search(
 
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise ValueError(f"budget must be an integer >= 1 trials per shape (got {budget!r})")
+    for name, value in (("seed", seed), ("tune_seed", tune_seed)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be an integer >= 0 (got {value!r})")
     make_strategy(strategy)  # an unknown name fails before the Fisher Potentials are computed
     # Step 1-2. Sample and judge.
     start = time.perf_counter()
@@ -253,7 +260,9 @@ def nas_search(
         seed=seed,
         kinds=kinds,
         inits=inits,
+        should_stop=should_stop,
     )
+    stopped = sample.stopped
     fisher_secs = time.perf_counter() - start
     # Step 3. Every distinct convolution of the original and the legal candidates, in order.
     wanted: dict[Conv, None] = dict.fromkeys(network.conv_counts())
@@ -262,9 +271,8 @@ def nas_search(
     tunings: dict[Conv, ConvTuning] = {}
     tuner = Tuner(measurer=measurer, store=store, batch_size=tune_batch)
     start = time.perf_counter()
-    stopped = False
     for i, conv in enumerate(wanted):
-        cached = find_tuning(store, conv, target, strategy, budget, seed)
+        cached = find_tuning(store, conv, target, strategy, budget, tune_seed)
         if on_progress is not None:
             on_progress(NasProgress(i, len(wanted), conv, cached is not None))
         if cached is not None:
@@ -278,7 +286,7 @@ def nas_search(
                 target,
                 strategy,
                 max_trials=budget,
-                seed=seed,
+                seed=tune_seed,
                 should_stop=should_stop,
             )
             if result.stopped_because == "cancelled":

@@ -68,12 +68,16 @@ def test_a_search_stores_its_tunings_prints_the_front_and_runs_again_from_the_da
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["resnet99"], "unknown network 'resnet99'; valid: resnet18_cifar"),
+        (["resnet99"], "unknown network 'resnet99'; valid names: resnet18_cifar"),
+        (["resnet18_cifr"], "did you mean 'resnet18_cifar'"),
         (["resnet18_imagenet", "--width", "8"], "--width does not apply to resnet18_imagenet"),
         ([*TINY, "--tau", "-1"], "--tau: must be a finite number >= 0 (got -1)"),
         ([*TINY, "--tau", "nan"], "--tau: must be a finite number >= 0 (got nan)"),
         (["resnet18_cifar", "--kinds", "group,warp"], "'warp' is not a kind"),
-        (["resnet18_cifar", "--kinds", ","], "'nothing' is not a kind"),
+        (["resnet18_cifar", "--kinds", "group,,depthwise"], "an empty kind in 'group,,depthwise'"),
+        (["resnet18_cifar", "--kinds", ""], "expected kinds separated by commas"),
+        (["resnet18_cifar", "--kinds", "keep"], "needs a transformation besides keep"),
+        ([*TINY, "--tune-seed", "-2"], "--tune-seed: must be 0 or more"),
         ([*TINY, "--strategy", "randm"], "did you mean 'random'"),
         ([*TINY, "--budget", "0"], "--budget: must be at least 1"),
         (["resnet18_cifar", "--batch-size", "5000"], "the data set has 1797 digits"),

@@ -101,7 +101,21 @@ def test_a_search_tunes_and_stores_every_distinct_convolution_once(
     assert all(t.is_cached for t in again.tunings)
     assert [p.latency_secs for p in again.points] == [p.latency_secs for p in result.points]
     # Another budget is another tuning.
-    assert find_tuning(store, net.stem.pieces[0].conv, cpu_target, "random", 3, 1) is None
+    assert find_tuning(store, net.stem.pieces[0].conv, cpu_target, "random", 3, 0) is None
+    # Another sample of candidates (seed) tunes with the same tuning seed: nothing new to tune.
+    other = nas_search(
+        net,
+        samples=0,
+        budget=2,
+        store=store,
+        measurer=measurer,
+        target=cpu_target,
+        tau=0.5,
+        seed=7,
+        batch_size=16,
+        kinds=KINDS,
+    )
+    assert all(t.is_cached for t in other.tunings) and len(store.runs()) == len(runs)
 
 
 def test_stopping_keeps_what_was_tuned(measurer, store, cpu_target) -> None:
@@ -116,13 +130,29 @@ def test_stopping_keeps_what_was_tuned(measurer, store, cpu_target) -> None:
         target=cpu_target,
         seed=0,
         batch_size=8,
-        kinds=("keep",),
+        kinds=("keep", "group"),
         on_progress=progress.append,
-        should_stop=lambda: progress[-1].done >= 1,
+        should_stop=lambda: bool(progress) and progress[-1].done >= 1,
     )
     assert result.stopped and len(result.tunings) == 1
     assert result.original.latency_secs is None and result.speedup is None
     assert [r.id for r in store.runs()] == [result.tunings[0].run_id]
+
+
+def test_stop_while_scoring_ends_before_anything_is_tuned(measurer, store, cpu_target) -> None:
+    result = nas_search(
+        small_network(),
+        samples=50,
+        budget=1,
+        store=store,
+        measurer=measurer,
+        target=cpu_target,
+        batch_size=8,
+        kinds=KINDS,
+        should_stop=lambda: True,
+    )
+    assert result.stopped and result.sample.stopped and result.sample.candidates == ()
+    assert result.tunings == () and store.runs() == []
 
 
 @pytest.mark.parametrize(
@@ -134,6 +164,9 @@ def test_stopping_keeps_what_was_tuned(measurer, store, cpu_target) -> None:
         ({"tau": -1.0}, ValueError, "tau must be a finite number >= 0"),
         ({"strategy": "nope"}, UnknownPluginError, "nope"),
         ({"kinds": ("group", "warp")}, ValueError, "kinds must be taken from"),
+        ({"kinds": ("keep",)}, ValueError, "kinds needs a transformation besides keep"),
+        ({"seed": -1}, ValueError, "seed must be an integer >= 0"),
+        ({"tune_seed": 1.5}, ValueError, "tune_seed must be an integer >= 0"),
     ],
 )
 def test_bad_settings_fail_before_anything_is_stored(
