@@ -12,6 +12,10 @@ Fisher Potential, ``explorer._plots_nas``), both drawn from ``explorer.analysis.
 Clicking a point opens a layer of that network in the schedule editor, chosen by the info's
 ``LayerFocus`` (its slowest transformed layer): the best schedule its tuning found, or the
 convolution unscheduled when it was not tuned. The panel says which layer it opened.
+
+The whole-number settings (Width, Samples, Trials/shape, Seed) are ``Text`` boxes parsed here
+(``parse_whole``), not ``IntText``: IntText's front end drops a typed ``.`` (``2.5`` reached
+the kernel as 25), so a decimal could never be refused.
 """
 
 from __future__ import annotations
@@ -20,7 +24,10 @@ import html
 import importlib.util
 import logging
 import math
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import ipywidgets as w
@@ -51,20 +58,25 @@ log = logging.getLogger(__name__)
 NAS_PACKAGES = ("jax", "sklearn")
 """What the Fisher Potential needs (the ``nas`` extra), checked before a search starts."""
 INSTALL_HINT = "pip install 'schedule-explorer[nas]'"
-DEFAULT_KINDS = ("keep", "group", "bottleneck", "split_group")
-"""The kinds ticked at first: cheap to score and to tune, and each changes the network."""
+DEFAULT_KINDS = KINDS
+"""The kinds ticked at first: all of them, as ``explorer nas`` samples by default."""
 
 # ipywidgets cuts a Label at one line ("..."); the status and the notice are sentences that
 # must be read whole, so they wrap (still Labels: a message never becomes markup).
 CSS = """
 .se-nas .widget-label.se-nas-status,
+.se-nas .widget-label.se-nas-note,
 .se-nas .widget-label.se-nas-notice {
   white-space: normal;
   line-height: 1.45;
   height: auto;
   padding: 4px 0;
 }
+.se-nas .se-nas-note { color: #8a5a00; }
 """
+EMPTY_PLOT = "Run a NAS search to see its candidates here"
+RUNNING_PLOT = "The search's networks appear here when it ends"
+NOTICE = "Click a point to open one of its layers in the editor."
 
 
 class NasPanel(Panel):
@@ -80,15 +92,18 @@ class NasPanel(Panel):
     Attributes:
         widget: the panel to display.
         job: the last search job (``None`` before the first Run).
-        result: the last search's ``NasResult`` (kept when it was stopped).
+        result: the last search's ``NasResult`` (kept when it was stopped; ``None`` from the
+            next Run on, which clears the table, the plot and the click notice).
         info: ``nas_front_info(result)``, what the table and the plot show.
+        status: the search's progress, then its summary; ``note`` holds a refusal of Run
+            while the search runs, so the progress stays in view.
         figure: the Pareto ``FigureWidget``.
         on_open: called with the opened ``ScheduleSession`` after a click opened a layer (the
             ``Explorer`` switches to its Schedule tab).
 
     Example:
         >>> panel = NasPanel(ctx)  # doctest: +SKIP
-        >>> panel.network.value, panel.width.value = "resnet18_cifar", 8  # doctest: +SKIP
+        >>> panel.network.value, panel.width.value = "resnet18_cifar", "8"  # doctest: +SKIP
         >>> job = panel.run()  # doctest: +SKIP
     """
 
@@ -108,6 +123,7 @@ class NasPanel(Panel):
         self.info: NasFrontInfo | None = None
         self.on_open: Callable[[ScheduleSession], None] | None = None
         self._extra: dict[str, Network] = dict(networks or {})
+        self._settings: _Settings | None = None  # the running search's
 
         self.network = _tagged(
             w.Dropdown(
@@ -116,7 +132,7 @@ class NasPanel(Panel):
             "se-nas-network",
         )
         self.width = _tagged(
-            w.IntText(value=8, description="Width", tooltip="channels of the first stage"),
+            w.Text(value="8", description="Width", tooltip="channels of the first stage"),
             "se-nas-width",
         )
         self.width_note = _tagged(w.Label(value=""), "se-nas-width-note")
@@ -140,10 +156,10 @@ class NasPanel(Panel):
             ),
             "se-nas-tau",
         )
-        self.samples = _tagged(w.IntText(value=6, description="Samples"), "se-nas-samples")
+        self.samples = _tagged(w.Text(value="6", description="Samples"), "se-nas-samples")
         self.budget = _tagged(
-            w.IntText(
-                value=4,
+            w.Text(
+                value="4",
                 description="Trials/shape",
                 tooltip="trials per distinct convolution (each shape is tuned once)",
             ),
@@ -153,7 +169,7 @@ class NasPanel(Panel):
         self.strategy = _tagged(
             w.Dropdown(options=names, value=names[0], description="Strategy"), "se-nas-strategy"
         )
-        self.seed = _tagged(w.IntText(value=0, description="Seed"), "se-nas-seed")
+        self.seed = _tagged(w.Text(value="0", description="Seed"), "se-nas-seed")
         self.run_button = _tagged(
             w.Button(description="Run", button_style="primary", icon="play"), "se-nas-run"
         )
@@ -164,14 +180,14 @@ class NasPanel(Panel):
             w.IntProgress(value=0, min=0, max=1, description="Shapes"), "se-nas-progress"
         )
         self.status = _tagged(w.Label(value="Ready."), "se-nas-status")
+        # A refusal while this panel's search runs goes here: the status keeps its progress.
+        self.note = _tagged(w.Label(value="", layout=w.Layout(display="none")), "se-nas-note")
         self.table = _tagged(w.HTML(value=""), "se-nas-table")
         self.table.layout.max_height = "320px"
         self.table.layout.overflow = "auto"
         self.figure = make_nas_pareto_figure(None)
-        self.notice = _tagged(
-            w.Label(value="Click a point to open one of its layers in the editor."),
-            "se-nas-notice",
-        )
+        self._draw(None)
+        self.notice = _tagged(w.Label(value=NOTICE), "se-nas-notice")
 
         self.network.observe(lambda _: self._guard(self._sync_width), names="value")
         self.run_button.on_click(lambda _: self._guard(self.run))
@@ -195,6 +211,7 @@ class NasPanel(Panel):
                 buttons,
                 self.progress,
                 self.status,
+                self.note,
                 self.table,
                 figure_box,
                 self.notice,
@@ -218,9 +235,9 @@ class NasPanel(Panel):
             return self._extra[name]
         kwargs: dict[str, int] = {}
         if "width" in NETWORKS.parameters(name):
-            width = int(self.width.value)
-            if width < 1:
-                return f"Width must be at least 1 channel (got {width})."
+            width = parse_whole("Width", self.width.value, 1, "at least 1 channel")
+            if isinstance(width, str):
+                return width
             kwargs["width"] = width
         return NETWORKS.make(name, **kwargs)
 
@@ -237,45 +254,56 @@ class NasPanel(Panel):
     def _run(self) -> Job | None:
         jobs = self.ctx.search_jobs
         if jobs.busy and jobs.current is not None:
-            self._say(
+            refusal = (
                 f"Not started: {jobs.current.name} is still running; stop it (or wait) before "
                 "starting another."
             )
+            if jobs.current is self.job:
+                self._note(refusal)  # the status line keeps this search's progress
+            else:
+                self._say(refusal)
             return None
-        problem = self._check()
-        if isinstance(problem, str):
-            self._say(f"Not started: {problem}")
+        settings = self._check()
+        if isinstance(settings, str):
+            self._say(f"Not started: {settings}")
             return None
-        network, kinds = problem
-        samples, budget, tau = int(self.samples.value), int(self.budget.value), self.tau.value
-        strategy, seed, target = str(self.strategy.value), int(self.seed.value), self.ctx.target
+        network, target = settings.network, self.ctx.target
 
         def search(job: Job) -> NasResult:
             # Worker thread: progress reaches the widgets through the UI thread.
             with self.ctx.search_measurer() as measurer:
                 return nas_search(
                     network,
-                    samples=samples,
-                    budget=budget,
+                    samples=settings.samples,
+                    budget=settings.budget,
                     store=self.ctx.store,
                     measurer=measurer,
                     target=target,
-                    strategy=strategy,
-                    tau=float(tau),
-                    seed=seed,
+                    strategy=settings.strategy,
+                    tau=settings.tau,
+                    seed=settings.seed,
                     batch_size=self.fisher_batch,
-                    kinds=kinds,
+                    kinds=settings.kinds,
                     tune_batch=self.tune_batch,
                     should_stop=job.is_cancelled,
                     on_progress=lambda p: _ui.call_soon(self._on_progress, p),
                 )
 
-        self.progress.value, self.progress.max, self.progress.bar_style = 0, 1, "info"
-        self._set_running(True)
-        self._say(
-            f"Scoring {samples} candidate{'s' * (samples != 1)} of {network.name} by their "
-            "Fisher Potential (JAX compiles on first use: tens of seconds)..."
-        )
+        self._settings = settings
+        # The last search's table, plot and click note would pass for this one's: cleared.
+        self.result = self.info = None
+        self._draw(None, empty=RUNNING_PLOT)
+        with _held(*self._lines()):
+            self.table.value = ""
+            self.notice.value = NOTICE
+            self._note("")
+            self.progress.value, self.progress.max, self.progress.bar_style = 0, 1, "info"
+            self._set_running(True)
+            n = settings.samples
+            self._say(
+                f"Scoring {n} candidate{'s' * (n != 1)} of {network.name} by their "
+                "Fisher Potential (JAX compiles on first use: tens of seconds)..."
+            )
         self.job = jobs.submit("NAS search", search, on_done=self._on_done)
         return self.job
 
@@ -305,7 +333,15 @@ class NasPanel(Panel):
             session = self.ctx.open_record(best)
             secs = best.median_secs
             timing = f", {secs * 1e3:.4g} ms" if secs else ""
-            what = f"its tuning's best schedule (trial {best.id}{timing})"
+            if point.is_timed:
+                what = f"its tuning's best schedule (trial {best.id}{timing})"
+            elif point.is_legal:  # a stopped search: the network, not this shape, is untimed
+                what = f"the best schedule of run {focus.run_id} (trial {best.id}{timing})"
+            else:  # never tuned: the shape was, for another network (or by an earlier run)
+                what = (
+                    f"the best schedule of run {focus.run_id}, which tuned the same shape "
+                    f"(trial {best.id}{timing}); this network itself was not tuned"
+                )
         else:
             session = ScheduleSession(focus.conv.workload(), self.ctx.target)
             self.ctx.set_session(session)
@@ -326,36 +362,44 @@ class NasPanel(Panel):
 
     # -- callbacks (UI thread) ----------------------------------------------------------------
     def _on_progress(self, p: NasProgress) -> None:
-        if self.job is None or self.job._settled:
-            return  # a late report of a search that has ended
+        if self.job is None or self.job._settled or self.job.is_cancelled():
+            return  # a late report of a search that has ended, or is stopping (says so)
+        settings = self._settings
         self.progress.max = max(p.total, 1)
         self.progress.value = min(p.done, p.total)
         if p.conv is None:
             self._say(f"Tuned {p.done}/{p.total} distinct convolutions; ranking the networks...")
             return
         how = "found in the store" if p.is_cached else "tuning"
-        self._say(
-            f"Shape {p.done + 1}/{p.total}: conv2d {p.conv.label()} ({how}, "
-            f"{int(self.budget.value)} trials with {self.strategy.value})..."
-        )
+        trials = "" if settings is None else f", {settings.budget} trials with {settings.strategy}"
+        self._say(f"Shape {p.done + 1}/{p.total}: conv2d {p.conv.label()} ({how}{trials})...")
 
     def _on_done(self, job: Job) -> None:
-        self._set_running(False)
+        self._settings = None
         if job.state is JobState.ERROR:
-            self.progress.bar_style = "danger"
-            self._say(f"NAS search failed: {_sentence(job.exception)}")
+            self._draw(None)  # nothing to show: the hint says to run a search again
+            with _held(*self._lines()):
+                self._set_running(False)
+                self._note("")
+                self.progress.bar_style = "danger"
+                self._say(f"NAS search failed: {_sentence(job.exception)}")
             return
         result: NasResult = job.result
-        self.result = result
-        self.info = info = nas_front_info(result)
-        update_nas_pareto_figure(self.figure, info)
-        on_point_click(self.figure, "nas|", self._on_click)
-        self.table.value = _table(info)
+        info = nas_front_info(result)
         stopped = job.state is JobState.CANCELLED or result.stopped
-        self.progress.bar_style = "warning" if stopped else "success"
-        if not stopped:
-            self.progress.value = self.progress.max
-        self._say(_summary(info, stopped))
+        table, summary = _table(info), _summary(info, stopped)
+        self.result, self.info = result, info
+        self._draw(info)
+        on_point_click(self.figure, "nas|", self._on_click)
+        # One update: Run comes back with the results, not before them.
+        with _held(*self._lines()):
+            self.table.value = table
+            self.progress.bar_style = "warning" if stopped else "success"
+            if not stopped:
+                self.progress.value = self.progress.max
+            self._note("")
+            self._say(summary)
+            self._set_running(False)
 
     def _on_click(self, trace: Any, points: Any, state: Any = None) -> None:
         data: Sequence[Any] = trace.customdata if trace.customdata is not None else ()
@@ -371,8 +415,8 @@ class NasPanel(Panel):
             self.notice.value = f"Could not open that layer: {type(exc).__name__}: {exc}"
 
     # -- helpers ------------------------------------------------------------------------------
-    def _check(self) -> tuple[Network, tuple[str, ...]] | str:
-        """The network and kinds to search, or what is wrong with the settings (one sentence,
+    def _check(self) -> _Settings | str:
+        """The search's settings, or what is wrong with them (one sentence naming the field,
         checked before anything runs)."""
         missing = [name for name in NAS_PACKAGES if importlib.util.find_spec(name) is None]
         if missing:
@@ -383,17 +427,23 @@ class NasPanel(Panel):
         tau = self.tau.value
         if not isinstance(tau, (int, float)) or not math.isfinite(tau) or tau < 0:
             return f"τ must be a finite number >= 0 (got {tau})."
-        if int(self.samples.value) < 1:
-            return f"Samples must be at least 1 candidate (got {self.samples.value})."
-        if int(self.budget.value) < 1:
-            return f"Trials/shape must be at least 1 (got {self.budget.value})."
+        samples = parse_whole("Samples", self.samples.value, 1, "at least 1 candidate")
+        if isinstance(samples, str):
+            return samples
+        budget = parse_whole("Trials/shape", self.budget.value, 1, "at least 1")
+        if isinstance(budget, str):
+            return budget
+        seed = parse_whole("Seed", self.seed.value, 0, "a whole number >= 0")
+        if isinstance(seed, str):
+            return seed
         kinds = tuple(k for k, box in self.kinds.items() if box.value)
         if not [k for k in kinds if k != "keep"]:
             return "tick at least one transformation (besides keep) to sample."
         network = self.selected_network()
         if isinstance(network, str):
             return network
-        return network, kinds
+        strategy = str(self.strategy.value)
+        return _Settings(network, kinds, samples, budget, strategy, seed, float(tau))
 
     def _network_names(self) -> list[str]:
         return [*NETWORKS, *(n for n in self._extra if n not in NETWORKS)]
@@ -408,12 +458,94 @@ class NasPanel(Panel):
         self.run_button.disabled = running
         self.stop_button.disabled = not running
 
+    def _note(self, text: str) -> None:
+        self.note.value = text
+        self.note.layout.display = "" if text else "none"
+
+    def _lines(self) -> tuple[w.DOMWidget, ...]:
+        """The widgets a run's start and end rewrite together."""
+        return (
+            self.run_button,
+            self.stop_button,
+            self.progress,
+            self.status,
+            self.note,
+            self.table,
+            self.notice,
+        )
+
+    def _draw(self, info: NasFrontInfo | None, *, empty: str = EMPTY_PLOT) -> None:
+        """Redraw the plot for ``info``; without one, no axes (plotly would draw -1 to 4 for
+        nothing), only ``empty`` in the middle."""
+        fig = self.figure
+        update_nas_pareto_figure(fig, info)
+        with fig.batch_update():
+            if info is None:  # update_layout(shapes=[]) keeps the last search's tau line
+                fig.layout.shapes = ()
+            for axis in ("xaxis", "xaxis2", "yaxis", "yaxis2"):
+                fig.layout[axis].visible = info is not None
+            fig.layout.showlegend = info is not None
+            for note in fig.layout.annotations:
+                if note.name == "empty":
+                    note.text = empty
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """What a search runs with, checked (``NasPanel._check``)."""
+
+    network: Network
+    kinds: tuple[str, ...]
+    samples: int
+    budget: int
+    strategy: str
+    seed: int
+    tau: float
+
+
+_WHOLE = re.compile(r"[+-]?[0-9]+(\.0*)?")
+
+
+def parse_whole(field: str, text: object, least: int, at_least: str) -> int | str:
+    """``text`` (what a box holds) as a whole number of at least ``least``, or why not: one
+    sentence naming ``field``. ``6`` and ``6.0`` are 6; ``2.5``, ``1e3`` and ``six`` are
+    refused, never rounded.
+
+    Example:
+        >>> parse_whole("Samples", " 6 ", 1, "at least 1 candidate")
+        6
+        >>> parse_whole("Samples", "2.5", 1, "at least 1 candidate")
+        'Samples must be a whole number (got 2.5).'
+        >>> parse_whole("Seed", "-1", 0, "a whole number >= 0")
+        'Seed must be a whole number >= 0 (got -1).'
+    """
+    shown = str(text).strip()
+    if isinstance(text, bool) or not (isinstance(text, int) or _WHOLE.fullmatch(shown)):
+        return f"{field} must be a whole number (got {shown or 'an empty box'})."
+    n = int(text) if isinstance(text, int) else int(shown.split(".")[0])
+    if n < least:
+        return f"{field} must be {at_least} (got {n})."
+    return n
+
+
+@contextmanager
+def _held(*widgets: w.Widget) -> Iterator[None]:
+    """Send what the block writes to ``widgets`` together, when it ends (``hold_sync``)."""
+    with ExitStack() as stack:
+        for widget in widgets:
+            stack.enter_context(widget.hold_sync())
+        yield
+
 
 def _summary(info: NasFrontInfo, stopped: bool) -> str:
-    legal = info.num_candidates - info.num_illegal
+    legal = info.num_candidates - info.num_illegal  # candidates: the original is apart
+    shapes = f"{info.num_shapes} distinct convolutions"
+    if info.num_shapes < info.num_shapes_wanted:
+        shapes = f"{info.num_shapes} of {info.num_shapes_wanted} distinct convolutions tuned"
+        shapes += " before the stop" if stopped else ""
     text = (
         f"{'Stopped' if stopped else 'Done'}: {info.num_candidates} candidates, {legal} legal; "
-        f"{info.num_shapes} distinct convolutions ({info.num_cached} found in the store); "
+        f"{shapes} ({info.num_cached} found in the store); "
         f"Fisher Potentials {info.fisher_secs:.1f} s, tuning {info.tuning_secs:.1f} s."
     )
     if info.fastest is not None and info.speedup is not None:
@@ -422,8 +554,13 @@ def _summary(info: NasFrontInfo, stopped: bool) -> str:
             text += " No legal candidate beat the original."
         else:
             text += f" Fastest legal: {fastest.name}, {info.speedup:.2f}x the original's speed."
-    if info.num_untimed:
-        text += f" {info.num_untimed} legal network(s) not timed."
+    untimed = [p for p in info.points if p.is_legal and not p.is_timed]
+    if untimed:
+        n = sum(not p.is_original for p in untimed)
+        who = [f"{n} legal candidate{'s' * (n != 1)}"] if n else []
+        if untimed[0].is_original:
+            who.insert(0, "the original")
+        text += f" Not timed: {' and '.join(who)}."
     return text
 
 
@@ -451,6 +588,8 @@ def _table(info: NasFrontInfo) -> str:
 
 
 _CELL = "padding:2px 12px 2px 0;border-bottom:1px solid #eee;"
+_NOWRAP = "white-space:nowrap;"  # "983.4 k" stays on one line on a narrow page
+_NUMBERS = {_COLUMNS.index(c) for c in ("FP ratio", "MACs", "params", "tuned latency")}
 
 
 def _row(p: NasPointInfo) -> str:
@@ -465,7 +604,10 @@ def _row(p: NasPointInfo) -> str:
         "yes" if p.is_on_front else "",
     ]
     style = "font-weight:600;" if p.is_on_front else ("color:#999;" if not p.is_legal else "")
-    tds = "".join(f"<td style='{_CELL}'>{html.escape(c)}</td>" for c in cells)
+    tds = "".join(
+        f"<td style='{_CELL}{_NOWRAP if k in _NUMBERS else ''}'>{html.escape(c)}</td>"
+        for k, c in enumerate(cells)
+    )
     return f"<tr class='se-nas-row' data-index='{p.index}' style='{style}'>{tds}</tr>"
 
 

@@ -34,7 +34,8 @@ class LayerFocus:
         layer: The layer's name (``"layer1.0.conv1"``).
         steps: Its transformations (``"group(4)"``; ``"dense"`` when it has none).
         conv: The convolution of the layer to open: its slowest tuned piece, else its largest.
-        run_id: The tuning run of ``conv`` (``None``: not tuned, opened unscheduled).
+        run_id: The tuning run of ``conv`` (``None``: not tuned, opened unscheduled). For a
+            network without a latency it tuned the same shape for another network, or earlier.
         latency_ms: The whole layer's tuned latency (every piece; ``None``: not all tuned).
         reason: Why this layer, in words (``"its slowest transformed layer"``).
     """
@@ -101,7 +102,9 @@ class NasFrontInfo:
         speedup: Original latency over the fastest legal network's (``None``: not both timed).
         fastest: ``points`` index of the fastest legal network (``None``: none timed).
         num_shapes: Distinct convolutions tuned or found in the store.
-        num_cached: Of those, how many an earlier run had tuned.
+        num_shapes_wanted: Distinct convolutions of the original and the legal candidates:
+            what the search meant to tune (more than ``num_shapes`` when it was stopped).
+        num_cached: Of those tuned, how many an earlier run had tuned.
         num_refusals: Block plans drawn that did not fit their block (drawn again).
         fisher_secs: Wall time of the Fisher Potentials (JAX compilation included).
         tuning_secs: Wall time of the tuning.
@@ -118,6 +121,7 @@ class NasFrontInfo:
     speedup: float | None
     fastest: int | None
     num_shapes: int
+    num_shapes_wanted: int
     num_cached: int
     num_refusals: int
     fisher_secs: float
@@ -162,6 +166,10 @@ def nas_front_info(result: NasResult) -> NasFrontInfo:
         speedup=result.speedup,
         fastest=None if fastest is None else result.points.index(fastest),
         num_shapes=len(result.tunings),
+        # What nas_search tunes: every convolution of the original and the legal candidates.
+        num_shapes_wanted=len(
+            {c for p in result.points if p.is_legal for c in p.network.conv_counts()}
+        ),
         num_cached=sum(t.is_cached for t in result.tunings),
         num_refusals=len(result.sample.refusals),
         fisher_secs=result.fisher_secs,
@@ -196,24 +204,31 @@ def plan_summary(point: NasPoint) -> str:
 
 
 def layer_focus(point: NasPoint, tunings: Mapping[Conv, ConvTuning]) -> LayerFocus:
-    """The layer of ``point``'s network to open: its slowest transformed layer; the first
-    transformed one when none is tuned (an illegal candidate); for a network without
-    transformed layers (the original), its slowest layer, else its largest."""
+    """The layer of ``point``'s network to open: its slowest transformed layer (for a network
+    without transformed layers, the original, its slowest layer).
+
+    A network without a latency (illegal, so never tuned; or legal but not timed) has no
+    slowest layer of its own: the slowest of those whose shapes happen to be tuned (for another
+    network, or by an earlier run) opens, said so in ``reason``; with none tuned, its first
+    transformed layer (the original: its largest).
+    """
     layers = point.network.layers()
     changed = [layer for layer in layers if layer.history]
     pool = changed or layers
+    kind = "transformed layer" if changed else "layer"
     timed = {
         i: s for i, layer in enumerate(pool) if (s := tuned_latency(layer, tunings)) is not None
     }
     if timed:  # the first of equally slow layers
         layer = pool[max(timed, key=timed.__getitem__)]
-        reason = "its slowest transformed layer" if changed else "its slowest layer"
+        whole = point.latency_secs is not None
+        reason = f"its slowest {kind}" + ("" if whole else " with a tuned shape")
     elif changed:
         layer = changed[0]
-        reason = "its first transformed layer (not tuned)"
+        reason = "its first transformed layer"
     else:
         layer = max(layers, key=lambda la: la.macs)
-        reason = "its largest layer (not tuned)"
+        reason = "its largest layer"
     conv = _focus_conv(layer, tunings)
     tuning = tunings.get(conv)
     secs = tuned_latency(layer, tunings)
@@ -266,16 +281,34 @@ def _point_info(index: int, point: NasPoint, tunings: Mapping[Conv, ConvTuning])
 def _hover(p: NasPointInfo) -> str:
     verdict = "legal" if p.is_legal else "illegal"
     front = " (on the Pareto front)" if p.is_on_front else ""
-    latency = "not tuned (illegal)" if not p.is_legal else format_ms(p.latency_ms)
+    if p.is_timed:
+        latency = format_ms(p.latency_ms)
+    else:  # an illegal network is never tuned; a legal one may not be timed (a stop)
+        latency = "not timed" if p.is_legal else "not tuned"
     lines = [
         f"<b>{html.escape(p.name)}</b>{front}",
         f"{latency}, FP x{format_ratio(p.fisher_ratio)} ({verdict})",
         f"{format_count(p.macs)} MACs, {format_count(p.params)} params",
         html.escape(p.changes),
-        f"click: {html.escape(p.focus.layer)} ({html.escape(p.focus.steps)}), "
-        f"{html.escape(p.focus.reason)}",
+        *_click_lines(p),
     ]
     return "<br>".join(lines)
+
+
+def _click_lines(p: NasPointInfo) -> list[str]:
+    """What a click on ``p`` opens, and whether that layer was tuned for this network."""
+    focus = p.focus
+    where = (
+        f"click: {html.escape(focus.layer)} ({html.escape(focus.steps)}), "
+        f"{html.escape(focus.reason)}"
+    )
+    if p.is_timed:
+        return [where]
+    if focus.run_id is None:
+        return [where, "not tuned for this network: a click opens it unscheduled"]
+    if p.is_legal:
+        return [where, f"this network was not timed; this shape was tuned in run {focus.run_id}"]
+    return [where, f"not tuned for this network; the same shape was tuned in run {focus.run_id}"]
 
 
 def _plane_front(front: list[NasPointInfo]) -> list[NasPointInfo]:

@@ -91,8 +91,19 @@ def test_the_nas_tab_runs_a_search_plots_it_and_opens_a_layer(nas_page: Any) -> 
     expect(page.locator(".se-nas-pareto .annotation-text").first).to_contain_text(
         "Run a NAS search"
     )
-    # Seed 1 draws group(4), bottleneck(4) and an unchanged plan; with 64 digits the first two
-    # score FP x0.81 and x0.74: tau 0.78 keeps the grouped one and rejects the bottleneck.
+    # A decimal in a whole-number box reaches the kernel as typed, and is refused (IntText's
+    # front end used to drop the ".": 2.5 ran 25 candidates).
+    set_text(page, "se-nas-samples", "2.5")
+    page.wait_for_function(KERNEL_IDLE_JS)
+    page.locator(".se-nas-run").click()
+    status = page.locator(".se-nas-status").first
+    expect(status).to_have_text("Not started: Samples must be a whole number (got 2.5).")
+    # Every kind is ticked at first; this search samples four of them.
+    for kind in ("depthwise", "bottleneck_group", "unroll_group", "spatial_split"):
+        page.locator(f".se-nas-kind-{kind} input").first.uncheck()
+    # Seed 1 draws group(4), bottleneck(4) and an unchanged plan from keep, group, bottleneck
+    # and split_group; with 64 digits the first two score FP x0.81 and x0.74: tau 0.78 keeps
+    # the grouped one and rejects the bottleneck.
     for cls, value in (
         ("se-nas-tau", "0.78"),
         ("se-nas-samples", "3"),
@@ -105,7 +116,6 @@ def test_the_nas_tab_runs_a_search_plots_it_and_opens_a_layer(nas_page: Any) -> 
     shot(page, "nas_tab_before", panel)
 
     page.locator(".se-nas-run").click()
-    status = page.locator(".se-nas-status").first
     expect(status).to_contain_text("Fisher Potential")
     expect(page.locator(".se-nas-stop").first).to_be_enabled()
     expect(status).to_contain_text("Done: 3 candidates, 2 legal", timeout=SEARCH_TIMEOUT)

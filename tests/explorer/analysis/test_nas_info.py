@@ -4,6 +4,8 @@ structure."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from explorer.analysis import (
@@ -126,7 +128,7 @@ def test_points_are_in_display_units_with_legality_and_the_front() -> None:
     assert info.network == "small" and info.tau == 0.9 and info.strategy == "random"
     assert info.budget == 2 and info.num_candidates == 4 and info.num_illegal == 1
     assert info.num_untimed == 0 and not info.is_stopped
-    assert info.num_shapes == len(tunings) and info.num_cached == 1
+    assert info.num_shapes == info.num_shapes_wanted == len(tunings) and info.num_cached == 1
     assert [p.name for p in info.points] == [p.name for p in result.points]
     for p, q in zip(info.points, result.points, strict=True):
         assert p.macs == q.macs and p.params == q.params and p.is_legal == q.is_legal
@@ -155,7 +157,13 @@ def test_points_are_in_display_units_with_legality_and_the_front() -> None:
     hover = info.points[1].hover
     assert "<b>candidate 1</b> (on the Pareto front)" in hover and "legal" in hover
     assert "group(4)" in hover and "click: b1.conv" in hover
-    assert "not tuned (illegal)" in illegal.hover
+    # The illegal network was never tuned: said once, and "illegal" once.
+    assert "<br>not tuned, FP x0.400 (illegal)<br>" in illegal.hover
+    assert illegal.hover.count("illegal") == 1
+    assert illegal.hover.endswith(
+        "click: b1.conv1 (bottleneck(2) &gt; group(2)), its first transformed layer"
+        "<br>not tuned for this network: a click opens it unscheduled"
+    )
 
 
 def test_plan_summaries_count_changed_blocks() -> None:
@@ -188,7 +196,7 @@ def test_a_click_opens_the_slowest_transformed_layer_or_the_first_when_untuned()
     # Illegal: never tuned, so its first transformed layer, unscheduled.
     focus = layer_focus(narrow, tunings)
     assert focus.layer == "b1.conv1" and focus.steps == "bottleneck(2) > group(2)"
-    assert focus.reason == "its first transformed layer (not tuned)"
+    assert focus.reason == "its first transformed layer"
     assert focus.run_id is None and focus.latency_ms is None
     # Nothing transformed: the slowest layer of all.
     focus = layer_focus(result.points[0], tunings)
@@ -205,10 +213,35 @@ def test_a_stopped_search_leaves_legal_networks_untimed() -> None:
     result, tunings = build_result(stopped=True)
     info = nas_front_info(result)
     assert info.is_stopped and info.num_untimed == 1
+    # What the search meant to tune: the original's and the legal candidates' convolutions.
+    assert info.num_shapes == len(tunings) < info.num_shapes_wanted == len(build_result()[1])
     split = info.points[2]
     assert split.is_legal and not split.is_timed and not split.is_on_front
-    assert split.focus.reason == "its first transformed layer (not tuned)"
-    assert "not timed" in split.hover
+    assert split.focus.reason == "its first transformed layer"
+    assert "<br>not timed, FP x1.050 (legal)<br>" in split.hover
+    assert split.hover.endswith("not tuned for this network: a click opens it unscheduled")
+
+
+def test_an_untimed_network_says_its_layer_was_tuned_for_another() -> None:
+    # An illegal candidate grouping b1 as the grouped one does: its b1 shapes are tuned (for
+    # that candidate), its own network never was. The hover says so, and names the run.
+    result, tunings = build_result()
+    net = result.points[0].network
+    odd = candidate(net, [((Group(4),), (Group(4),)), ((Group(8),), (Group(8),))], 0.5, False)
+    point = NasPoint("candidate 5", odd.network, 0.5, False, None, odd)
+    info = nas_front_info(replace(result, points=(*result.points, point)))
+    p = info.points[5]
+    assert (p.focus.layer, p.focus.steps) == ("b1.conv1", "group(4)")
+    assert p.focus.reason == "its slowest transformed layer with a tuned shape"
+    run = tunings[p.focus.conv].run_id
+    assert p.focus.run_id == run and p.focus.latency_ms is not None
+    assert p.hover.count("illegal") == 1 and "<br>not tuned, FP x0.500 (illegal)<br>" in p.hover
+    assert p.hover.endswith(
+        "click: b1.conv1 (group(4)), its slowest transformed layer with a tuned shape"
+        f"<br>not tuned for this network; the same shape was tuned in run {run}"
+    )
+    # A timed network's hover says nothing of the kind.
+    assert info.points[1].hover.endswith("its slowest transformed layer")
     assert all(info.points[i].is_timed for i in info.front)
 
 
