@@ -147,6 +147,8 @@ def update_nas_pareto_figure(fig: go.FigureWidget, info: NasFrontInfo | None) ->
         layout,
         empty="Run a NAS search to see its candidates here" if not points else None,
     )
+    if info is None:  # update_layout(shapes=[]) merges and keeps the last search's tau line
+        fig.layout.shapes = ()
 
 
 def _points(

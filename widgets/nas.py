@@ -480,8 +480,6 @@ class NasPanel(Panel):
         fig = self.figure
         update_nas_pareto_figure(fig, info)
         with fig.batch_update():
-            if info is None:  # update_layout(shapes=[]) keeps the last search's tau line
-                fig.layout.shapes = ()
             for axis in ("xaxis", "xaxis2", "yaxis", "yaxis2"):
                 fig.layout[axis].visible = info is not None
             fig.layout.showlegend = info is not None

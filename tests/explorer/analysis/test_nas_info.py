@@ -288,3 +288,7 @@ def test_the_pareto_figure_places_every_network_once() -> None:
     update_nas_pareto_figure(empty, info)
     assert [id(t) for t in empty.data] == before and not empty.layout.annotations
     assert len(empty.data[4].x) == 1
+    # And emptied again: no tau line is left from the search before.
+    assert len(empty.layout.shapes) == 1
+    update_nas_pareto_figure(empty, None)
+    assert empty.layout.shapes == ()
