@@ -41,28 +41,27 @@ def _tau(text: str) -> float:
     return value
 
 
-def _kinds(text: str) -> tuple[str, ...]:
+def _kinds(text: str | None) -> tuple[str, ...]:
+    """``--kinds`` read (after parsing, so that ``--kinds`` given twice is refused as such)."""
     from explorer.nas import KINDS
     from explorer.nas._sample import check_kinds
 
+    if text is None:
+        return KINDS
     kinds = tuple(k.strip() for k in text.split(","))
     if not text.strip():
-        raise argparse.ArgumentTypeError(
-            f"expected kinds separated by commas, from {','.join(KINDS)}"
-        )
+        raise UsageError(f"--kinds: expected kinds separated by commas, from {','.join(KINDS)}")
     if "" in kinds:
-        raise argparse.ArgumentTypeError(
-            f"an empty kind in {text!r} (two commas, or one at an end)"
-        )
+        raise UsageError(f"--kinds: an empty kind in {text!r} (two commas, or one at an end)")
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
-        raise argparse.ArgumentTypeError(
-            f"{unknown[0]!r} is not a kind; take them from {','.join(KINDS)}"
+        raise UsageError(
+            f"--kinds: {unknown[0]!r} is not a kind; take them from {','.join(KINDS)}"
         )
     try:
         check_kinds(kinds)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        raise UsageError(f"--kinds: {exc}") from None
     return kinds
 
 
@@ -131,12 +130,13 @@ def _as_json(result: Any) -> dict[str, Any]:
 
 
 def cmd_nas(args: argparse.Namespace) -> int:
-    from explorer.nas import KINDS, nas_search
+    from explorer.nas import nas_search
     from explorer.nas._data import NUM_DIGITS
     from explorer.storage import get_store
 
     # Step 1. Everything that can be refused is refused before any work.
     network = _network(args)
+    kinds = _kinds(args.kinds)
     args.start, args.cost_model = None, None
     check_tune_options(args)  # the strategy's name, one sentence if unknown
     if args.batch_size > NUM_DIGITS:
@@ -177,7 +177,7 @@ def cmd_nas(args: argparse.Namespace) -> int:
                 seed=args.seed,
                 tune_seed=args.tune_seed,
                 batch_size=args.batch_size,
-                kinds=args.kinds or KINDS,
+                kinds=kinds,
                 inits=args.inits,
                 on_progress=progress,
             )
@@ -264,7 +264,6 @@ def add_nas_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     )
     p.add_argument(
         "--kinds",
-        type=_kinds,
         default=None,
         metavar="K1,K2",
         help="what a block may become (default: all of keep, group, depthwise, bottleneck, "
