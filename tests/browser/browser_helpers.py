@@ -6,6 +6,8 @@ import json
 import os
 import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,6 +117,26 @@ def write_notebook(root: Path, name: str, cells: list[str]) -> str:
     }
     (root / name).write_text(json.dumps(nb, indent=1))
     return name
+
+
+@contextmanager
+def explorer_page(
+    jupyter_lab: Any, browser: Any, request: Any, name: str, cells: list[str]
+) -> Iterator[Any]:
+    """A page with notebook ``name`` of ``cells`` run in JupyterLab, once an Explorer shows;
+    a screenshot if the test failed, then the page and the notebook's kernel are closed."""
+    ctx, page, plog = new_page(browser)
+    page.log = plog
+    notebook = write_notebook(jupyter_lab.root, name, cells)
+    try:
+        open_notebook(page, jupyter_lab.lab_url(notebook))
+        run_all_cells(page)
+        page.locator(".se-explorer").first.wait_for(state="visible", timeout=60_000)
+        yield page
+    finally:
+        save_failure_screenshot(page, request)
+        ctx.close()
+        jupyter_lab.shutdown_sessions(notebook)
 
 
 def open_notebook(page: Page, url: str, timeout: float = 90_000) -> None:

@@ -18,15 +18,11 @@ from browser_helpers import (
     KERNEL_IDLE_JS,
     assert_page_clean,
     choose,
+    explorer_page,
     full_shot,
-    new_page,
-    open_notebook,
-    run_all_cells,
-    save_failure_screenshot,
     set_text,
     shot,
     text_input,
-    write_notebook,
 )
 from playwright.sync_api import expect
 
@@ -57,18 +53,8 @@ def fleet_page(
         "ex = Explorer()\nex.fleet.port = 9460\nex.fleet.poll_secs = 1.0",
         "ex",
     ]
-    ctx, page, plog = new_page(browser)
-    page.log = plog
-    name = write_notebook(jupyter_lab.root, "fleet_tab.ipynb", cells)
-    try:
-        open_notebook(page, jupyter_lab.lab_url(name))
-        run_all_cells(page)
-        expect(page.locator(".se-explorer").first).to_be_visible(timeout=60_000)
+    with explorer_page(jupyter_lab, browser, request, "fleet_tab.ipynb", cells) as page:
         yield page
-    finally:
-        save_failure_screenshot(page, request)
-        ctx.close()
-        jupyter_lab.shutdown_sessions(name)
 
 
 def test_the_fleet_tab_starts_lists_and_stops_a_local_fleet(

@@ -18,17 +18,13 @@ import pytest
 from browser_helpers import (
     KERNEL_IDLE_JS,
     assert_page_clean,
+    explorer_page,
     full_shot,
-    new_page,
-    open_notebook,
     plot_points,
     plot_svg_points,
-    run_all_cells,
-    save_failure_screenshot,
     set_text,
     settle,
     shot,
-    write_notebook,
 )
 from playwright.sync_api import expect
 from test_lab_explorer import heading_problems
@@ -54,18 +50,8 @@ def nas_page(jupyter_lab: Any, browser: Any, request: pytest.FixtureRequest) -> 
         "ex = Explorer()\nex.nas.add_network('tiny', tiny)",
         "ex",
     ]
-    ctx, page, plog = new_page(browser)
-    page.log = plog
-    name = write_notebook(jupyter_lab.root, "nas_tab.ipynb", cells)
-    try:
-        open_notebook(page, jupyter_lab.lab_url(name))
-        run_all_cells(page)
-        expect(page.locator(".se-explorer").first).to_be_visible(timeout=60_000)
+    with explorer_page(jupyter_lab, browser, request, "nas_tab.ipynb", cells) as page:
         yield page
-    finally:
-        save_failure_screenshot(page, request)
-        ctx.close()
-        jupyter_lab.shutdown_sessions(name)
 
 
 POINT_JS = """(index) => {
