@@ -21,6 +21,7 @@ from explorer.session import PRIMITIVES, REQUIRED, ParamSpec, ScheduleSession, S
 from widgets._context import Context
 from widgets._editor_views import changed_lines, loop_table_html, primitive_help, script_html
 from widgets._style import themed
+from widgets._whole import WholeText, whole_number
 
 log = logging.getLogger(__name__)
 
@@ -208,6 +209,8 @@ class ScheduleEditor:
                 value = parse_factors(prim.name, spec, value)
             elif spec.kind == "loops":
                 value = parse_loops(prim.name, spec, value)
+            elif spec.kind == "int":
+                value = parse_int(prim.name, spec, value)
             elif spec.kind in ("loop", "block") and value is None:
                 if spec.required:
                     what = "loop" if spec.kind == "loop" else "block"
@@ -435,16 +438,9 @@ def _param_widget(spec: ParamSpec) -> w.ValueWidget:
         )
     if spec.kind == "loops":
         return w.Text(value="", placeholder="loop names, outer first: i_0, j", **common)
-    if spec.kind == "int":
+    if spec.kind == "int":  # the session refuses a number out of range, naming the range
         start = default if default is not None else (spec.min if spec.min is not None else 0)
-        if spec.min is not None or spec.max is not None:
-            return w.BoundedIntText(
-                value=start,
-                min=spec.min if spec.min is not None else -(1 << 31),
-                max=spec.max if spec.max is not None else (1 << 31) - 1,
-                **common,
-            )
-        return w.IntText(value=start, **common)
+        return WholeText(value=start, **common)
     if spec.kind == "choice":
         value = default if default is not None else spec.choices[0]
         return w.Dropdown(options=[(str(c), c) for c in spec.choices], value=value, **common)
@@ -488,6 +484,18 @@ def parse_factors(primitive: str, spec: ParamSpec, text: Any) -> list[int | None
     return factors
 
 
+def parse_int(primitive: str, spec: ParamSpec, text: Any) -> int:
+    """A whole-number field's text as an int (its range is the session's to check).
+
+    Raises:
+        PrimitiveError: the text is not a whole number (``2.5`` is refused, never rounded).
+    """
+    number = whole_number(text)
+    if number is None:
+        raise PrimitiveError(primitive, spec.name, "must be a whole number", value=text)
+    return number
+
+
 def parse_loops(primitive: str, spec: ParamSpec, text: Any) -> list[str]:
     """``"i_0, j"`` as a list of loop names (checked against the nest by the session)."""
     if not isinstance(text, str):
@@ -505,6 +513,7 @@ __all__ = [
     "changed_lines",
     "loop_table_html",
     "parse_factors",
+    "parse_int",
     "parse_loops",
     "primitive_help",
     "script_html",

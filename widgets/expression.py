@@ -21,6 +21,7 @@ from explorer.session import ScheduleSession
 from explorer.workloads import FAMILIES, Workload, get_family, get_workload, presets
 from widgets._context import Context
 from widgets._style import themed
+from widgets._whole import WholeText
 
 log = logging.getLogger(__name__)
 
@@ -246,13 +247,8 @@ def _field(param: Any, value: Any) -> w.ValueWidget:
         field: w.ValueWidget = w.Dropdown(
             options=[(str(c), c) for c in param.choices], value=value, **common
         )
-    elif param.kind == "int":
-        field = w.BoundedIntText(
-            value=value,
-            min=param.min if param.min is not None else -(1 << 31),
-            max=param.max if param.max is not None else (1 << 31) - 1,
-            **common,
-        )
+    elif param.kind == "int":  # its text goes to the core, which names the declared range
+        field = WholeText(value=value, **common)
     elif param.kind == "float":
         field = w.FloatText(value=value, **common)
     else:  # "str" and anything a future family declares: free text, checked by the core

@@ -13,9 +13,8 @@ Clicking a point opens a layer of that network in the schedule editor, chosen by
 ``LayerFocus`` (its slowest transformed layer): the best schedule its tuning found, or the
 convolution unscheduled when it was not tuned. The panel says which layer it opened.
 
-The whole-number settings (Width, Samples, Trials/shape, Seed) are ``Text`` boxes parsed here
-(``parse_whole``), not ``IntText``: IntText's front end drops a typed ``.`` (``2.5`` reached
-the kernel as 25), so a decimal could never be refused.
+The whole-number settings (Width, Samples, Trials/shape, Seed) are ``WholeText`` boxes read by
+``widgets._whole.parse_whole``, so a decimal is refused rather than read as its digits.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ import html
 import importlib.util
 import logging
 import math
-import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -52,6 +50,7 @@ from widgets._context import Context
 from widgets._jobs import Job, JobState
 from widgets._panel import Panel
 from widgets._style import themed
+from widgets._whole import WholeText, parse_whole
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +131,7 @@ class NasPanel(Panel):
             "se-nas-network",
         )
         self.width = _tagged(
-            w.Text(value="8", description="Width", tooltip="channels of the first stage"),
+            WholeText(value=8, description="Width", tooltip="channels of the first stage"),
             "se-nas-width",
         )
         self.width_note = _tagged(w.Label(value=""), "se-nas-width-note")
@@ -156,10 +155,10 @@ class NasPanel(Panel):
             ),
             "se-nas-tau",
         )
-        self.samples = _tagged(w.Text(value="6", description="Samples"), "se-nas-samples")
+        self.samples = _tagged(WholeText(value=6, description="Samples"), "se-nas-samples")
         self.budget = _tagged(
-            w.Text(
-                value="4",
+            WholeText(
+                value=4,
                 description="Trials/shape",
                 tooltip="trials per distinct convolution (each shape is tuned once)",
             ),
@@ -169,7 +168,7 @@ class NasPanel(Panel):
         self.strategy = _tagged(
             w.Dropdown(options=names, value=names[0], description="Strategy"), "se-nas-strategy"
         )
-        self.seed = _tagged(w.Text(value="0", description="Seed"), "se-nas-seed")
+        self.seed = _tagged(WholeText(value=0, description="Seed"), "se-nas-seed")
         self.run_button = _tagged(
             w.Button(description="Run", button_style="primary", icon="play"), "se-nas-run"
         )
@@ -499,31 +498,6 @@ class _Settings:
     strategy: str
     seed: int
     tau: float
-
-
-_WHOLE = re.compile(r"[+-]?[0-9]+(\.0*)?")
-
-
-def parse_whole(field: str, text: object, least: int, at_least: str) -> int | str:
-    """``text`` (what a box holds) as a whole number of at least ``least``, or why not: one
-    sentence naming ``field``. ``6`` and ``6.0`` are 6; ``2.5``, ``1e3`` and ``six`` are
-    refused, never rounded.
-
-    Example:
-        >>> parse_whole("Samples", " 6 ", 1, "at least 1 candidate")
-        6
-        >>> parse_whole("Samples", "2.5", 1, "at least 1 candidate")
-        'Samples must be a whole number (got 2.5).'
-        >>> parse_whole("Seed", "-1", 0, "a whole number >= 0")
-        'Seed must be a whole number >= 0 (got -1).'
-    """
-    shown = str(text).strip()
-    if isinstance(text, bool) or not (isinstance(text, int) or _WHOLE.fullmatch(shown)):
-        return f"{field} must be a whole number (got {shown or 'an empty box'})."
-    n = int(text) if isinstance(text, int) else int(shown.split(".")[0])
-    if n < least:
-        return f"{field} must be {at_least} (got {n})."
-    return n
 
 
 @contextmanager

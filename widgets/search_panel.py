@@ -33,6 +33,7 @@ from widgets._context import Context
 from widgets._jobs import Job, JobState
 from widgets._panel import Panel
 from widgets._style import themed
+from widgets._whole import WholeText, parse_whole
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,8 @@ class SearchPanel(Panel):
             w.Dropdown(options=[NO_MODEL], value=NO_MODEL, description="Cost model"),
             "se-cost-model",
         )
-        self.trials = _tagged(w.IntText(value=64, description="Max trials"), "se-trials")
+        # Not IntText: see widgets._whole (a typed "2.5" must be refused, not read as 25).
+        self.trials = _tagged(WholeText(value=64, description="Max trials"), "se-trials")
         self.secs = _tagged(
             w.FloatText(
                 value=0.0,
@@ -102,7 +104,7 @@ class SearchPanel(Panel):
             ),
             "se-secs",
         )
-        self.seed = _tagged(w.IntText(value=0, description="Seed"), "se-seed")
+        self.seed = _tagged(WholeText(value=0, description="Seed"), "se-seed")
         target = ctx.target
         self.target = _tagged(
             w.Dropdown(
@@ -198,9 +200,13 @@ class SearchPanel(Panel):
         if session is None:
             self._say("Build a workload (or open a record) first: the search tunes its workload.")
             return None
-        max_trials = int(self.trials.value)
-        if max_trials < 1:
-            self._say(f"Max trials must be at least 1 (got {max_trials}).")
+        max_trials = parse_whole("Max trials", self.trials.value, 1, "at least 1")
+        if isinstance(max_trials, str):
+            self._say(max_trials)
+            return None
+        seed = parse_whole("Seed", self.seed.value, 0, "a whole number >= 0")
+        if isinstance(seed, str):
+            self._say(seed)
             return None
         max_secs = float(self.secs.value) or None
         if max_secs is not None and max_secs < 0:
@@ -217,7 +223,7 @@ class SearchPanel(Panel):
         if isinstance(fleet, str):
             self._say(f"Not started: {fleet}")
             return None
-        workload, seed = session.workload, int(self.seed.value)
+        workload = session.workload
 
         def tune(
             job: Job, measurer: Measurer, target: Target, strategy: SearchStrategy

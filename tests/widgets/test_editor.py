@@ -118,6 +118,29 @@ def test_bad_factors_text_names_the_parameter_and_leaves_the_session(
 
 
 @pytest.mark.parametrize(
+    ("typed", "words"),
+    [
+        ("2.5", "must be a whole number"),  # IntText read it as 25
+        ("", "must be a whole number"),
+        ("-1", "must be at least 0"),  # BoundedIntText moved it to 0
+    ],
+)
+def test_a_whole_number_field_refuses_what_is_not_one_and_leaves_the_session(
+    ctx: Context, session: ScheduleSession, typed: str, words: str
+) -> None:
+    e = ScheduleEditor(ctx)
+    before = session.snapshot
+    apply(e, "cache_read", block="C", read_index=typed, storage_scope="global")
+    assert e.params["read_index"].value == typed  # the box keeps what was typed
+    banner = text_of(e.banner.value)
+    assert "cache_read" in banner and "read_index" in banner and words in banner, banner
+    assert session.snapshot == before
+    apply(e, "cache_read", block="C", read_index=" 1 ", storage_scope="global")
+    assert e.banner.layout.display == "none", text_of(e.banner.value)
+    assert session.snapshot.step.args["read_index"] == 1
+
+
+@pytest.mark.parametrize(
     ("primitive", "values", "words"),
     [
         ("vectorize", {"loop": "k"}, "reduction loop"),

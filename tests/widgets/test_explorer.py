@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import ipywidgets as w
 import pytest
 
 from explorer.measure import Measurer, MeasureResult
@@ -15,6 +16,7 @@ from explorer.types import MeasureStatus
 from explorer.workloads import get_workload
 from widgets import CostPanel, Explorer, ExpressionBuilder, ScheduleEditor
 from widgets._jobs import JobState
+from widgets._whole import WholeText
 
 WAIT = 120.0
 
@@ -49,6 +51,25 @@ def test_composes_every_panel(explorer: Explorer) -> None:
         assert panel.widget in shown
     for panel in (ex.builder, ex.editor, ex.cost, ex.search, ex.dashboards):
         assert panel.ctx is ex.ctx
+
+
+def test_no_box_of_the_explorer_can_change_a_typed_number(explorer: Explorer) -> None:
+    # IntText's front end read a typed "2.5" as 25 and BoundedIntText moved a number outside
+    # its range to the bound, both without a word: every whole-number box is a WholeText, read
+    # by the panel or the core, which refuse what is not a whole number in range.
+    ex = explorer
+    forms = []
+    for family in [v for _label, v in ex.builder.family.options]:
+        ex.builder.family.value = family
+        forms += list(descendants(ex.builder.widget))
+    for primitive in [v for _label, v in ex.editor.primitive.options]:
+        ex.editor.primitive.value = primitive
+        forms += list(descendants(ex.editor.widget))
+    boxes = [b for b in [*descendants(ex.widget), *forms] if isinstance(b, w.IntText)]
+    boxes += [b for b in [*descendants(ex.widget), *forms] if isinstance(b, w.BoundedIntText)]
+    assert boxes == []
+    whole = {type(b).__name__ for b in forms if isinstance(b, WholeText)}
+    assert whole == {"WholeText"}  # the forms do have whole-number fields
 
 
 def test_default_workload_is_a_small_matmul(explorer: Explorer) -> None:

@@ -43,8 +43,25 @@ def test_dom_classes_and_generated_form(ctx: Context) -> None:
     assert b.fields["dtype"].options == tuple((d, d) for d in ("float32", "float64", "float16"))
     b.family.value = "conv2d"
     assert list(b.fields) == [p.name for p in FAMILIES["conv2d"].params]
-    assert b.fields["padding"].min == 0  # the declared range bounds the field
     assert b.custom.layout.display == "none"
+
+
+@pytest.mark.parametrize(
+    ("typed", "said"),
+    [
+        ("2.5", "must be an integer (got '2.5')"),  # never read as its digits (IntText: 25)
+        ("-1", "must be at least 0 (got -1)"),  # never moved to the bound (BoundedIntText)
+        ("", "must be an integer (got '')"),
+    ],
+)
+def test_a_whole_number_field_refuses_what_is_not_one(ctx: Context, typed: str, said: str) -> None:
+    b = ExpressionBuilder(ctx)
+    b.family.value = "conv2d"
+    b.fields["padding"].value = typed
+    assert b.fields["padding"].value == typed  # the box keeps what was typed
+    b.build_button.click()
+    assert ctx.session is None
+    assert "padding" in b.error.value and html.escape(said) in b.error.value
 
 
 def test_every_family_and_preset_is_offered(ctx: Context) -> None:
@@ -72,7 +89,7 @@ def test_preset_fills_the_form(ctx: Context) -> None:
     b = ExpressionBuilder(ctx)
     b.family.value = "preset:resnet18_c2"
     assert b.family_name == "conv2d"
-    assert (b.fields["CI"].value, b.fields["H"].value, b.fields["KH"].value) == (64, 56, 3)
+    assert (b.fields["CI"].value, b.fields["H"].value, b.fields["KH"].value) == ("64", "56", "3")
     assert b.workload() == get_workload("resnet18_c2")
 
 
@@ -159,7 +176,7 @@ def test_a_session_opened_elsewhere_shows_its_workload(ctx: Context) -> None:
     other = get_workload("softmax", M=8, N=16)
     ctx.set_session(ScheduleSession(other, ctx.target))
     assert b.family_name == "softmax"
-    assert (b.fields["M"].value, b.fields["N"].value) == (8, 16)
+    assert (b.fields["M"].value, b.fields["N"].value) == ("8", "16")
     assert b.workload() == other
     custom = get_workload("expr", text="Y[i] max= X[i, j]", shapes={"X": (4, 5)})
     ctx.set_session(ScheduleSession(custom, ctx.target))

@@ -8,7 +8,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 
-import ipywidgets as w
 import pytest
 from plotly.callbacks import Points
 
@@ -20,6 +19,7 @@ from widgets import NasPanel, _ui
 from widgets import nas as nas_module
 from widgets._context import Context
 from widgets._jobs import JobState
+from widgets._whole import WholeText, parse_whole
 from widgets.explorer import NAS_TAB, Explorer
 
 pytest.importorskip("jax")
@@ -310,24 +310,23 @@ def test_bad_settings_are_one_sentence_and_nothing_runs(
     assert not ctx.search_jobs.busy and not panel.run_button.disabled
 
 
-def test_whole_numbers_are_typed_as_text_and_parsed_never_rounded() -> None:
+def test_whole_numbers_are_parsed_never_rounded() -> None:
     # IntText's front end drops a typed "." ("2.5" reached the kernel as 25): the boxes are
-    # Text, and parse_whole reads them.
+    # WholeText (a Text), and parse_whole reads them.
     ctx = Context(store=":memory:")
     try:
         panel = NasPanel(ctx)
         for box in (panel.width, panel.samples, panel.budget, panel.seed):
-            assert type(box) is w.Text
+            assert isinstance(box, WholeText)
     finally:
         ctx.close()
-    parse = nas_module.parse_whole
-    read = [parse("Samples", t, 1, "at least 1") for t in ("6", " 7 ", "+3", "6.0", 8)]
+    read = [parse_whole("Samples", t, 1, "at least 1") for t in ("6", " 7 ", "+3", "6.0", 8)]
     assert read == [6, 7, 3, 6, 8]
-    assert parse("Samples", "2.5", 1, "at least 1") == "Samples must be a whole number (got 2.5)."
-    assert parse("Seed", "1e3", 0, "x") == "Seed must be a whole number (got 1e3)."
-    assert parse("Seed", " ", 0, "x") == "Seed must be a whole number (got an empty box)."
-    assert parse("Seed", True, 0, "x") == "Seed must be a whole number (got True)."
-    assert parse("Seed", "-1", 0, "a whole number >= 0") == (
+    assert parse_whole("Samples", "2.5", 1, "x") == "Samples must be a whole number (got 2.5)."
+    assert parse_whole("Seed", "1e3", 0, "x") == "Seed must be a whole number (got 1e3)."
+    assert parse_whole("Seed", " ", 0, "x") == "Seed must be a whole number (got an empty box)."
+    assert parse_whole("Seed", True, 0, "x") == "Seed must be a whole number (got True)."
+    assert parse_whole("Seed", "-1", 0, "a whole number >= 0") == (
         "Seed must be a whole number >= 0 (got -1)."
     )
 
