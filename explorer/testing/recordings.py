@@ -16,6 +16,7 @@ recording, never with constants. Regenerate with ``python -m explorer.testing.re
 from __future__ import annotations
 
 import argparse
+import atexit
 import itertools
 import shutil
 import tempfile
@@ -57,8 +58,12 @@ def buildable(space: KnobSpace, points: Iterator[Point]) -> list[Candidate]:
 
 
 def open_recording(directory: str | Path | None = None) -> RecordStore:
-    """A private copy of ``replay.db`` (the shipped file is never opened for writing)."""
-    directory = Path(directory or tempfile.mkdtemp(prefix="explorer-replay-"))
+    """A private copy of ``replay.db`` (the shipped file is never opened for writing), in
+    ``directory``, or else in a temporary folder removed when this process exits."""
+    if directory is None:
+        directory = tempfile.mkdtemp(prefix="explorer-replay-")
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    directory = Path(directory)
     copy = directory / "replay.db"
     shutil.copyfile(PATH, copy)
     return get_store(copy)

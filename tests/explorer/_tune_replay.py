@@ -2,7 +2,11 @@
 the shipped recording (``explorer.testing.recordings``), so its timings are the same in every
 process.
 
-Usage: python _tune_replay.py DB STRATEGY [--trials N --batch B --seed S] [--resume RUN]
+Usage: python _tune_replay.py DB STRATEGY --scratch DIR [--trials N --batch B --seed S]
+       [--resume RUN]
+
+``--scratch``: a folder of the calling test's (its ``tmp_path``) for the copy of the recording,
+so a search killed with ``kill -9`` leaves nothing behind outside it.
 
 Prints ``measuring <batch>`` (flushed) when a batch starts measuring, then takes ``--delay``
 seconds to measure it, so the parent can ``kill -9`` it mid-batch, before that batch is stored.
@@ -56,9 +60,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--delay", type=float, default=0.2)
     parser.add_argument("--resume", type=int, default=None)
+    parser.add_argument("--scratch", required=True)
     args = parser.parse_args()
 
-    recording = open_recording(tempfile.mkdtemp(prefix="explorer-replay-"))
+    recording = open_recording(tempfile.mkdtemp(prefix="replay-", dir=args.scratch))
     target = recorded_trials(recording, TINY)[0].candidate.target
     measurer = SlowReplay(replay_measurer(recording, TINY), args.delay)
     tuner = Tuner(measurer=measurer, store=get_store(args.db), batch_size=args.batch)

@@ -23,7 +23,7 @@ NUM_BATCHES = 6  # 24 trials in batches of 4 (the script's defaults)
 
 def start(db: Path, strategy: str, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, str(SCRIPT), str(db), strategy, *extra],
+        [sys.executable, str(SCRIPT), str(db), strategy, "--scratch", str(db.parent), *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import tempfile
 
 from explorer.measure import MEASURERS, LocalMeasurer, MeasureConfig
 from explorer.testing import recordings
@@ -24,5 +23,5 @@ class TestLocal(MeasurerContract):
 
 class TestReplay(MeasurerContract):
     def make_measurer(self):
-        store = recordings.open_recording(tempfile.mkdtemp(prefix="replay-contract-"))
+        store = recordings.open_recording()  # removed when the test process exits
         return recordings.replay_measurer(store, recordings.TINY)

@@ -198,10 +198,11 @@ def test_reading_commands_create_no_tables(pg_url, capsys, tmp_path):
     assert not (tmp_path / "out.csv").exists()
 
 
-def test_a_search_through_the_cli_helper_is_killed_and_resumed_on_postgres(pg_url):
+def test_a_search_through_the_cli_helper_is_killed_and_resumed_on_postgres(pg_url, tmp_path):
     """A real Tuner in another process (the resume tests' replay search), killed mid-batch
     with SIGKILL and resumed: the run's lease and its trials live in PostgreSQL."""
     cmd = [sys.executable, str(TUNE), pg_url, "random", "--trials", "12", "--batch", "4"]
+    cmd += ["--scratch", str(tmp_path)]
     first = subprocess.Popen(
         [*cmd, "--delay", "0.5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
