@@ -60,8 +60,8 @@ _WILD_STRIDE = 100_000_000  # 15 * 1e8 still fits int32 index arithmetic; 400 MB
 # finishes (and grows without bound), which is not what this kernel is meant to test.
 _HANG_EXTENT = 1_000_000_000
 UNEVEN_FUNC = "explorer.testing.hooks.uneven_double"
-# Uneven through the first timing round (the correctness check, one warm-up call, the untimed
-# call TVM's time_evaluator makes first, then 5 repeats), steady from the second on.
+# Uneven through the first timing round (the correctness check, which is also the warm-up, the
+# untimed call TVM's time_evaluator makes first, then 5 repeats), steady from the second on.
 SETTLE_CALLS = 7
 _STEADY_SECS, _SLOW_SECS = 0.010, 0.050
 _uneven_calls = {"jitter": 0, "settle": 0}
