@@ -17,10 +17,10 @@ import math
 from pathlib import Path
 from types import SimpleNamespace
 
-from bench_search import OURS, RunRow, _confirm, _report, _write
+from bench_search import MEASURE, OURS, RunRow, _confirm, _report, _write
 
 from explorer.machine import NumpyTimer, measured_peak
-from explorer.measure import LocalMeasurer, MeasureConfig
+from explorer.measure import LocalMeasurer
 from explorer.storage import get_store
 from explorer.target import Target
 
@@ -34,7 +34,7 @@ def main() -> None:
     confirmed: list[RunRow] = []
     numpy: dict = {}
     with (
-        LocalMeasurer(MeasureConfig(repeat=5, min_repeat_secs=0.02)) as measurer,
+        LocalMeasurer(MEASURE) as measurer,
         NumpyTimer() as numpy_timer,
     ):
         for key in dict.fromkeys(r.workload for r in rows):
@@ -61,6 +61,7 @@ def _row(r: dict[str, str]) -> RunRow:
         r["workload"], r["strategy"], int(r["budget"]), int(r["seed"]), int(r["trials"]),
         float(r["secs"]), float(r["best_gflops"]), math.nan, float(r["trials_per_min"]),
         float(r["spearman"]), int(r["run_id"]), int(r["failed"]),
+        float(r.get("build_secs") or math.nan),  # not in the CSVs of runs before it was kept
     )  # fmt: skip
 
 
