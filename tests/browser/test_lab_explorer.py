@@ -326,8 +326,15 @@ def test_short_search_fills_the_convergence_plot(ui):
     strategies = options_of(select_of(page, "se-strategy"))
     if any(o.startswith("random") for o in strategies):
         choose(page, "se-strategy", "random")  # the cheapest strategy: no model to train
-    set_text(page, "se-trials", "8")
     start, stop = page.locator(".se-start").first, page.locator(".se-stop").first
+    # A decimal reaches the kernel as typed, and is refused (IntText's front end dropped the
+    # ".": "2.5" searched 25 trials).
+    set_text(page, "se-trials", "2.5")
+    wait_kernel_settled(page)
+    start.click()
+    status = page.locator(".se-search-status").first
+    expect(status).to_have_text("Max trials must be a whole number (got 2.5).")
+    set_text(page, "se-trials", "8")
     expect(start).to_be_enabled()
     wait_kernel_settled(page)  # the kernel has the new settings before Start is pressed
     shot(page, "06_search_before_start", panel)
