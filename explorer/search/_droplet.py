@@ -22,7 +22,7 @@ from scipy import stats
 from explorer.errors import SearchError
 from explorer.measure._base import Candidate
 from explorer.search._base import AUTO, Capabilities, SearchStrategy, check_scaled
-from explorer.search._evolutionary import EvolutionarySearch
+from explorer.search._evolutionary import EvolutionarySearch, population_for
 from explorer.search._start import StartPlan, first_candidates, plan_start
 from explorer.space import KnobDomain, KnobSpace, Point
 from explorer.storage._base import TrialRecord
@@ -277,7 +277,7 @@ class EvolutionaryDropletSearch(SearchStrategy):
         start: Candidate | Point | None = None,
         pvalue: float = 0.05,
         max_step: int | None = None,
-        population_size: int = 512,
+        population_size: int | str = AUTO,
         genetic_num_iters: int = 4,
         num_trials_per_iter: int | str = AUTO,
         num_warmup_samples: int | str = AUTO,
@@ -285,6 +285,7 @@ class EvolutionaryDropletSearch(SearchStrategy):
     ):
         for name, value in (
             ("explore_trials", explore_trials),
+            ("population_size", population_size),
             ("num_trials_per_iter", num_trials_per_iter),
             ("num_warmup_samples", num_warmup_samples),
         ):
@@ -306,8 +307,10 @@ class EvolutionaryDropletSearch(SearchStrategy):
         explore = self.explore_trials_
         per_iter = self._scaled("num_trials_per_iter", default=64, budget=explore)
         warmup = self._scaled("num_warmup_samples", default=100, budget=explore)
+        population = population_for(self.population_size, per_iter)
+        self.resolved_["population_size"] = population
         self.explorer_ = EvolutionarySearch(
-            population_size=self.population_size,
+            population_size=population,
             genetic_num_iters=self.genetic_num_iters,
             num_trials_per_iter=per_iter,
             num_warmup_samples=warmup,

@@ -45,6 +45,7 @@ PREDICTION_NAME = "metaschedule-xgb"
 FAILED_RUN_SECS = 1e10
 # Bigger than any budget; the Tuner, not MetaSchedule, decides when to stop.
 _UNBOUNDED_TRIALS = 1 << 30
+_POPULATION, _MIN_POPULATION = 512, 64  # MetaSchedule's default; a floor for small rounds
 # Build failures never reach MetaSchedule's cost model (update_cost_model.cc prunes them).
 _BUILD_FAILURES = (MeasureStatus.BUILD_ERROR, MeasureStatus.INVALID)
 
@@ -115,13 +116,33 @@ class TraceMatcher:
         return None if sch is None else self.point_of(sch.trace, project=project)
 
 
+def population_for(population_size: int | str, per_iter: int) -> int:
+    """``population_size``, or for ``"auto"``: 8 traces per candidate of a round of
+    ``per_iter`` (MetaSchedule's 512 for its rounds of 64), between 64 and 512.
+
+    Example:
+        >>> [population_for("auto", n) for n in (4, 16, 64, 100)], population_for(48, 16)
+        ([64, 128, 512, 512], 48)
+    """
+    if population_size == AUTO:
+        return min(_POPULATION, max(_MIN_POPULATION, 8 * per_iter))
+    return int(population_size)
+
+
 class EvolutionarySearch(SearchStrategy):
     """TVM MetaSchedule's ``EvolutionarySearch`` + ``XGBModel``, measured by our Tuner.
 
-    The hyper-parameters are MetaSchedule's, with its defaults (algorithms.md, Card 6).
+    The hyper-parameters are MetaSchedule's, with its defaults (algorithms.md, Card 6), except
+    the three ``"auto"`` ones, which scale its round size, warm-up and population to the run's
+    budget in MetaSchedule's proportions.
 
     Args:
-        population_size: traces per generation.
+        population_size: traces per generation. ``"auto"``: 8 per candidate of a round
+            (MetaSchedule's 512 for its rounds of 64), at least 64 and at most 512. The
+            evolution's cost grows with the population, and a budget cut into small rounds runs
+            it once per round: with 512 at every round of 16, a 64-trial run evolved four times
+            what ``tune_tir`` evolves for its one round of 64, and the search ran at a third of
+            its throughput.
         init_measured_ratio: share of the initial population taken from the best measured ones.
         init_min_unmeasured: fewest fresh random traces an initial population may have.
         max_fail_count: failed initial samplings before MetaSchedule gives up.
@@ -161,7 +182,7 @@ class EvolutionarySearch(SearchStrategy):
     def __init__(
         self,
         *,
-        population_size: int = 512,
+        population_size: int | str = AUTO,
         init_measured_ratio: float = 0.2,
         init_min_unmeasured: int = 50,
         max_fail_count: int = 5,
@@ -175,6 +196,7 @@ class EvolutionarySearch(SearchStrategy):
         max_empty_rounds: int = 5,
         start: Candidate | Point | None = None,
     ):
+        check_scaled("EvolutionarySearch", "population_size", population_size)
         check_scaled("EvolutionarySearch", "num_trials_per_iter", num_trials_per_iter)
         check_scaled("EvolutionarySearch", "num_warmup_samples", num_warmup_samples)
         self.population_size = population_size
@@ -197,6 +219,7 @@ class EvolutionarySearch(SearchStrategy):
         _tvm.ensure_cpu_intrinsics()
         per_iter = self._scaled("num_trials_per_iter", default=64)
         warmup = self._scaled("num_warmup_samples", default=100)
+        population = self._population(per_iter)
         space = self.space
         workload, target = space.workload, space.target
         self.knob_space_ = KnobSpace(space)
@@ -207,7 +230,7 @@ class EvolutionarySearch(SearchStrategy):
             target=target.to_tvm(),
             space_generator="post-order-apply",
             search_strategy=ms.search_strategy.EvolutionarySearch(
-                population_size=self.population_size,
+                population_size=population,
                 init_measured_ratio=self.init_measured_ratio,
                 init_min_unmeasured=self.init_min_unmeasured,
                 max_fail_count=self.max_fail_count,
@@ -253,6 +276,12 @@ class EvolutionarySearch(SearchStrategy):
         # Step 3. Resuming: what was measured before goes into MetaSchedule's database and cost
         # model first (reset tells it), exactly as tune_tir does when it reopens a database.
         return history
+
+    def _population(self, per_iter: int) -> int:
+        """This run's population (``population_size``), recorded in ``settings()``."""
+        population = population_for(self.population_size, per_iter)
+        self.resolved_["population_size"] = population
+        return population
 
     # -- ask/tell -----------------------------------------------------------------------------
     def ask(self, n: int) -> list[Candidate]:

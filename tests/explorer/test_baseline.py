@@ -113,6 +113,8 @@ def test_evolutionary_scales_its_rounds_and_warm_up_to_the_budget(measurer, stor
     # 30% of 20 trials explored (at least 8), in rounds of a quarter of that (at least 4)
     assert settings["explore_trials"] == 8
     assert settings["num_trials_per_iter"] == settings["num_warmup_samples"] == 4
+    # and a population of 8 per candidate of a round, at least 64 (MetaSchedule: 512 for 64)
+    assert settings["population_size"] == 64
     assert strategy_of(result.run).explore_trials == 8
 
 

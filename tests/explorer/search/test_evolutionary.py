@@ -111,6 +111,9 @@ def test_registry_and_settings():
     s = make_strategy("evolutionary", population_size=64)
     assert isinstance(s, EvolutionarySearch)
     assert s.settings()["population_size"] == 64 and s.settings()["eps_greedy"] == 0.05
+    assert make_strategy("evolutionary").settings()["population_size"] == "auto"
+    with pytest.raises(ValueError, match="population_size must be a whole number >= 1"):
+        make_strategy("evolutionary", population_size=0)
 
 
 @pytest.fixture(scope="module")
