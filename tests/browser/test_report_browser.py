@@ -99,7 +99,10 @@ DASHBOARD_CELLS = [
 from explorer.testing.recordings import TINY, open_recording, recorded_trials
 from widgets import Dashboards
 from widgets._context import Context""",
-    """recording = open_recording()
+    # In the lab's own root (a pytest temporary folder): the kernel may be killed at the end,
+    # so open_recording()'s own clean-up at exit would not run.
+    """import tempfile
+recording = open_recording(tempfile.mkdtemp(dir="."))
 ctx = Context(store=recording)
 ctx.set_session(ScheduleSession(TINY, recorded_trials(recording, TINY)[0].candidate.target))
 dash = Dashboards(ctx)
