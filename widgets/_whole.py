@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numbers
 import re
-from typing import Any
 
 import ipywidgets as w
 import traitlets
@@ -25,9 +24,6 @@ class WholeText(w.Text):  # type: ignore[misc]  # ipywidgets has no type hints
     ``value`` gives the text, to be read with ``whole_number`` or ``parse_whole``."""
 
     value = traitlets.CUnicode(help="the box's text").tag(sync=True)
-
-    def __init__(self, value: Any = "", **kwargs: Any) -> None:
-        super().__init__(value=value, **kwargs)
 
 
 def whole_number(text: object) -> int | None:

@@ -219,7 +219,8 @@ class EvolutionarySearch(SearchStrategy):
         _tvm.ensure_cpu_intrinsics()
         per_iter = self._scaled("num_trials_per_iter", default=64)
         warmup = self._scaled("num_warmup_samples", default=100)
-        population = self._population(per_iter)
+        population = population_for(self.population_size, per_iter)
+        self.resolved_["population_size"] = population
         space = self.space
         workload, target = space.workload, space.target
         self.knob_space_ = KnobSpace(space)
@@ -276,12 +277,6 @@ class EvolutionarySearch(SearchStrategy):
         # Step 3. Resuming: what was measured before goes into MetaSchedule's database and cost
         # model first (reset tells it), exactly as tune_tir does when it reopens a database.
         return history
-
-    def _population(self, per_iter: int) -> int:
-        """This run's population (``population_size``), recorded in ``settings()``."""
-        population = population_for(self.population_size, per_iter)
-        self.resolved_["population_size"] = population
-        return population
 
     # -- ask/tell -----------------------------------------------------------------------------
     def ask(self, n: int) -> list[Candidate]:

@@ -20,6 +20,7 @@ from explorer.measure import (
     MeasureConfig,
     MeasureResult,
     ReplayMeasurer,
+    _timing,
     confirm_best,
     trace_key,
 )
@@ -161,24 +162,28 @@ def test_training_during_a_measurement_never_overlaps_a_timed_kernel(mm, target)
 
 
 # -- re-timing rounds ---------------------------------------------------------------------------
-def test_warm_up_counts_the_check_call_it_follows():
+def test_warm_up_counts_the_check_call_it_follows(monkeypatch):
+    # A clock that only the kernel moves, 1/8 s a call (exact in binary): the counts are exact.
+    clock = [0.0]
+    monkeypatch.setattr(_timing.time, "perf_counter", lambda: clock[0])
     calls: list[float] = []
 
     def kernel() -> None:
-        calls.append(time.perf_counter())
-        time.sleep(0.01)
+        calls.append(clock[0])
+        clock[0] += 0.125
 
-    warm_up(kernel, [], 0.0)
-    assert len(calls) == 1  # at least once, when nothing ran before
-    calls.clear()
+    def count(secs: float, done_secs: float = 0.0) -> int:
+        clock[0] = 0.0
+        calls.clear()
+        warm_up(kernel, [], secs, done_secs=done_secs)
+        return len(calls)
+
+    assert count(0.0) == 1  # at least once, when nothing ran before
+    assert count(0.5) == 4
+    assert count(0.5, done_secs=0.25) == 2  # only the rest
     # A kernel that just ran for longer than the warm-up (the check call of a slow, unscheduled
     # program) is not run once more: on matmul 1024 that call cost seconds of the run timeout.
-    warm_up(kernel, [], 0.02, done_secs=0.5)
-    assert calls == []
-    start = time.perf_counter()
-    warm_up(kernel, [], 0.05, done_secs=0.02)  # only the rest: about 0.03 s
-    took = time.perf_counter() - start
-    assert 1 <= len(calls) and 0.025 <= took < 0.05
+    assert count(0.25, done_secs=2.0) == 0
 
 
 def test_timed_rounds_keeps_the_tightest_round_whole():
