@@ -11,10 +11,12 @@ candidates: the two timings of one kernel should agree).
 
 Part 2, targets. Three device keys on this one machine, each a different target: ``native``
 (this CPU, 2 threads), ``one-core`` (1 thread pinned to core 1) and ``avx2`` (code for
-``x86-64-v3``, AVX2 without AVX-512, 2 threads). matmul 512 is tuned for each through the fleet
+``x86-64-v3``, AVX2 without AVX-512, 2 threads). Each key's peak is measured on its device
+(``device_peak``, again in every run), matmul 512 is tuned for each through the fleet
 (evolutionary, ``--tune-trials`` trials, seed 0), then every target's best is measured on
-every target (``measure_transfer``, 3 interleaved rounds). Reported: the table of slowdowns
-and a heatmap (``bench_results/fleet/transfer.html``).
+every target (``measure_transfer``, 3 interleaved rounds). Reported: each best against its
+device's peak (``targets.csv``), the table of slowdowns and a heatmap
+(``bench_results/fleet/transfer.html``).
 
 Results go to ``bench_results/fleet/`` (CSV and HTML).
 """
@@ -108,6 +110,7 @@ def targets(tune_trials: int, state: Path, db: str) -> tuple[list[dict], object]
         for spec in specs:
             measurer = RemoteMeasurer(fleet.tracker, spec.key)
             target = measurer.device_target()
+            peak = measurer.device_peak(remeasure=True)  # measured on the device, in this run
             t0 = time.perf_counter()
             result = Tuner(measurer=measurer, store=store, batch_size=BATCH).run(
                 workload, target, make_strategy("evolutionary"), max_trials=tune_trials, seed=0
@@ -119,6 +122,9 @@ def targets(tune_trials: int, state: Path, db: str) -> tuple[list[dict], object]
                     "trials": result.num_trials,
                     "secs": time.perf_counter() - t0,
                     "best_gflops": result.best_gflops,
+                    "peak_gflops": peak.gflops_f32,
+                    "bandwidth_gbs": peak.bandwidth_gbs,
+                    "best_over_peak": (result.best_gflops or 0.0) / peak.gflops_f32,
                 }
             )
             print(f"tuned {spec.key} ({target.key()}): {rows[-1]}", flush=True)
@@ -148,6 +154,10 @@ def main(argv: list[str] | None = None) -> int:
         writer.writeheader()
         writer.writerows(rows)
     tuned, info = targets(args.tune_trials, work / "fleet.json", str(work / "records.db"))
+    with open(out / "targets.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(tuned[0]))
+        writer.writeheader()
+        writer.writerows(tuned)
     with open(out / "transfer.csv", "w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(["tuned_for", "measured_on", "median_secs", "slowdown", "device"])
@@ -168,7 +178,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"fleet best / local best (same candidates) = {fleet['best_us'] / local['best_us']:.3f}")
     print(f"\n== targets (matmul 512, evolutionary, {args.tune_trials} trials each)")
     for r in tuned:
-        print(f"{r['key']:<9} {r['target']:<22} best {r['best_gflops'] or 0:7.1f} GFLOPS")
+        print(
+            f"{r['key']:<9} {r['target']:<22} best {r['best_gflops'] or 0:7.1f} GFLOPS, device "
+            f"peak {r['peak_gflops']:6.1f} GFLOPS ({r['best_over_peak']:.2f} of it), memory "
+            f"{r['bandwidth_gbs']:.1f} GB/s"
+        )
     print("\nslowdown of the row target's best on the column target (over its own best):")
     print(" " * 24 + "".join(f"{k[:20]:>22}" for k in info.targets))
     for a, row in zip(info.targets, info.matrix(), strict=True):

@@ -43,7 +43,11 @@ def measurer_for(args: argparse.Namespace, config: Any = None) -> Any:
             raise UsageError("--key needs --tracker HOST:PORT")
         return LocalMeasurer(config)
     if args.target != "cpu":
-        raise UsageError("--tracker measures CPU targets only so far (not --target cuda)")
+        raise UsageError(
+            "--target cuda with --tracker: the target is the one the devices report (a GPU "
+            "device, `python -m explorer.fleet._server --cuda`, reports its CUDA target); "
+            "leave --target out"
+        )
     if args.threads is not None:  # applied on the device, for each session
         config = replace(config or MeasureConfig(), num_threads=args.threads)
     try:
@@ -52,9 +56,11 @@ def measurer_for(args: argparse.Namespace, config: Any = None) -> Any:
         raise UsageError(str(exc)) from None
 
 
-def fleet_target(args: argparse.Namespace, measurer: Any) -> Any:
+def fleet_target(args: argparse.Namespace, measurer: Any, *, peak: bool = True) -> Any:
     """The target of ``--tracker``'s devices (as they report it), ``--threads`` applied; a
-    plain TVM ``rpc_server`` reports none, and this machine's CPU is assumed (and said)."""
+    plain TVM ``rpc_server`` reports none, and this machine's CPU is assumed (and said).
+    With ``peak``, the devices' peak is measured when it is not kept yet, for the run's record.
+    """
     from explorer.measure._remote import TargetNotReported
     from explorer.target import Target
 
@@ -63,9 +69,30 @@ def fleet_target(args: argparse.Namespace, measurer: Any) -> Any:
     except TargetNotReported as exc:
         target = Target.local_cpu()
         print(f"note: {exc}; assuming this machine's CPU, {target.key()}", file=sys.stderr)
+    else:
+        if peak:
+            _ensure_peak(measurer)
     if args.threads is not None:
         target = replace(target, num_cores=args.threads)
     return target
+
+
+def _ensure_peak(measurer: Any) -> None:
+    """Measure the devices' peak once (kept on this machine), so that every run through the
+    fleet records it; a fleet that cannot measure it still tunes (the run says why not)."""
+    from explorer.errors import ExplorerError
+
+    if measurer.cached_device_peak() is not None:
+        return
+    print(
+        f"measuring the peak of key {measurer.key}'s devices once (kept for the next runs)...",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        measurer.device_peak()
+    except ExplorerError as exc:
+        print(f"note: the devices' peak is not known: {exc}", file=sys.stderr)
 
 
 # -- explorer fleet ---------------------------------------------------------------------------

@@ -44,6 +44,8 @@ __all__ = [
     "create_prim_func",
     "derived_object",
     "ensure_cpu_intrinsics",
+    "ensure_cuda_intrinsics",
+    "ensure_cuda_jit",
     "fast_build",
     "is_instruction_kind",
     "load_json",
@@ -130,6 +132,16 @@ def compile_mod(mod: tvm.IRModule, target: tvm.target.Target) -> Any:
     return tvm.compile(mod, target=target)
 
 
+def ensure_cuda_jit() -> None:
+    """Register TVM's CUDA compiler callback before a CUDA module is loaded.
+
+    A CUDA module built here holds CUDA source: TVM compiles it for the GPU when it is loaded
+    (``CUDAModuleNode::JitCompileFromSource``), through ``tvm_callback_cuda_compile``, which
+    ``tvm.support.nvcc`` registers (NVRTC by default: the ``cuda`` extra installs it).
+    """
+    importlib.import_module("tvm.support.nvcc")
+
+
 _INTRINSICS_READY = False
 
 
@@ -152,6 +164,12 @@ def ensure_cpu_intrinsics() -> None:
     importlib.import_module(f"{name}.x86")  # registers the x86 intrinsics
 
     _INTRINSICS_READY = True
+
+
+def ensure_cuda_intrinsics() -> None:
+    """Register the CUDA tensor intrinsics (wmma, mma) MetaSchedule's CUDA rules look up: CUDA
+    design spaces need them, and they take seconds to register, so only those pay."""
+    importlib.import_module("tvm.s_tir.tensor_intrin.cuda")
 
 
 def fast_build(mod: tvm.IRModule, target: tvm.target.Target, _params: Any) -> Any:

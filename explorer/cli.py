@@ -307,7 +307,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     with measurer_for(args, MeasureConfig(repeat=args.repeat)) as measurer:
         # Workers first: they import TVM while this process does the same (storage, workload).
         measurer.start_workers(num_candidates=1, num_threads=args.threads)
-        from explorer.storage import MANUAL, NewTrial, get_store
+        from explorer.storage import MANUAL, NewTrial, environment, get_store
 
         workload = _workload(args)
         target = _target(args) if args.tracker is None else fleet_target(args, measurer)
@@ -319,7 +319,10 @@ def cmd_measure(args: argparse.Namespace) -> int:
         candidate = Candidate(workload, target, trace)
         store = get_store(args.db)  # a database that cannot be used is found before measuring
         (result,) = measurer.measure([candidate])
-    run = store.create_run(workload, target, MANUAL, settings={"trace_file": args.trace})
+        where = {**environment(), **measurer.run_environment(target)}
+    run = store.create_run(
+        workload, target, MANUAL, settings={"trace_file": args.trace}, environment=where
+    )
     try:
         store.add_trials(run.id, [NewTrial(candidate, result)])
     finally:  # a manual run is never left running, even when storing failed
@@ -517,13 +520,21 @@ def cmd_peak(args: argparse.Namespace) -> int:
 
     from explorer.machine import cache_path, cached_peak, measured_peak
 
-    target = _target(args)
-    if args.remeasure or cached_peak(target) is None:
-        print(f"measuring {target.key()} (a few seconds)...", flush=True)
-    peak = measured_peak(target, remeasure=args.remeasure)
+    if args.tracker is not None:
+        with measurer_for(args) as measurer:
+            target = fleet_target(args, measurer, peak=False)
+            where = f"key {measurer.key}'s devices at {measurer.tracker}, "
+            if args.remeasure or measurer.cached_device_peak() is None:
+                print(f"measuring {where}{target.key()} (a few seconds)...", flush=True)
+            peak = measurer.device_peak(remeasure=args.remeasure)
+    else:
+        target, where = _target(args), ""
+        if args.remeasure or cached_peak(target) is None:
+            print(f"measuring {target.key()} (a few seconds)...", flush=True)
+        peak = measured_peak(target, remeasure=args.remeasure)
     when = datetime.datetime.fromtimestamp(peak.measured_at).strftime("%Y-%m-%d %H:%M")
     print(
-        f"{peak.cpu_model} ({target.key()}): fp32 peak {peak.gflops_f32:.1f} GFLOPS, "
+        f"{where}{peak.cpu_model} ({target.key()}): fp32 peak {peak.gflops_f32:.1f} GFLOPS, "
         f"memory bandwidth {peak.bandwidth_gbs:.1f} GB/s\n"
         f"measured {when} on {plural(peak.num_threads, 'thread')} with TVM {peak.tvm_version}; "
         f"kept in {cache_path()} (--remeasure measures again)"
@@ -666,6 +677,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--remeasure", action="store_true", help="measure again, replacing the kept one"
     )
+    add_tracker_args(p)  # a fleet device's peak, measured there
     p.set_defaults(func=cmd_peak, target="cpu")
 
     add_fleet_parser(sub)  # explorer/_cli_fleet.py

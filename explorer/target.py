@@ -12,24 +12,26 @@ from typing import Any
 
 from explorer.errors import TargetError
 
-# LLVM CPU names TVM 0.27 accepts here. `native` or a typo silently falls back to `generic`, which
-# is about 6x slower (field guide, section 6), so a name outside this list is refused.
-KNOWN_MCPUS = (
-    "znver5",
-    "znver4",
-    "znver3",
-    "znver2",
-    "x86-64-v4",
-    "x86-64-v3",
-    "x86-64-v2",
-    "skylake-avx512",
-    "cascadelake",
-    "icelake-server",
-    "sapphirerapids",
-    "core-avx2",
-    "haswell",
-    "generic",
-)
+# LLVM CPU names TVM 0.27 accepts here, with the widest SIMD register (bits) code for each may use.
+# `native` or a typo silently falls back to `generic`, which is about 6x slower (field guide,
+# section 6), so a name outside this list is refused.
+MCPU_VECTOR_BITS = {
+    "znver5": 512,
+    "znver4": 512,
+    "znver3": 256,
+    "znver2": 256,
+    "x86-64-v4": 512,
+    "x86-64-v3": 256,
+    "x86-64-v2": 128,
+    "skylake-avx512": 512,
+    "cascadelake": 512,
+    "icelake-server": 512,
+    "sapphirerapids": 512,
+    "core-avx2": 256,
+    "haswell": 256,
+    "generic": 128,
+}
+KNOWN_MCPUS = tuple(MCPU_VECTOR_BITS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,9 +80,9 @@ class Target:
         """Describe a local CUDA GPU; raises ``TargetError`` when none is present."""
         from explorer import _tvm
 
-        dev = _tvm.tvm.cuda(device_id)
-        if not dev.exist:
+        if not cuda_available(device_id):
             raise TargetError(f"no CUDA device {device_id} on this machine")
+        dev = _tvm.tvm.cuda(device_id)
         major, minor = str(dev.compute_version).split(".")
         return cls(
             kind="cuda",
@@ -113,7 +115,16 @@ class Target:
     def to_tvm_dict(self) -> dict[str, Any]:
         """The dict TVM 0.27 takes (``"llvm -mcpu=..."`` strings are refused by TVM)."""
         if self.kind == "cuda":
-            return {"kind": "cuda", "arch": self.arch}
+            # MetaSchedule's CUDA rules need the limits: every NVIDIA GPU since Kepler has
+            # 1024 threads a block and warps of 32; shared memory per block is the target's.
+            return {
+                "kind": "cuda",
+                "arch": self.arch,
+                "max_threads_per_block": 1024,
+                "max_num_threads": 1024,
+                "thread_warp_size": 32,
+                "max_shared_memory_per_block": self.l1d_bytes,
+            }
         spec: dict[str, Any] = {"kind": "llvm", "num-cores": self.num_cores}
         if self.mcpu:
             spec["mcpu"] = self.mcpu
@@ -204,6 +215,20 @@ def _detect_cpu() -> Target:
         l3_bytes=caches.get("l3", 0),
         name=f"{_cpu_model()} ({mcpu}, {cores} cores)",
     )
+
+
+def cuda_available(device_id: int = 0) -> bool:
+    """Whether CUDA device ``device_id`` exists here (TVM asks the driver; no driver: False).
+
+    CUDA schedules compile without one (TVM generates the CUDA source here and compiles it for
+    the GPU when the module is loaded there), so only running them needs this.
+    """
+    from explorer import _tvm
+
+    try:
+        return bool(_tvm.tvm.cuda(device_id).exist)
+    except Exception:  # noqa: BLE001  (a TVM built without CUDA raises on asking)
+        return False
 
 
 def available_cores() -> int:

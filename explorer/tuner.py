@@ -31,6 +31,7 @@ from explorer.storage._base import (
     TrialRecord,
     TrialRow,
 )
+from explorer.storage._environment import environment
 from explorer.storage._marks import BASELINE_MARK, has_mark
 from explorer.storage._summary import summarize_run
 from explorer.target import Target
@@ -191,6 +192,7 @@ class Tuner:
             target,
             strategy.name or type(strategy).__name__,
             settings={**strategy.settings(), **budget.settings()},
+            environment={**environment(), **self.measurer.run_environment(target)},
         )
         self.run_id = run.id
         return self._search(run, strategy, budget, [], should_stop, on_progress)

@@ -46,6 +46,7 @@ from explorer.fleet import (
 )
 from explorer.fleet._status import DEFAULT_WINDOW_SECS
 from explorer.fleet._tracker import QueueTimeout
+from explorer.machine import MachinePeak
 from explorer.measure import RemoteMeasurer
 from explorer.measure._remote import TargetNotReported
 from explorer.storage import TrialRecord, TrialRow
@@ -135,6 +136,7 @@ class FleetPanel(Panel):
         self._summary: TrackerSummary | None = None
         self._local: LocalFleet | None = None
         self._targets: dict[str, dict[str, Target | str]] = {}  # tracker -> key -> target
+        self._peaks: dict[str, dict[str, MachinePeak]] = {}  # tracker -> key -> kept peak
         self._retry_at: dict[tuple[str, str], float] = {}  # (tracker, key) -> monotonic time
         self._polling = False
         self._again = False  # a poll was asked for while one ran
@@ -329,9 +331,9 @@ class FleetPanel(Panel):
             return
         address, timeout = self._address, self.target_timeout
 
-        def ask(job: Job) -> dict[str, tuple[Target | str, bool]]:
+        def ask(job: Job) -> dict[str, tuple[Target | str, MachinePeak | None, bool]]:
             # Worker thread: one session per key, on whichever device the tracker hands out.
-            found: dict[str, tuple[Target | str, bool]] = {}
+            found: dict[str, tuple[Target | str, MachinePeak | None, bool]] = {}
             for key in keys:
                 if job.is_cancelled():
                     break
@@ -339,12 +341,16 @@ class FleetPanel(Panel):
             return found
 
         def done(job: Job) -> None:
+            found: dict[str, tuple[Target | str, MachinePeak | None, bool]]
             if job.state is JobState.ERROR:
-                found = {k: (f"not known: {_sentence(job.exception)}", False) for k in keys}
+                found = {k: (f"not known: {_sentence(job.exception)}", None, False) for k in keys}
             else:
                 found = job.result or {}
-            for key, (target, final) in found.items():
+            peaks = self._peaks.setdefault(tracker, {})
+            for key, (target, peak, final) in found.items():
                 known[key] = target
+                if peak is not None:
+                    peaks[key] = peak
                 if final:
                     self._retry_at.pop((tracker, key), None)
                 else:
@@ -438,6 +444,7 @@ class FleetPanel(Panel):
             self._tally,
             now=time.time(),
             targets=self._targets.get(str(self._address), {}),
+            peaks=self._peaks.get(str(self._address), {}),
             window_secs=self.window_secs,
         )
         self.info = info
@@ -479,18 +486,21 @@ class FleetPanel(Panel):
 
 
 # -- workers ------------------------------------------------------------------------------------
-def _ask_target(address: TrackerAddress, key: str, timeout: float) -> tuple[Target | str, bool]:
-    """The target one device of ``key`` reports, or why there is none; and whether that answer
-    is final (a busy or vanished device is asked again later)."""
+def _ask_target(
+    address: TrackerAddress, key: str, timeout: float
+) -> tuple[Target | str, MachinePeak | None, bool]:
+    """The target one device of ``key`` reports, or why there is none; its peak if measured
+    before (``explorer peak --tracker``; nothing is measured here); and whether that answer is
+    final (a busy or vanished device is asked again later)."""
     measurer = RemoteMeasurer(address, key, queue_timeout_secs=timeout)
     try:
-        return measurer.device_target(), True
+        return measurer.device_target(), measurer.cached_device_peak(), True
     except TargetNotReported:
-        return "not reported (a plain TVM rpc_server): give the target yourself", True
+        return "not reported (a plain TVM rpc_server): give the target yourself", None, True
     except QueueTimeout:
-        return f"not known yet: every device was busy for {timeout:g} s", False
+        return f"not known yet: every device was busy for {timeout:g} s", None, False
     except FleetError as exc:
-        return f"not known yet: {_one_line(str(exc))}", False
+        return f"not known yet: {_one_line(str(exc))}", None, False
     finally:
         measurer.close()
 
@@ -574,6 +584,7 @@ def _key_line(key: KeyStatus) -> str:
     if key.target is not None:
         target = (
             f"target {html.escape(str(key.target))} <code>{html.escape(key.target.key())}</code>"
+            f", {_peak_text(key)}"
         )
     else:
         target = f"target {html.escape(key.target_note)}"
@@ -581,6 +592,13 @@ def _key_line(key: KeyStatus) -> str:
         f"<b>key {html.escape(key.key)}</b>: {_plural(len(key.devices), 'device')}, "
         f"{html.escape(queue)}; <span class='se-fleet-target'>{target}</span>"
     )
+
+
+def _peak_text(key: KeyStatus) -> str:
+    if key.peak is None:
+        command = f"explorer peak --tracker ... --key {html.escape(key.key)}"
+        return f"peak not measured yet (<code>{command}</code>)"
+    return f"peak {key.peak.gflops_f32:.0f} GFLOPS, {key.peak.bandwidth_gbs:.0f} GB/s"
 
 
 def _describe(specs: list[ServerSpec]) -> str:

@@ -8,9 +8,10 @@ three additions a fleet needs:
   both, so "a 1-thread server pinned to one core" is a real, separate device;
 * it keeps serving after a session's process crashes (TVM's own server stops then);
 * a global function ``explorer.fleet.device_info`` that sessions can call: the device's key,
-  address, pid and the ``Target`` it measures for (``--mcpu`` names the CPU that kernels for
-  it are compiled for, e.g. ``x86-64-v3`` for an AVX2-only device). It is registered before
-  the server forks its sessions, so every session sees it.
+  address, pid, CPU model, TVM version and the ``Target`` it measures for (``--mcpu`` names
+  the CPU that kernels for it are compiled for, e.g. ``x86-64-v3`` for an AVX2-only device,
+  whose vector width is then that CPU's; ``--cuda`` makes it a GPU device: its target is the
+  GPU's). It is registered before the server forks its sessions, so every session sees it.
 
 The server serves one session at a time, as TVM's does; start several for parallel work.
 """
@@ -37,6 +38,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=0, help="TVM threads (0: every core)")
     parser.add_argument("--cores", default="", help="comma-separated CPU ids to pin to")
     parser.add_argument("--mcpu", default="", help="LLVM CPU name kernels are compiled for")
+    parser.add_argument(
+        "--cuda", action="store_true", help="measure on this machine's GPU (CUDA device 0)"
+    )
     return parser.parse_args(argv)
 
 
@@ -52,18 +56,30 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # `fleet down` stops it, not a terminal's Ctrl-C
 
     from explorer import _tvm
+    from explorer.errors import TargetError
     from explorer.fleet._tracker import DEVICE_INFO_FUNC, TrackerAddress
-    from explorer.target import Target
+    from explorer.target import MCPU_VECTOR_BITS, Target, _cpu_model
 
     tracker = TrackerAddress.parse(args.tracker)
     target = Target.local_cpu(num_cores=threads)
-    if args.mcpu:
-        target = replace(target, mcpu=args.mcpu, name=f"{args.mcpu}, {threads} thread(s)")
+    if args.cuda:
+        try:
+            target = Target.cuda()
+        except TargetError as exc:  # no GPU here: one sentence, not a traceback
+            print(f"error: --cuda: {exc}", file=sys.stderr)
+            return 2
+        _tvm.ensure_cuda_jit()  # its sessions load CUDA modules: TVM compiles their source
+    elif args.mcpu:  # code for an older CPU uses its narrower registers too
+        bits = min(target.vector_bits, MCPU_VECTOR_BITS.get(args.mcpu, target.vector_bits))
+        name = f"{args.mcpu}, {threads} thread(s)"
+        target = replace(target, mcpu=args.mcpu, vector_bits=bits, name=name)
     info: dict[str, object] = {
         "key": args.key,
         "host": args.host,
         "pid": os.getpid(),
         "hostname": socket.gethostname(),
+        "cpu_model": _cpu_model(),
+        "tvm_version": _tvm.TVM_VERSION,
         "threads": threads,
         "cores": sorted(os.sched_getaffinity(0)),
         "target": target.to_json(),

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from explorer.fleet._tracker import TrackerSummary
+from explorer.machine import MachinePeak
 from explorer.target import Target
 from explorer.types import MeasureStatus
 
@@ -143,6 +144,7 @@ class KeyStatus:
         pending: requests waiting for a device of the key (``None`` likewise).
         target: what its devices measure for, as one of them reported it; ``None`` when not
             known (yet): ``target_note`` says why.
+        peak: its devices' measured peak, when one is kept (``explorer peak --tracker``).
     """
 
     key: str
@@ -151,6 +153,7 @@ class KeyStatus:
     pending: int | None
     target: Target | None = None
     target_note: str = ""
+    peak: MachinePeak | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +199,7 @@ def fleet_status(
     *,
     now: float,
     targets: Mapping[str, Target | str] | None = None,
+    peaks: Mapping[str, MachinePeak] | None = None,
     window_secs: float = DEFAULT_WINDOW_SECS,
 ) -> FleetStatus:
     """The tracker's devices by key, each with what ``tally`` counted for it.
@@ -207,6 +211,7 @@ def fleet_status(
         now: the time (unix seconds) the window ends at.
         targets: per key, the target its devices reported, or a sentence saying why there is
             none (yet); a key missing here has ``target_note`` "not asked yet".
+        peaks: per key, its devices' kept peak.
         window_secs: how far back "trials per minute" looks.
 
     Raises:
@@ -244,6 +249,7 @@ def fleet_status(
                 pending=None if queue is None else queue.pending,
                 target=target if isinstance(target, Target) else None,
                 target_note=note,
+                peak=(peaks or {}).get(key),
             )
         )
     prefixes = tuple(f"{key}@" for key in summary.keys())

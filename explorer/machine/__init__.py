@@ -9,6 +9,7 @@ from explorer.machine._numpy import (
 )
 from explorer.machine._peak import (
     CACHE_ENV,
+    FleetDevice,
     MachinePeak,
     PeakMeasureError,
     cache_path,
@@ -20,6 +21,7 @@ from explorer.machine._peak import (
 __all__ = [
     "BLAS_OVERRIDES",
     "CACHE_ENV",
+    "FleetDevice",
     "MachinePeak",
     "PeakMeasureError",
     "cache_path",

@@ -1,8 +1,11 @@
 """The kernels that measure the machine, compiled by TVM (run in a child: ``_peak`` starts it).
 
-``python -m explorer.machine._peak_kernels '<target json>'`` prints one JSON line:
+``python -m explorer.machine._peak_kernels '<target json>' [TRACKER KEY]`` prints one JSON line:
 ``{"gflops_f32": ..., "bandwidth_gbs": ..., "num_threads": ..., "busy_elsewhere": ...}``, the
-last being the share of the CPUs' time that other processes used meanwhile (0 to 1).
+last being the share of the CPUs' time that other processes used meanwhile (0 to 1; null on a
+fleet device, whose other work the host cannot see). With ``TRACKER KEY`` the kernels are
+compiled here for the target and run on a free device of the key (``explorer fleet``), as
+searches measure there.
 
 * Peak: each core keeps ``ACCUMULATORS`` independent vector registers and updates them with
   ``acc = acc * a + b`` (LLVM fuses this into one FMA), enough of them in flight to hide the
@@ -17,10 +20,13 @@ slower call is the machine doing something else (on a shared machine, another pr
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -38,6 +44,7 @@ MAX_ROUNDS = 4
 # keeping the fastest call of all attempts.
 QUIET = 0.25  # as _peak.BUSY
 ATTEMPTS = 4
+REMOTE_SESSION_SECS = 240  # the device ends the session then (below _peak's child timeout)
 
 
 def fma_source(cores: int, lanes: int) -> str:
@@ -74,19 +81,61 @@ def main(X: T.Buffer(({n},), "float32"), Y: T.Buffer(({n},), "float32"),
 """
 
 
-def measure(target_json: dict[str, Any]) -> dict[str, Any]:
+def measure(target_json: dict[str, Any], device: tuple[str, str] | None = None) -> dict[str, Any]:
+    """Measure on this machine's cores, or on a fleet device: ``device`` = (tracker, key)."""
     from explorer import _tvm
     from explorer.target import Target
 
     tvm = _tvm.tvm
     target = Target.from_json(target_json)
+    if device is None:
+        return _measure(
+            target, tvm.cpu(), lambda ex: ex.mod, _BusyElsewhere, tvm.runtime.num_threads
+        )
+    with tempfile.TemporaryDirectory(prefix="explorer-peak-") as folder:
+        session, load = _remote(device, folder)
+        # The host cannot tell the device's other work from the kernels (on this machine it
+        # would count the device's own process): one attempt, what else ran there unknown.
+        return _measure(
+            target, session.cpu(0), load, None, session.get_function("runtime.NumThreads")
+        )
+
+
+def _remote(device: tuple[str, str], folder: str) -> tuple[Any, Callable[[Any], Any]]:
+    """A session on a free device of the key, and ``load``: export a module, upload, load."""
+    from explorer.fleet._tracker import TrackerAddress, open_session
+
+    tracker, key = device
+    session, _ = open_session(
+        TrackerAddress.parse(tracker), key, session_timeout=REMOTE_SESSION_SECS, queue_timeout=60
+    )
+    count = itertools.count()
+
+    def load(ex: Any) -> Any:
+        path = os.path.join(folder, f"peak{next(count)}.so")
+        ex.mod.export_library(path)
+        session.upload(path)
+        return session.load_module(os.path.basename(path))
+
+    return session, load
+
+
+def _measure(
+    target: Any,
+    dev: Any,
+    load: Callable[[Any], Any],
+    busy: Callable[[], _BusyElsewhere] | None,
+    threads: Callable[[], Any],
+) -> dict[str, Any]:
+    from explorer import _tvm
+
+    tvm = _tvm.tvm
     cores, lanes = target.num_cores, max(target.vector_lanes_f32, 1)
-    dev = tvm.cpu()
 
     def compiled(source: str, *arrays: np.ndarray) -> tuple[Any, list[Any]]:
-        ex = _tvm.compile_mod(_tvm.parse_tvmscript(source), target.to_tvm())
+        module = load(_tvm.compile_mod(_tvm.parse_tvmscript(source), target.to_tvm()))
         args = [tvm.runtime.tensor(a, dev) for a in arrays]
-        timer = ex.mod.time_evaluator("main", dev, number=1, repeat=CALLS_PER_ROUND)
+        timer = module.time_evaluator("main", dev, number=1, repeat=CALLS_PER_ROUND)
         timer(*args)  # warm-up: the thread pool starts and the clocks ramp up
         return timer, args
 
@@ -108,13 +157,15 @@ def measure(target_json: dict[str, Any]) -> dict[str, Any]:
         np.full(n, 2.0, "float32"),
     )
     fma_secs = triad_secs = float("inf")
-    for _ in range(ATTEMPTS):  # another attempt only while other processes keep the CPUs busy
-        busy = _BusyElsewhere()
+    busy_elsewhere: float | None = None
+    for _ in range(ATTEMPTS if busy else 1):  # again only while other processes keep it busy
+        watch = busy() if busy else None
         fma_secs = min(fma_secs, fastest_call(*fma))
         triad_secs = min(triad_secs, fastest_call(*triad))
-        busy_elsewhere = busy.share()
-        if busy_elsewhere < QUIET:
-            break
+        if watch is not None:
+            busy_elsewhere = watch.share()
+            if busy_elsewhere < QUIET:
+                break
 
     out = fma[1][0].numpy()
     if not np.allclose(out, 1.0):  # 1 is the fixed point of acc * 0.999 + 0.001
@@ -124,7 +175,7 @@ def measure(target_json: dict[str, Any]) -> dict[str, Any]:
     return {
         "gflops_f32": 2 * lanes * ACCUMULATORS * FMA_STEPS * cores / fma_secs / 1e9,
         "bandwidth_gbs": 3 * 4 * n / triad_secs / 1e9,
-        "num_threads": int(tvm.runtime.num_threads()),
+        "num_threads": int(threads()),
         "busy_elsewhere": busy_elsewhere,
     }
 
@@ -155,4 +206,6 @@ def _my_secs() -> float:
 
 
 if __name__ == "__main__":
-    print(json.dumps(measure(json.loads(sys.argv[1]))))
+    # argv: TARGET_JSON [TRACKER KEY]
+    remote = (sys.argv[2], sys.argv[3]) if len(sys.argv) == 4 else None
+    print(json.dumps(measure(json.loads(sys.argv[1]), remote)))

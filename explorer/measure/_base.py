@@ -222,6 +222,12 @@ class Measurer(abc.ABC):
     def close(self) -> None:  # noqa: B027  (optional hook, default: nothing to release)
         """Release workers and temporary files."""
 
+    def run_environment(self, target: Target) -> dict[str, Any]:
+        """What a run records about where this measurer times kernels for ``target`` (merged
+        into the run's ``environment``): the device and its measured peak, when known. Cheap:
+        nothing is measured here."""
+        return {}
+
     def __enter__(self: M) -> M:
         return self
 

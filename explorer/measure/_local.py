@@ -53,7 +53,7 @@ from explorer._process import owned_temp_dir
 from explorer.measure._base import Candidate, MeasureConfig, Measurer, MeasureResult
 from explorer.measure._gate import TIMING_GATE
 from explorer.measure._pool import WorkerLost, WorkerPool, shutdown_pool
-from explorer.target import Target, available_cores
+from explorer.target import Target, available_cores, cuda_available
 from explorer.types import MeasureStatus
 
 if TYPE_CHECKING:  # imports TVM, which this module does not need (see ``start_workers``)
@@ -209,6 +209,13 @@ class LocalMeasurer(Measurer):
             self._pool = None
             self._artifact_dir = None
 
+    def run_environment(self, target: Target) -> dict[str, Any]:
+        """This machine, and its measured peak for ``target`` when one is kept."""
+        from explorer.machine import cached_peak
+
+        peak = cached_peak(target) if target.kind == "llvm" else None
+        return {"measured_on": "this machine", "peak": peak.to_json() if peak else None}
+
     # -- internals ----------------------------------------------------------------------------
     def _check_open(self) -> None:
         if self._closed:
@@ -232,9 +239,19 @@ class LocalMeasurer(Measurer):
         return int(self.config.num_threads or target.num_cores)
 
     def _refusal(self, cand: Candidate) -> str | None:
-        """Why this measurer cannot run ``cand`` at all, or ``None``."""
-        if cand.target.kind != "llvm":
-            return f"LocalMeasurer runs CPU (llvm) targets only, not {cand.target}"
+        """Why this measurer cannot build ``cand`` at all, or ``None``."""
+        if cand.target.kind not in ("llvm", "cuda"):
+            return f"LocalMeasurer runs CPU (llvm) and CUDA targets only, not {cand.target}"
+        return None
+
+    def _cannot_run(self, cand: Candidate) -> str | None:
+        """Why ``cand``, built, cannot run here, or ``None``. A CUDA schedule is built without
+        a GPU (so a schedule that does not compile says why), and refused only to run."""
+        if cand.target.kind == "cuda" and not cuda_available():
+            return (
+                f"no CUDA GPU on this machine to run {cand.target} kernels: the schedule "
+                "compiled, but CUDA kernels run and are timed only on a machine with one"
+            )
         return None
 
     def _measure(
@@ -337,6 +354,14 @@ class LocalMeasurer(Measurer):
                 if batch.results[i] is not None:
                     continue
                 cand = batch.cands[i]
+                if (why := self._cannot_run(cand)) is not None:
+                    batch.results[i] = MeasureResult(
+                        MeasureStatus.INVALID,
+                        error_msg=why,
+                        build_secs=batch.build_secs[i],
+                        max_spread=cfg.max_spread,
+                    )
+                    continue
                 num_threads = self._threads(cand.target)
                 check = rnd == 0 and cfg.check_correctness
                 # Per candidate, so the explorer's own work can run between two kernels.
@@ -366,7 +391,7 @@ class LocalMeasurer(Measurer):
     def _run_request(self, cand: Candidate, path: str, check: bool) -> dict[str, Any]:
         cfg = self.config
         flush = 0
-        if cfg.cache_flush:
+        if cfg.cache_flush and cand.target.kind == "llvm":  # TVM flushes CPU caches only
             t = cand.target
             flush = max(2 * (t.l3_bytes + t.num_cores * t.l2_bytes), 16 << 20)
         return {
@@ -374,6 +399,7 @@ class LocalMeasurer(Measurer):
             "workload": cand.workload.to_json(),
             "family_module": _family_module(cand.workload),
             "path": path,
+            "device": "cuda" if cand.target.kind == "cuda" else "cpu",
             "seed": self.seed,
             "check": check,
             "repeat": cfg.repeat,

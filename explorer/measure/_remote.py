@@ -38,7 +38,8 @@ from explorer.fleet._tracker import (
     open_session,
     tracker_summary,
 )
-from explorer.measure._base import Candidate, MeasureConfig, MeasureResult
+from explorer.machine import FleetDevice, MachinePeak, cached_peak, measured_peak
+from explorer.measure._base import MeasureConfig, MeasureResult
 from explorer.measure._gate import TIMING_GATE
 from explorer.measure._local import LocalMeasurer, _Batch
 from explorer.measure._pool import WorkerLost, WorkerPool
@@ -48,6 +49,7 @@ from explorer.types import MeasureStatus
 SESSION_SLACK_SECS = 10.0  # connecting, uploading, loading and NumPy's reference, per session
 RETRY_PAUSE_SECS = 2.0  # before the n-th retry, n times this: a restarting tracker comes back
 _DEFAULT_PARALLEL = 2  # when the tracker cannot say how many devices there are
+ENVIRONMENT_QUEUE_SECS = 5.0  # a run's record waits no longer than this for a device's info
 
 
 class TargetNotReported(FleetError):
@@ -104,6 +106,7 @@ class RemoteMeasurer(LocalMeasurer):
         self.max_retries = max_retries
         self.queue_timeout_secs = float(queue_timeout_secs)
         self._devices_here = True
+        self._info: dict[str, Any] | None = None  # the last device_info a device gave
 
     def __repr__(self) -> str:
         return (
@@ -129,8 +132,54 @@ class RemoteMeasurer(LocalMeasurer):
                 ``tvm.exec.rpc_server``): give the target explicitly then.
             FleetError: no device of the key became free.
         """
+        return Target.from_json(self._device_info(self.queue_timeout_secs)["target"])
+
+    def device_peak(self, *, remeasure: bool = False) -> MachinePeak:
+        """The fp32 peak and memory bandwidth of the key's devices, as ``explorer peak``
+        measures this machine's: kept here once measured (a few seconds, on whichever device
+        of the key is free, with the threads its server runs).
+
+        Raises:
+            TargetNotReported: a plain ``tvm.exec.rpc_server`` (its target is not known).
+            FleetError: no device of the key became free.
+            PeakMeasureError: the kernels failed to compile or run on the device.
+        """
+        target, device = self._fleet_device(self.queue_timeout_secs)
+        return measured_peak(target, remeasure=remeasure, device=device)
+
+    def cached_device_peak(self) -> MachinePeak | None:
+        """The key's devices' peak if it was measured before (nothing is measured here).
+
+        Raises:
+            TargetNotReported, FleetError: as ``device_peak``.
+        """
+        target, device = self._fleet_device(self.queue_timeout_secs, remembered=True)
+        return cached_peak(target, device)
+
+    def run_environment(self, target: Target) -> dict[str, Any]:
+        """The tracker, key and device that measure, and the device's kept peak. A device
+        asked before (``device_target``) is not asked again; one that does not answer within
+        a few seconds is recorded as not known, with why."""
+        where: dict[str, Any] = {"measured_on": f"fleet {self.tracker}, key {self.key}"}
+        try:
+            device_target, device = self._fleet_device(ENVIRONMENT_QUEUE_SECS, remembered=True)
+        except FleetError as exc:
+            return {**where, "device": f"not known: {exc}", "peak": None}
+        peak = cached_peak(device_target, device)  # the device as it runs, whatever --threads
+        info = {k: v for k, v in (self._info or {}).items() if k not in ("pid", "port")}
+        return {**where, "device": info, "peak": peak.to_json() if peak else None}
+
+    def _fleet_device(
+        self, queue_timeout: float, remembered: bool = False
+    ) -> tuple[Target, FleetDevice]:
+        info = self._info if remembered and self._info else self._device_info(queue_timeout)
+        model = str(info.get("cpu_model") or "unknown CPU")
+        return Target.from_json(info["target"]), FleetDevice(str(self.tracker), self.key, model)
+
+    def _device_info(self, queue_timeout: float) -> dict[str, Any]:
+        """What a free device of the key says about itself (remembered for the run's record)."""
         session, device = open_session(
-            self.tracker, self.key, session_timeout=30, queue_timeout=self.queue_timeout_secs
+            self.tracker, self.key, session_timeout=30, queue_timeout=queue_timeout
         )
         try:
             info = device_info(session)
@@ -141,14 +190,10 @@ class RemoteMeasurer(LocalMeasurer):
                 f"device {device} does not report its target (a plain TVM rpc_server); "
                 "give the target explicitly"
             )
-        return Target.from_json(info["target"])
+        self._info = info
+        return info
 
     # -- LocalMeasurer's hooks ----------------------------------------------------------------
-    def _refusal(self, cand: Candidate) -> str | None:
-        if cand.target.kind != "llvm":
-            return f"RemoteMeasurer runs CPU (llvm) targets only so far, not {cand.target}"
-        return None
-
     def _ensure_pool(self) -> WorkerPool:
         if self._pool is None:
             try:

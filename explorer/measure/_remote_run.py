@@ -73,7 +73,11 @@ def _run_items(
         info = device_info(session)
         if req.get("num_threads"):
             session.get_function("runtime.config_threadpool")(0, int(req["num_threads"]))
-        dev = session.cpu(0)
+        kind = str(req.get("device", "cpu"))
+        dev = session.device(kind, 0)
+        if not dev.exist:  # a device of the key has no GPU: none of the key has (not retried)
+            why = f"the device has no {kind.upper()} device 0 to run these kernels on"
+            return [{"ok": False, "stage": "run", "error": why} for _ in items]
     except Exception as exc:  # noqa: BLE001
         return [{"ok": False, "stage": "lost", "error": message(exc)} for _ in items]
     ready: list[tuple[Any, list[Any]] | None] = [None] * len(items)

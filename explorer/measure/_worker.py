@@ -13,11 +13,13 @@ never charged to a candidate's timeout. Requests (``op``):
 * ``build``: rebuild the workload's module (cached by ``Workload.mod``), replay the JSON trace,
   compile for the target and ``export_library`` to ``path``. Reply ``build_secs`` or an error
   with ``stage`` = ``"apply"`` (the trace does not replay) or ``"compile"``.
-* ``run``: load the shared library (cached), run once on ``Workload.random_inputs(seed)`` and
-  compare with the NumPy reference (cached) -- ``stage="wrong"`` on a mismatch -- run it untimed
-  for ``warmup_secs``, then time it with ``time_evaluator``, again (up to ``timing_rounds``
-  rounds) while the repeats spread more than ``max_spread``. Reply ``run_secs`` (one per repeat,
-  of the tightest round), ``timing_rounds`` (how many ran) and ``num_threads``.
+* ``run``: load the shared library (cached) for ``device`` (``"cpu"``, or ``"cuda"``: a CUDA
+  target's module holds CUDA source, which TVM compiles for the GPU as it loads), run once on
+  ``Workload.random_inputs(seed)`` and compare with the NumPy reference (cached) --
+  ``stage="wrong"`` on a mismatch -- run it untimed for ``warmup_secs``, then time it with
+  ``time_evaluator``, again (up to ``timing_rounds`` rounds) while the repeats spread more
+  than ``max_spread``. Reply ``run_secs`` (one per repeat, of the tightest round),
+  ``timing_rounds`` (how many ran) and ``num_threads``.
 * ``remote_run``: run a built ``.so`` on a device of a TVM RPC tracker (``_remote_run``): the
   same check and timing as ``run``, on the device; the reply also names the device.
 * ``replay``: replay an untrusted JSON trace on a module (``save_json`` text) and reply the
@@ -56,6 +58,12 @@ from explorer.target import Target
 from explorer.workloads import FAMILIES, OperatorFamily, Workload
 
 _MODULE_CACHE_SIZE = 16
+# TVM compiles a CUDA schedule with no loop bound to blockIdx/threadIdx into a host function
+# that reads the GPU's buffers from the CPU (verified: no CUDA module at all): it would crash.
+NO_GPU_KERNEL = (
+    "no loop is bound to a GPU block or thread (bind an outer loop to blockIdx.x and an inner "
+    "one to threadIdx.x): TVM compiled it as host code, which cannot run on GPU buffers"
+)
 _REFERENCE_CACHE_SIZE = 8
 
 
@@ -119,6 +127,8 @@ class _Worker:
             return {"ok": False, "stage": "apply", "error": _message(exc)}
         try:
             executable = tvm.compile_mod(sch.mod, self.target(req["target"]))
+            if req["target"].get("kind") == "cuda" and not executable.mod.imports:
+                return {"ok": False, "stage": "compile", "error": NO_GPU_KERNEL}
             executable.export_library(req["path"])
         except Exception as exc:  # noqa: BLE001
             return {"ok": False, "stage": "compile", "error": _message(exc)}
@@ -149,9 +159,11 @@ class _Worker:
         workload = self.workload(req)
         check = bool(req.get("check", True))
         try:
+            if req.get("device") == "cuda":
+                self.tvm.ensure_cuda_jit()
             module = self.load(req["path"])
             inputs, expected = self.reference(workload, int(req.get("seed", 0)), check)
-            dev = tvm.cpu(0)
+            dev = tvm.device(str(req.get("device", "cpu")), 0)
             shape, dtype = workload.output_spec()
             # NaN (not zeros) in the output buffer, so a kernel that skips elements is caught.
             fill = np.nan if np.dtype(dtype).kind == "f" else 0
@@ -167,6 +179,7 @@ class _Worker:
                     return {"ok": False, "stage": "wrong", "error": mismatch}
             warmup = float(req.get("warmup_secs", 0.0))
             _warm_up(module["main"], args, warmup, done_secs=checked_secs)
+            dev.sync()  # a GPU runs the warm-up's launches asynchronously: all done first
             run_secs, rounds = time_main(module, dev, args, req)
         except Exception as exc:  # noqa: BLE001
             msg = _message(exc)

@@ -63,6 +63,8 @@ class DesignSpace:
         self.workload = workload
         self.target = target
         _tvm.ensure_cpu_intrinsics()
+        if target.kind == "cuda":
+            _tvm.ensure_cuda_intrinsics()
         self._context = _tvm.ms.TuneContext(
             mod=workload.mod(),
             target=target.to_tvm(),

@@ -7,6 +7,8 @@ import re
 import pytest
 
 from explorer.errors import RunInUseError, SearchError, SettingError, SettingTypeError
+from explorer.machine import CACHE_ENV, MachinePeak, cached_peak
+from explorer.machine._peak import _cache_key, _write_cache
 from explorer.measure import trace_key
 from explorer.search import RandomSearch
 from explorer.storage import summarize_run
@@ -229,3 +231,29 @@ def test_a_time_budget_counts_every_session_of_a_run(measurer, store, cpu_target
     again = tuner.resume(first.run.id)  # the budget was spent in the first session
     assert again.stopped_because == "time" and again.num_trials == 2
     assert store.get_run(first.run.id).active_secs >= spent
+
+
+def test_a_run_records_where_it_measured_and_the_peak_kept_for_it(
+    measurer, store, cpu_target, tmp_path, monkeypatch
+):
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "peak.json"))
+    tuner = Tuner(measurer=measurer, store=store, batch_size=2)
+    first = tuner.run(WORKLOAD, cpu_target, "random", max_trials=2, seed=0).run
+    # none kept: none recorded, and none measured behind the user's back
+    assert store.get_run(first.id).environment["peak"] is None
+    assert cached_peak(cpu_target) is None
+    kept = MachinePeak(
+        gflops_f32=123.0,
+        bandwidth_gbs=45.0,
+        target_key=cpu_target.key(),
+        cpu_model="the CPU",
+        tvm_version="0.27",
+        num_threads=cpu_target.num_cores,
+        measured_at=1.0,
+        busy_elsewhere=0.0,
+    )
+    _write_cache({_cache_key(cpu_target): kept})
+    second = tuner.run(WORKLOAD, cpu_target, "random", max_trials=2, seed=0).run
+    environment = store.get_run(second.id).environment
+    assert environment["measured_on"] == "this machine"
+    assert MachinePeak.from_json(environment["peak"]) == kept

@@ -90,6 +90,14 @@ FLEET_PROBES = [
         assert result.status.value in ("ok", "noisy"), result.error_msg
         assert result.status.value == "noisy" or transfer.slowdown(k, k) == 1.0
     """,
+    """
+    # each key's peak was measured on its device, and each run records it
+    for key, peak in peaks.items():
+        assert peak.num_threads == 1 and peak.target_key == targets[key].key()
+        environment = store.get_run(results[key].run.id).environment
+        assert environment["peak"] == peak.to_json(), environment
+        assert environment["measured_on"] == f"fleet {fleet.tracker}, key {key}"
+    """,
 ]
 
 # Run after notebook 06 (NAS as program transformation), in its kernel.

@@ -33,10 +33,12 @@ from explorer.fleet import (
     stop_fleet,
 )
 from explorer.fleet import _tracker as tracker_module
+from explorer.machine import CACHE_ENV, FleetDevice, MachinePeak
+from explorer.machine._peak import _cache_key, _write_cache
 from explorer.measure import Candidate, MeasureConfig, Measurer, MeasureResult, RemoteMeasurer
 from explorer.session import ScheduleSession
 from explorer.storage import NewTrial, get_store
-from explorer.target import Target
+from explorer.target import Target, _cpu_model
 from explorer.types import MeasureStatus
 from explorer.workloads import get_workload
 from widgets import Explorer, FleetPanel, SearchPanel, _ui
@@ -169,8 +171,19 @@ def unscheduled(target: Target) -> Candidate:
 
 # -- the fleet panel ------------------------------------------------------------------------------
 def test_the_panel_lists_devices_by_key_with_the_target_each_key_reports(
-    fleet: LocalFleet, fleet_state: Path, make_panel: Callable[..., FleetPanel], pump: Pump
+    fleet: LocalFleet,
+    fleet_state: Path,
+    make_panel: Callable[..., FleetPanel],
+    pump: Pump,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # key local's peak was measured before (`explorer peak --tracker`), avx2's was not
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "peak.json"))
+    one_core = Target.local_cpu(num_cores=1)
+    device = FleetDevice(str(fleet.tracker), "local", _cpu_model())
+    kept = MachinePeak(123.0, 45.0, one_core.key(), _cpu_model(), "0.27", 1, 1.0, None)
+    _write_cache({_cache_key(one_core, device): kept})
     asked: list[str] = []
     original = RemoteMeasurer.device_target
 
@@ -210,6 +223,9 @@ def test_the_panel_lists_devices_by_key_with_the_target_each_key_reports(
     assert table.count("class='se-fleet-device'") == 3
     assert "llvm:x86-64-v3:1" in table and local.target.key() in table
     assert "1 thread on core" in table  # this machine's servers: how each was started
+    assert local.peak == kept and avx2.peak is None
+    assert "peak 123 GFLOPS, 45 GB/s" in table
+    assert "peak not measured yet (<code>explorer peak --tracker ... --key avx2</code>)" in table
     assert not panel.stop_button.disabled and panel.start_button.disabled  # a fleet runs
     assert pump.longest < HELD, f"the UI thread was held {pump.longest:.2f} s"
 

@@ -25,6 +25,7 @@ def test_up_status_tune_measure_down(tmp_path) -> None:
     state = tmp_path / "fleet.json"
     db = tmp_path / "records.db"
     env = {**os.environ, "EXPLORER_FLEET_STATE": str(state), "EXPLORER_DB": str(db)}
+    env["SCHEDULE_EXPLORER_PEAK_CACHE"] = str(tmp_path / "peak.json")
     up = explorer("fleet", "up", "--servers", "1", "--threads", "1", "--port", "9340", env=env)
     assert up.returncode == 0, up.stderr
     try:
@@ -47,15 +48,31 @@ def test_up_status_tune_measure_down(tmp_path) -> None:
         assert measured.returncode == 0, measured.stderr
         assert "on avx2@127.0.0.1:" in measured.stdout and "matches NumPy" in measured.stdout
 
+        peak = explorer("peak", *fleet, "--key", "avx2", env=env)
+        assert peak.returncode == 0, peak.stderr
+        assert "key avx2's devices at 127.0.0.1:9340" in peak.stdout
+        assert "llvm:x86-64-v3:1): fp32 peak" in peak.stdout and "on 1 thread" in peak.stdout
+
         tuned = explorer("tune", *shape, *fleet, "--trials", "6", "--batch", "3", "-q", env=env)
         assert tuned.returncode == 0, tuned.stderr
+        # the first run on key local measures its devices' peak once, for the run's record
+        assert "measuring the peak of key local's devices once" in tuned.stderr
         with sqlite3.connect(db) as conn:
+            rows = conn.execute("SELECT environment_json FROM runs ORDER BY id").fetchall()
             targets = {t for (t,) in conn.execute("SELECT DISTINCT target_key FROM runs")}
             trials = conn.execute("SELECT count(*) FROM trials WHERE is_remeasure = 0").fetchone()
             devices = dict(conn.execute("SELECT device, count(*) FROM trials GROUP BY device"))
         # the devices' own targets: the AVX2 one and the 1-thread one, not this machine's
         assert any(t.startswith("llvm:x86-64-v3:1") for t in targets), targets
         assert trials[0] >= 6 + 1  # every trial of the search, and the manual measurement
+        # every run says where it measured, with its devices' peak (measured by then)
+        measure_env, tune_env = (json.loads(e) for (e,) in rows)
+        assert measure_env["measured_on"] == "fleet 127.0.0.1:9340, key avx2"
+        assert tune_env["measured_on"] == "fleet 127.0.0.1:9340, key local"
+        assert measure_env["peak"]["target_key"] == "llvm:x86-64-v3:1"
+        assert measure_env["device"]["target"]["vector_bits"] == 256  # AVX2 registers
+        local_device = tune_env["device"]["target"]
+        assert tune_env["peak"]["target_key"] == f"llvm:{local_device['mcpu']}:1"
         # every record says which device measured it
         assert None not in devices and all(d.split("@")[0] in ("local", "avx2") for d in devices)
     finally:

@@ -23,11 +23,16 @@ from explorer.fleet import (
     tracker_summary,
     wait_for_devices,
 )
+from explorer.machine import CACHE_ENV, measure_peak
 from explorer.measure import Candidate, MeasureConfig, RemoteMeasurer
 from explorer.measure._remote import TargetNotReported
-from explorer.target import Target
+from explorer.search import make_strategy
+from explorer.session import ScheduleSession
+from explorer.storage import get_store
+from explorer.target import Target, cuda_available
 from explorer.testing import hooks
 from explorer.testing.contracts import MeasurerContract
+from explorer.tuner import Tuner
 from explorer.types import MeasureStatus
 from explorer.workloads import Workload, get_workload
 
@@ -242,3 +247,60 @@ def test_a_plain_tvm_rpc_server_works_and_the_cli_says_which_target_it_assumed(
     finally:
         os.killpg(server.pid, signal.SIGKILL)
         server.wait()
+
+
+def test_a_devices_peak_is_measured_there_kept_and_recorded_with_each_run(
+    fleet: LocalFleet, target: Target, tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "peak.json"))
+    with RemoteMeasurer(fleet.tracker, "local", FAST) as m:
+        assert m.cached_device_peak() is None
+        before_tune = m.run_environment(target)
+        peak = m.device_peak()
+        assert m.cached_device_peak() == peak and m.device_peak() == peak  # kept: not again
+        store = get_store(str(tmp_path / "records.db"))
+        mm = get_workload("matmul", M=64, N=64, K=64)
+        run = (
+            Tuner(measurer=m, store=store, batch_size=2)
+            .run(mm, target, make_strategy("random"), max_trials=2, seed=0)
+            .run
+        )
+    # measured on a device: its one thread, its target; what else ran there is not known
+    assert peak.num_threads == 1 and peak.target_key == target.key()
+    assert peak.busy_elsewhere is None and not peak.was_busy
+    # the same core type measured here on one thread gives the same peak (the device is one
+    # pinned core of this machine): the remote kernels measure what the local ones do
+    here = measure_peak(Target.local_cpu(num_cores=1))
+    assert 0.7 < peak.gflops_f32 / here.gflops_f32 < 1.4, (peak, here)
+    # every run through the fleet records where it measured and that device's peak
+    environment = store.get_run(run.id).environment
+    assert environment["measured_on"] == f"fleet {fleet.tracker}, key local"
+    assert environment["device"]["target"] == target.to_json()
+    assert environment["device"]["cpu_model"] == peak.cpu_model
+    assert environment["peak"] == peak.to_json()
+    assert before_tune["peak"] is None and before_tune["device"]["threads"] == 1
+
+
+@pytest.mark.skipif(cuda_available(), reason="a GPU is here: the device would run the kernel")
+def test_a_cuda_kernel_is_built_here_and_a_device_without_a_gpu_says_so(fleet: LocalFleet) -> None:
+    gpu = Target(kind="cuda", arch="sm_80")
+    session = ScheduleSession(get_workload("matmul", M=64, N=64, K=64), gpu)
+    session.apply("split", loop="i", factors=[None, 16])
+    session.apply("bind", loop="i_0", thread_axis="blockIdx.x")
+    session.apply("bind", loop="i_1", thread_axis="threadIdx.x")
+    with RemoteMeasurer(fleet.tracker, "local", FAST, max_retries=1) as m:
+        (result,) = m.measure([session.candidate()])
+    # compiled for CUDA here, then refused by the device (not retried: its key has no GPU)
+    assert result.status is MeasureStatus.RUN_ERROR and result.build_secs
+    assert result.error_msg.startswith("the device has no CUDA device 0"), result.error_msg
+    assert result.device in {s.device for s in tracker_summary(fleet.tracker).servers}
+    # and a server asked to be a GPU device on a machine without one refuses in one sentence
+    server = subprocess.run(
+        [sys.executable, "-m", "explorer.fleet._server", "--tracker", str(fleet.tracker)]
+        + ["--key", "gpu", "--cuda"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert server.returncode == 2
+    assert server.stderr.strip() == "error: --cuda: no CUDA device 0 on this machine"

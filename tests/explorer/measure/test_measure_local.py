@@ -13,7 +13,6 @@ from conftest import FAST, RUN_TIMEOUT, hook, tiled, unscheduled
 
 from explorer import _tvm
 from explorer.measure import Candidate, LocalMeasurer, MeasureConfig, MeasureResult
-from explorer.target import Target
 from explorer.types import MeasureStatus
 from explorer.workloads import get_workload
 
@@ -106,12 +105,6 @@ def test_memory_hog_is_run_error_naming_the_limit(measurer, mm, target):
     assert r_hog.status is MeasureStatus.RUN_ERROR
     assert "memory limit of 512 MiB" in r_hog.error_msg
     assert r_good.status is MeasureStatus.OK, r_good.error_msg
-
-
-def test_non_cpu_target_is_invalid(measurer, mm):
-    gpu = Target(kind="cuda", arch="sm_80", num_cores=1)
-    (r,) = measurer.measure([Candidate(mm, gpu, [[], []])])
-    assert r.status is MeasureStatus.INVALID
 
 
 def test_misuse_raises(measurer):
