@@ -6,11 +6,12 @@ strategies run through the same ``Tuner`` and ``LocalMeasurer``; MetaSchedule's 
 as TVM ships it (``tune_tir``) and with the field guide's fast builder (``tune_tir_fast``), its
 trials streamed into the same database. At the end every row's best few schedules are re-timed
 in interleaved rounds with one timer (``_retime``), NumPy's own kernel is timed between those
-rounds in a clean subprocess, and the machine's fp32 peak is measured: every ratio printed is
-between numbers measured in this run.
+rounds in a clean subprocess, and the machine's fp32 peak is read from its cache (measured again
+when it was kept from a busy machine): every other ratio printed is between numbers measured in
+this run.
 
     python benchmarks/bench_search.py --quick    # one workload, 32 trials, 2 seeds (minutes)
-    python benchmarks/bench_search.py --targets  # what `make bench-targets` runs (about 1.5 h)
+    python benchmarks/bench_search.py --targets  # what `make bench-targets` runs (50 min, quiet)
     python benchmarks/bench_search.py            # the full suite (many hours on 2 cores)
 
 Output: a table and the targets on stdout, ``bench_results/search.csv`` (one row per search,
