@@ -51,7 +51,7 @@ def measurer_for(args: argparse.Namespace, config: Any = None) -> Any:
     if args.threads is not None:  # applied on the device, for each session
         config = replace(config or MeasureConfig(), num_threads=args.threads)
     try:
-        return RemoteMeasurer(args.tracker, args.key or "local", config)
+        return RemoteMeasurer(args.tracker, "local" if args.key is None else args.key, config)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
@@ -90,9 +90,15 @@ def _ensure_peak(measurer: Any) -> None:
         flush=True,
     )
     try:
-        measurer.device_peak()
+        peak = measurer.device_peak()
     except ExplorerError as exc:
         print(f"note: the devices' peak is not known: {exc}", file=sys.stderr)
+    else:
+        print(
+            f"key {measurer.key}: fp32 peak {peak.gflops_f32:.1f} GFLOPS, memory "
+            f"{peak.bandwidth_gbs:.1f} GB/s",
+            file=sys.stderr,
+        )
 
 
 # -- explorer fleet ---------------------------------------------------------------------------

@@ -521,13 +521,29 @@ def cmd_peak(args: argparse.Namespace) -> int:
     from explorer.machine import cache_path, cached_peak, measured_peak
 
     if args.tracker is not None:
+        if args.threads is not None:
+            raise UsageError(
+                "--threads with --tracker: a device's peak is measured with the threads its "
+                "server runs (`explorer fleet up --threads`)"
+            )
+        from explorer.measure._remote import TargetNotReported
+
         with measurer_for(args) as measurer:
-            target = fleet_target(args, measurer, peak=False)
+            try:
+                target = measurer.device_target()
+            except TargetNotReported as exc:
+                raise UsageError(
+                    f"{exc}: its peak cannot be measured from the command line (in Python: "
+                    "explorer.machine.measured_peak(target, device=FleetDevice(tracker, key, "
+                    "cpu_model)))"
+                ) from None
             where = f"key {measurer.key}'s devices at {measurer.tracker}, "
             if args.remeasure or measurer.cached_device_peak() is None:
                 print(f"measuring {where}{target.key()} (a few seconds)...", flush=True)
             peak = measurer.device_peak(remeasure=args.remeasure)
     else:
+        if args.key is not None:
+            raise UsageError("--key needs --tracker HOST:PORT")
         target, where = _target(args), ""
         if args.remeasure or cached_peak(target) is None:
             print(f"measuring {target.key()} (a few seconds)...", flush=True)
@@ -666,7 +682,8 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser(
-        "peak", help="this CPU's measured fp32 peak and memory bandwidth (the roofline)"
+        "peak",
+        help="this CPU's, or a fleet key's devices', measured fp32 peak and memory bandwidth",
     )
     p.add_argument(
         "--threads",

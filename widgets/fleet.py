@@ -531,7 +531,7 @@ def render_fleet(
     for key in info.keys:
         rows.append(
             "<tr class='se-fleet-key'><td colspan='6' style='padding:8px 0 2px 0'>"
-            + _key_line(key)
+            + _key_line(key, info.tracker)
             + "</td></tr>"
         )
         if not key.devices:
@@ -575,7 +575,7 @@ def render_fleet(
     return "".join(rows)
 
 
-def _key_line(key: KeyStatus) -> str:
+def _key_line(key: KeyStatus, tracker: str) -> str:
     queue = (
         "no request yet"
         if key.free is None
@@ -584,7 +584,7 @@ def _key_line(key: KeyStatus) -> str:
     if key.target is not None:
         target = (
             f"target {html.escape(str(key.target))} <code>{html.escape(key.target.key())}</code>"
-            f", {_peak_text(key)}"
+            f", {_peak_text(key, tracker)}"
         )
     else:
         target = f"target {html.escape(key.target_note)}"
@@ -594,9 +594,9 @@ def _key_line(key: KeyStatus) -> str:
     )
 
 
-def _peak_text(key: KeyStatus) -> str:
+def _peak_text(key: KeyStatus, tracker: str) -> str:
     if key.peak is None:
-        command = f"explorer peak --tracker ... --key {html.escape(key.key)}"
+        command = html.escape(f"explorer peak --tracker {tracker} --key {key.key}")
         return f"peak not measured yet (<code>{command}</code>)"
     return f"peak {key.peak.gflops_f32:.0f} GFLOPS, {key.peak.bandwidth_gbs:.0f} GB/s"
 

@@ -56,6 +56,10 @@ class TargetNotReported(FleetError):
     """The device is a plain TVM ``rpc_server``, which does not say what it is."""
 
 
+class NoSuchKey(FleetError):
+    """No server is registered under the key at the tracker (a typo, or none started yet)."""
+
+
 class RemoteMeasurer(LocalMeasurer):
     """Measure candidates on the devices registered under ``key`` with a TVM RPC tracker.
 
@@ -157,17 +161,25 @@ class RemoteMeasurer(LocalMeasurer):
         return cached_peak(target, device)
 
     def run_environment(self, target: Target) -> dict[str, Any]:
-        """The tracker, key and device that measure, and the device's kept peak. A device
-        asked before (``device_target``) is not asked again; one that does not answer within
-        a few seconds is recorded as not known, with why."""
+        """The tracker, key and devices that measure, one device's report (a key's devices are
+        alike) and its kept peak; ``target_key`` and ``tvm_num_threads`` are the device's, not
+        this machine's. A device asked before (``device_target``) is not asked again; one that
+        does not answer within a few seconds is recorded as not known, with why."""
         where: dict[str, Any] = {"measured_on": f"fleet {self.tracker}, key {self.key}"}
         try:
+            where["devices"] = sorted(s.device for s in self.devices())
             device_target, device = self._fleet_device(ENVIRONMENT_QUEUE_SECS, remembered=True)
         except FleetError as exc:
             return {**where, "device": f"not known: {exc}", "peak": None}
         peak = cached_peak(device_target, device)  # the device as it runs, whatever --threads
         info = {k: v for k, v in (self._info or {}).items() if k not in ("pid", "port")}
-        return {**where, "device": info, "peak": peak.to_json() if peak else None}
+        return {
+            **where,
+            "target_key": device_target.key(),
+            "tvm_num_threads": str(info.get("threads", device_target.num_cores)),
+            "device": info,
+            "peak": peak.to_json() if peak else None,
+        }
 
     def _fleet_device(
         self, queue_timeout: float, remembered: bool = False
@@ -177,7 +189,16 @@ class RemoteMeasurer(LocalMeasurer):
         return Target.from_json(info["target"]), FleetDevice(str(self.tracker), self.key, model)
 
     def _device_info(self, queue_timeout: float) -> dict[str, Any]:
-        """What a free device of the key says about itself (remembered for the run's record)."""
+        """What a free device of the key says about itself (remembered for the run's record).
+        A key no server registered under is refused at once, not after the queue's timeout."""
+        summary = tracker_summary(self.tracker)
+        if not any(s.key == self.key for s in summary.servers):
+            keys = sorted({s.key for s in summary.servers})
+            registered = f"keys with devices: {', '.join(keys)}" if keys else "no device at all"
+            raise NoSuchKey(
+                f"no device is registered under key {self.key!r} at the tracker "
+                f"{self.tracker} ({registered})"
+            )
         session, device = open_session(
             self.tracker, self.key, session_timeout=30, queue_timeout=queue_timeout
         )

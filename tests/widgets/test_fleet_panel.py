@@ -225,7 +225,10 @@ def test_the_panel_lists_devices_by_key_with_the_target_each_key_reports(
     assert "1 thread on core" in table  # this machine's servers: how each was started
     assert local.peak == kept and avx2.peak is None
     assert "peak 123 GFLOPS, 45 GB/s" in table
-    assert "peak not measured yet (<code>explorer peak --tracker ... --key avx2</code>)" in table
+    hint = (
+        f"peak not measured yet (<code>explorer peak --tracker {fleet.tracker} --key avx2</code>)"
+    )
+    assert hint in table
     assert not panel.stop_button.disabled and panel.start_button.disabled  # a fleet runs
     assert pump.longest < HELD, f"the UI thread was held {pump.longest:.2f} s"
 

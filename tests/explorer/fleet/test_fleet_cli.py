@@ -90,8 +90,13 @@ def test_misuse_is_one_sentence(tmp_path) -> None:
     wide = explorer("fleet", "up", "--host", "0.0.0.0", env=env)
     assert wide.returncode == 2 and "no authentication" in wide.stderr
     assert not (tmp_path / "fleet.json").exists()
-    key_alone = explorer("measure", "matmul", "--key", "local", env=env)
-    assert key_alone.returncode == 2 and "--key needs --tracker" in key_alone.stderr
+    for command in (("measure", "matmul"), ("peak",)):
+        key_alone = explorer(*command, "--key", "local", env=env)
+        assert key_alone.returncode == 2 and "--key needs --tracker" in key_alone.stderr
+    blank = explorer("peak", "--tracker", "127.0.0.1:9", "--key", "", env=env)
+    assert blank.returncode == 2 and "device key" in blank.stderr  # not silently 'local'
+    threads = explorer("peak", "--tracker", "127.0.0.1:9", "--threads", "1", env=env)
+    assert threads.returncode == 2 and "the threads its server runs" in threads.stderr
     bad = explorer("measure", "matmul", "--tracker", "nowhere", env=env)
     assert bad.returncode == 2 and "HOST:PORT" in bad.stderr
     nobody = explorer("measure", "matmul", "--tracker", "127.0.0.1:9", env=env)

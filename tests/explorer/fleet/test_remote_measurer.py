@@ -25,7 +25,7 @@ from explorer.fleet import (
 )
 from explorer.machine import CACHE_ENV, measure_peak
 from explorer.measure import Candidate, MeasureConfig, RemoteMeasurer
-from explorer.measure._remote import TargetNotReported
+from explorer.measure._remote import NoSuchKey, TargetNotReported
 from explorer.search import make_strategy
 from explorer.session import ScheduleSession
 from explorer.storage import get_store
@@ -75,6 +75,18 @@ class TestRemote(MeasurerContract):
 
     def make_measurer(self) -> RemoteMeasurer:
         return RemoteMeasurer(self.tracker, "local", FAST)
+
+
+def test_a_key_without_devices_is_refused_at_once_naming_the_keys(fleet: LocalFleet) -> None:
+    # it once waited the queue's 120 s in silence (a typo in --key)
+    start = time.monotonic()
+    with RemoteMeasurer(fleet.tracker, "locla") as m, pytest.raises(NoSuchKey) as err:
+        m.device_target()
+    assert time.monotonic() - start < 10
+    assert str(err.value) == (
+        f"no device is registered under key 'locla' at the tracker {fleet.tracker} "
+        "(keys with devices: local)"
+    )
 
 
 def test_the_device_reports_its_target(target: Target) -> None:
@@ -244,6 +256,16 @@ def test_a_plain_tvm_rpc_server_works_and_the_cli_says_which_target_it_assumed(
         )
         assert cli.returncode == 0, cli.stderr
         assert "assuming this machine's CPU" in cli.stderr and "on plain@" in cli.stdout
+        peak = subprocess.run(
+            [sys.executable, "-m", "explorer", "peak", "--tracker", str(fleet.tracker)]
+            + ["--key", "plain"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        # one sentence, not a note assuming this CPU followed by an error
+        assert peak.returncode == 2 and len(peak.stderr.strip().splitlines()) == 1
+        assert "cannot be measured from the command line" in peak.stderr
     finally:
         os.killpg(server.pid, signal.SIGKILL)
         server.wait()
