@@ -300,12 +300,25 @@ def test_measure_shows_a_latency(ui):
     button = page.locator(".se-measure").first
     reveal(page, button)
     expect(button).to_be_enabled()
+    # The panel may already show a latency (this schedule measured before): wait for the one
+    # this click gives, after its "Measuring..." (seen by an observer: it may be brief). Once,
+    # a latency from before passed the wait at once, and the text read was "Measuring step 2".
+    page.evaluate(
+        """() => {
+          window.__seMeasuring = false;
+          const node = document.querySelector('.se-latency');
+          new MutationObserver(() => {
+            if (/measuring/i.test(node.innerText || '')) window.__seMeasuring = true;
+          }).observe(node, {childList: true, subtree: true, characterData: true});
+        }"""
+    )
     t0 = time.monotonic()
     button.click()
     page.wait_for_function(
         """() => {
           const t = (document.querySelector('.se-latency') || {}).innerText || '';
-          return /\\d+(\\.\\d+)?\\s*ms\\b/.test(t) && !/measuring|not measured/i.test(t);
+          return window.__seMeasuring && /\\d+(\\.\\d+)?\\s*ms\\b/.test(t)
+            && !/measuring|not measured/i.test(t);
         }""",
         timeout=MEASURE_TIMEOUT,
         polling=250,
