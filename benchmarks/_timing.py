@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from typing import Any
 
 
 def median_ms(fn: Callable[[], object], repeat: int = 5) -> float:
@@ -16,3 +17,18 @@ def median_ms(fn: Callable[[], object], repeat: int = 5) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times) * 1e3
+
+
+def kernel_secs(result: Any, config: Any) -> float:
+    """What timing one ``MeasureResult`` cost in kernel calls, at least: the correctness
+    check's call (which is also the warm-up, or the warm-up's ``warmup_secs``), TVM's untimed
+    first call, and each repeat (one call, or as many as fill ``min_repeat_secs``). Extra
+    rounds of a wide spread are not counted (a result keeps only its tightest round)."""
+    med = result.median_secs
+    if med is None:
+        return 0.0
+    return (
+        max(config.warmup_secs, med)
+        + med
+        + len(result.run_secs) * max(config.min_repeat_secs, med)
+    )

@@ -62,6 +62,7 @@ def _row(r: dict[str, str]) -> RunRow:
         float(r["secs"]), float(r["best_gflops"]), math.nan, float(r["trials_per_min"]),
         float(r["spearman"]), int(r["run_id"]), int(r["failed"]),
         float(r.get("build_secs") or math.nan),  # not in the CSVs of runs before it was kept
+        float(r.get("kernel_secs") or math.nan),  # nor this
     )  # fmt: skip
 
 

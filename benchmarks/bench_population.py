@@ -15,21 +15,14 @@ row's best few schedules in interleaved rounds with one timer (``_retime``), and
 from __future__ import annotations
 
 import argparse
-import statistics
-import tempfile
-import time
-from pathlib import Path
 
-from _retime import retime, top_candidates
+from _ab import Arm, compare
 from bench_search import MEASURE, _workload
 
-from explorer.measure import LocalMeasurer
-from explorer.search import make_strategy
-from explorer.storage import get_store
-from explorer.target import Target
-from explorer.tuner import Tuner
-
-ARMS = {"auto": "auto", "512": 512}
+ARMS = {
+    "auto": Arm(MEASURE, {"population_size": "auto"}),
+    "512": Arm(MEASURE, {"population_size": 512}),
+}
 STRATEGIES = ("evolutionary", "evolutionary+droplet")
 
 
@@ -39,43 +32,14 @@ def main() -> None:
     p.add_argument("--trials", type=int, default=64)
     p.add_argument("--seeds", type=int, default=4)
     args = p.parse_args()
-    workload, target = _workload(args.workload), Target.local_cpu()
-    rows: list[tuple[str, str, int, int, float]] = []  # strategy, arm, seed, run id, trials/min
-    with tempfile.TemporaryDirectory() as tmp, LocalMeasurer(MEASURE) as measurer:
-        store = get_store(Path(tmp) / "population.db")
-        tuner = Tuner(measurer=measurer, store=store, batch_size=8, confirm_top=3)
-        for seed in range(args.seeds):
-            for strategy in STRATEGIES:
-                for arm, population in ARMS.items():
-                    search = make_strategy(strategy, population_size=population)
-                    t0 = time.monotonic()
-                    result = tuner.run(workload, target, search, max_trials=args.trials, seed=seed)
-                    tpm = 60 * result.num_trials / (time.monotonic() - t0)
-                    rows.append((strategy, arm, seed, result.run.id, tpm))
-                    found = result.best_gflops or 0.0
-                    print(
-                        f"{strategy:22s} population {arm:4s} seed {seed}: {tpm:6.1f} "
-                        f"trials/min, {found:6.1f} GFLOPS",
-                        flush=True,
-                    )
-        retimed = retime(
-            measurer, [(run, top_candidates(store, run, args.trials)) for *_, run, _ in rows]
-        )
-        store.close()
-    gflops = {run: workload.flops() / secs / 1e9 for run, secs in retimed.best_secs.items()}
-    print(f"\n{workload.key()}, {args.trials} trials, {args.seeds} seeds, re-timed:")
-    for strategy in STRATEGIES:
-        medians = {}
-        for arm in ARMS:
-            mine = [r for r in rows if r[:2] == (strategy, arm)]
-            g = [gflops.get(r[3], 0.0) for r in mine]
-            tpm = statistics.median(r[4] for r in mine)
-            medians[arm] = (statistics.median(g), tpm)
-            print(f"  {strategy:22s} population {arm:4s}: {medians[arm][0]:6.1f} GFLOPS "
-                  f"[{min(g):.0f}-{max(g):.0f}], {tpm:6.1f} trials/min")  # fmt: skip
-        (g_auto, t_auto), (g_512, t_512) = medians["auto"], medians["512"]
-        print(f"  {strategy:22s} auto / 512: GFLOPS {g_auto / g_512:.2f}, "
-              f"trials/min {t_auto / t_512:.2f}")  # fmt: skip
+    compare(
+        _workload(args.workload),
+        STRATEGIES,
+        ARMS,
+        trials=args.trials,
+        seeds=args.seeds,
+        what="population",
+    )
 
 
 if __name__ == "__main__":

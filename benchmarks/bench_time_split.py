@@ -23,6 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _timing import kernel_secs  # noqa: E402
+
 from explorer.measure import LocalMeasurer  # noqa: E402
 from explorer.search import make_strategy  # noqa: E402
 from explorer.storage import get_store  # noqa: E402
@@ -59,11 +61,13 @@ def run_one(strategy_name: str, trials: int, workload_name: str, seed: int) -> N
             for name in ("add_trials", "heartbeat"):
                 _timed(store, name, totals, "store")
             built: list[float] = []
+            calls: list[float] = []  # per measured result: the kernel's own calls (estimate)
             orig = measurer.measure
 
             def measure(cands):  # noqa: ANN001, ANN202
                 results = orig(cands)
                 built.extend(r.build_secs or 0.0 for r in results)
+                calls.extend(kernel_secs(r, measurer.config) for r in results)
                 return results
 
             measurer.measure = measure  # type: ignore[method-assign]
@@ -79,6 +83,7 @@ def run_one(strategy_name: str, trials: int, workload_name: str, seed: int) -> N
     for label in ("ask", "tell", "predictions", "measure", "remeasure", "store"):
         print(f"  {label:12s} {totals[label]:7.1f} s  {100 * totals[label] / wall:5.1f} %")
     print(f"    (build est. {build:.1f} s of measure)")
+    print(f"    (kernel calls est. {sum(calls):.1f} s of measure: check, warm-up, repeats)")
     print(f"  {'other':12s} {wall - covered:7.1f} s  {100 * (wall - covered) / wall:5.1f} %")
 
 

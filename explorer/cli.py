@@ -122,6 +122,13 @@ def _do_nothing(signum: int, frame: object) -> None:
 
 def _main(argv: Sequence[str] | None) -> int:
     parser = _parser()
+    given = sys.argv[1:] if argv is None else list(argv)
+    for position, arg in enumerate(given, start=1):
+        # A process cannot receive one (argv holds C strings), but main() is also called from
+        # Python, and OS paths refuse it deep inside (ValueError: embedded null byte).
+        if isinstance(arg, str) and "\x00" in arg:
+            print(f"error: argument {position} ({arg!r}) holds a NUL character", file=sys.stderr)
+            return EXIT_USAGE
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help (0) or Parser's one-line usage error (2): returned

@@ -282,7 +282,7 @@ class Tuner:
                 if not candidates:
                     stopped_because = "exhausted"
                     break
-                results = self.measurer.measure(candidates)
+                results = self.measurer.measure(candidates, best_secs=best)
                 predicted = strategy.predictions(candidates)
                 batch = self.store.add_trials(
                     run.id,

@@ -63,6 +63,16 @@ class MeasureConfig:
     kernel is timed again, up to ``timing_rounds`` rounds in all (fewer if they would take more
     than half of ``run_timeout_secs``); the round with the lowest spread is kept whole, rounds
     are never mixed. A result whose kept round is still too spread is ``MeasureStatus.NOISY``.
+
+    Two cases get fewer repeats, and their results say so by holding fewer ``run_secs``:
+
+    * a hopeless kernel, when a search measures it (``Measurer.measure(..., best_secs=...)``;
+      never when re-timing): one whose check call and first 2 repeats each took at least
+      ``hopeless_ratio`` times the search's best so far stops after those 2. It cannot be the
+      best, and on matmul 1024 the repeats of such kernels (35 ms to 2 s a call) were most of
+      a search's time. ``None`` times every kernel in full.
+    * a kernel too slow for ``repeat`` repeats within half of ``run_timeout_secs`` gets as many
+      as fit, at least 2 (it was a ``TIMEOUT``, with no time at all).
     """
 
     repeat: int = 5
@@ -76,6 +86,7 @@ class MeasureConfig:
     num_threads: int | None = None  # None: the target's core count
     check_correctness: bool = True
     cache_flush: bool = False
+    hopeless_ratio: float | None = 3.0
 
     def __post_init__(self) -> None:
         if self.repeat < 1:
@@ -83,6 +94,11 @@ class MeasureConfig:
         if self.timing_rounds < 1:
             raise ValueError(
                 f"MeasureConfig.timing_rounds must be at least 1 (got {self.timing_rounds})"
+            )
+        if self.hopeless_ratio is not None and not self.hopeless_ratio > 1:
+            raise ValueError(
+                "MeasureConfig.hopeless_ratio must be above 1, or None "
+                f"(got {self.hopeless_ratio})"
             )
         for name in ("min_repeat_secs", "warmup_secs", "build_timeout_secs", "run_timeout_secs"):
             if getattr(self, name) < 0:
@@ -174,8 +190,15 @@ class Measurer(abc.ABC):
     """
 
     @abc.abstractmethod
-    def measure(self, candidates: Sequence[Candidate]) -> list[MeasureResult]:
-        """Build, run and check every candidate; one result each, in order."""
+    def measure(
+        self, candidates: Sequence[Candidate], *, best_secs: float | None = None
+    ) -> list[MeasureResult]:
+        """Build, run and check every candidate; one result each, in order.
+
+        ``best_secs``: the fastest time the caller has seen for the batch's workload and target
+        (a search's best so far). A measurer may time kernels far slower than it with fewer
+        repeats (``MeasureConfig.hopeless_ratio``); without it every kernel gets all of them.
+        """
 
     def remeasure(
         self,

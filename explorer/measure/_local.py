@@ -39,6 +39,7 @@ reference. The measurer has no test-only entry point.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import threading
@@ -117,8 +118,13 @@ class LocalMeasurer(Measurer):
         )
 
     # -- public API ---------------------------------------------------------------------------
-    def measure(self, candidates: Sequence[Candidate]) -> list[MeasureResult]:
+    def measure(
+        self, candidates: Sequence[Candidate], *, best_secs: float | None = None
+    ) -> list[MeasureResult]:
         """Build, check and time every candidate; one result each, in order.
+
+        With ``best_secs`` (a search's best so far), a kernel whose check call and first 2
+        repeats each take ``config.hopeless_ratio`` times as long stops after those 2.
 
         Raises:
             RuntimeError: the measurer is closed.
@@ -127,7 +133,7 @@ class LocalMeasurer(Measurer):
         cands = _checked(candidates)
         with self._lock:
             self._check_open()
-            return self._measure(cands, rounds=1, previous=None)
+            return self._measure(cands, rounds=1, previous=None, hopeless=self._bar(best_secs))
 
     def remeasure(
         self,
@@ -162,7 +168,7 @@ class LocalMeasurer(Measurer):
             )
         with self._lock:
             self._check_open()
-            return self._measure(cands, rounds=rounds, previous=previous)
+            return self._measure(cands, rounds=rounds, previous=previous, hopeless=None)
 
     def start_workers(
         self, *, num_candidates: int | None = None, num_threads: int | None = None
@@ -260,9 +266,10 @@ class LocalMeasurer(Measurer):
         *,
         rounds: int,
         previous: Sequence[MeasureResult] | None,
+        hopeless: float | None,
     ) -> list[MeasureResult]:
         cfg = self.config
-        batch = _Batch(cands)
+        batch = _Batch(cands, hopeless_secs=hopeless)
 
         # Step 1. Refuse what this measurer cannot run.
         for i, cand in enumerate(cands):
@@ -313,6 +320,15 @@ class LocalMeasurer(Measurer):
             noisy = result.is_noisy
             batch.results[i] = _noisy(result, batch.timing_rounds[i]) if noisy else result
         return _finished(batch.results)
+
+    def _bar(self, best_secs: float | None) -> float | None:
+        """The time from which a kernel being measured stops after 2 repeats, or ``None``."""
+        ratio = self.config.hopeless_ratio
+        if best_secs is None or ratio is None:
+            return None
+        if not (isinstance(best_secs, int | float) and math.isfinite(best_secs) and best_secs > 0):
+            raise ValueError(f"best_secs must be a positive number of seconds (got {best_secs!r})")
+        return ratio * float(best_secs)
 
     def _submit_builds(
         self, pool: WorkerPool, batch: _Batch
@@ -367,7 +383,7 @@ class LocalMeasurer(Measurer):
                 # Per candidate, so the explorer's own work can run between two kernels.
                 with TIMING_GATE.timing():
                     reply = pool.run(
-                        self._run_request(cand, batch.paths[i], check),
+                        self._run_request(cand, batch.paths[i], check, batch.hopeless_secs),
                         num_threads=num_threads,
                         timeout=cfg.run_timeout_secs,
                     )
@@ -388,7 +404,9 @@ class LocalMeasurer(Measurer):
             "path": path,
         }
 
-    def _run_request(self, cand: Candidate, path: str, check: bool) -> dict[str, Any]:
+    def _run_request(
+        self, cand: Candidate, path: str, check: bool, hopeless_secs: float | None = None
+    ) -> dict[str, Any]:
         cfg = self.config
         flush = 0
         if cfg.cache_flush and cand.target.kind == "llvm":  # TVM flushes CPU caches only
@@ -410,6 +428,7 @@ class LocalMeasurer(Measurer):
             "max_spread": cfg.max_spread,
             # Extra rounds must not turn a good kernel into a TIMEOUT.
             "timing_budget_secs": cfg.run_timeout_secs / 2,
+            "hopeless_secs": hopeless_secs,
         }
 
     def _build_failure(self, reply: dict[str, Any] | WorkerLost) -> MeasureResult | None:
@@ -454,6 +473,7 @@ class _Batch:
     """What one ``measure`` call knows so far, by candidate index."""
 
     cands: list[Candidate]
+    hopeless_secs: float | None = None  # kernels this slow stop after 2 repeats (measure only)
     todo: list[int] = field(default_factory=list)  # the candidates to build and run
     results: list[MeasureResult | None] = field(default_factory=list)  # failures so far
     paths: dict[int, str] = field(default_factory=dict)

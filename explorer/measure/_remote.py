@@ -281,7 +281,9 @@ class RemoteMeasurer(LocalMeasurer):
     # -- internals ----------------------------------------------------------------------------
     def _remote_request(self, batch: _Batch, chunk: list[int], rounds: int) -> dict[str, Any]:
         cfg = self.config
-        request = self._run_request(batch.cands[chunk[0]], batch.paths[chunk[0]], False)
+        # Re-timing sends no bar (batch.hopeless_secs is None): every kernel gets its repeats.
+        first = batch.cands[chunk[0]]
+        request = self._run_request(first, batch.paths[chunk[0]], False, batch.hopeless_secs)
         for key in ("workload", "family_module", "path", "check"):
             request.pop(key, None)
         items = []

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -80,7 +81,7 @@ def _run_items(
             return [{"ok": False, "stage": "run", "error": why} for _ in items]
     except Exception as exc:  # noqa: BLE001
         return [{"ok": False, "stage": "lost", "error": message(exc)} for _ in items]
-    ready: list[tuple[Any, list[Any]] | None] = [None] * len(items)
+    ready: list[tuple[Any, list[Any], float] | None] = [None] * len(items)
     replies: list[dict[str, Any]] = [
         {"ok": True, "run_secs": [], "timing_rounds": 0, "device_info": info} for _ in items
     ]
@@ -94,8 +95,8 @@ def _run_items(
                     if failure is not None:
                         replies[k] = failure
                         continue
-                module, args = ready[k]  # type: ignore[misc]
-                run_secs, rounds = time_main(module, dev, args, req)
+                module, args, first_secs = ready[k]  # type: ignore[misc]
+                run_secs, rounds = time_main(module, dev, args, req, first_call_secs=first_secs)
             except Exception as exc:  # noqa: BLE001  (classified: the worker must answer)
                 stage = _stage_of(exc, session)
                 replies[k] = {"ok": False, "stage": stage, "error": message(exc)}
@@ -120,9 +121,10 @@ def _prepare(
     req: dict[str, Any],
     workload_of: Callable[[dict[str, Any]], Any],
     reference: Reference,
-) -> tuple[tuple[Any, list[Any]] | None, dict[str, Any] | None]:
+) -> tuple[tuple[Any, list[Any], float] | None, dict[str, Any] | None]:
     """Upload and load an item's kernel, check its output (when asked) and warm it up: the
-    module and its arguments, or the reply of a wrong result."""
+    module, its arguments and how long the check's call took (a round trip to the device
+    included; 0 without a check), or the reply of a wrong result."""
     tvm = _tvm.tvm
     workload = workload_of(item)
     session.upload(item["path"])
@@ -133,8 +135,11 @@ def _prepare(
     fill = np.nan if np.dtype(dtype).kind == "f" else 0  # as local runs: skipped elements show
     out = tvm.runtime.tensor(np.full(shape, fill, dtype=dtype), dev)
     args = [tvm.runtime.tensor(x, dev) for x in inputs] + [out]
+    first_call_secs = 0.0
     if check:
+        before = time.perf_counter()
         module["main"](*args)
+        first_call_secs = time.perf_counter() - before
         mismatch = workload.check_output(out.numpy(), expected)
         if mismatch is not None:
             return None, {"ok": False, "stage": "wrong", "error": mismatch}
@@ -142,7 +147,7 @@ def _prepare(
     # On the device, not one RPC call per run: a warm-up loop over the network would time the
     # network.
     module.time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=max(warmup_ms, 1))(*args)
-    return (module, args), None
+    return (module, args, first_call_secs), None
 
 
 def _stage_of(exc: BaseException, session: Any) -> str:

@@ -72,8 +72,11 @@ class ReplayMeasurer(Measurer):
             raise TypeError("lookup_trace needs the mapping form of ReplayMeasurer")
         return self._table.get(trace_key(trace))
 
-    def measure(self, candidates: Sequence[Candidate]) -> list[MeasureResult]:
-        """The stored result of every candidate; ``INVALID`` for traces never recorded."""
+    def measure(
+        self, candidates: Sequence[Candidate], *, best_secs: float | None = None
+    ) -> list[MeasureResult]:
+        """The stored result of every candidate; ``INVALID`` for traces never recorded
+        (``best_secs`` changes nothing: nothing is timed)."""
         out = []
         for cand in candidates:
             if not isinstance(cand, Candidate):

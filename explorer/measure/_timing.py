@@ -55,26 +55,77 @@ def timed_rounds(
     return min(rounds, key=_spread), len(rounds)
 
 
+def repeats_that_fit(repeat: int, call_secs: float, budget_secs: float) -> int:
+    """How many of ``repeat`` repeats one timing round can afford, for a kernel whose call
+    takes ``call_secs``: all of them when they fit ``budget_secs`` (with TVM's untimed first
+    call), else as many as fit, but never fewer than 2.
+
+    A kernel of seconds a call (an unscheduled matmul 1024) once spent its whole run timeout on
+    5 repeats and was reported ``TIMEOUT``, with no time at all; 2 or 3 repeats of it are a
+    measurement, and a slow one is never the best anyway."""
+    if call_secs * (repeat + 1) <= budget_secs:  # one call is TVM's untimed first one
+        return repeat
+    affordable = int(budget_secs // call_secs) - 1
+    return max(min(repeat, affordable), min(repeat, 2))
+
+
 def time_main(
-    module: Any, dev: Any, args: list[Any], req: dict[str, Any]
+    module: Any,
+    dev: Any,
+    args: list[Any],
+    req: dict[str, Any],
+    *,
+    first_call_secs: float = 0.0,
 ) -> tuple[list[float], int]:
     """Time ``module["main"]`` on ``dev`` with TVM's ``time_evaluator`` (on the device itself,
-    local or remote), in rounds per the run request's settings (``timed_rounds``)."""
-    timer = module.time_evaluator(
-        "main",
-        dev,
-        number=1,  # grown by TVM until one repeat lasts min_repeat_ms
-        repeat=int(req["repeat"]),
-        min_repeat_ms=int(round(float(req["min_repeat_secs"]) * 1000)),
-        cooldown_interval_ms=0,
-        repeats_to_cooldown=1,
-        cache_flush_bytes=int(req.get("cache_flush_bytes", 0)),
-    )
+    local or remote), in rounds per the run request's settings (``timed_rounds``).
+
+    ``first_call_secs`` is how long the kernel's first (untimed) call took: the correctness
+    check's. With the request's ``hopeless_secs`` (the measurer's fastest kernel so far for the
+    workload and target, times ``MeasureConfig.hopeless_ratio``), a kernel whose first call
+    was that slow is timed 2 repeats first, and stops there when both are that slow too: it
+    cannot be the best, and the other repeats would only cost time (most of a search's timing
+    on matmul 1024, whose random candidates take 35 ms to 1 s a call). Otherwise the round has
+    all its repeats (``repeats_that_fit``).
+    """
+    budget = float(req.get("timing_budget_secs", math.inf))
+    repeat = repeats_that_fit(int(req["repeat"]), first_call_secs, budget)
+    timers: dict[int, Any] = {}
+
+    def time_repeats(n: int) -> list[float]:
+        if n not in timers:
+            timers[n] = module.time_evaluator(
+                "main",
+                dev,
+                number=1,  # grown by TVM until one repeat lasts min_repeat_ms
+                repeat=n,
+                min_repeat_ms=int(round(float(req["min_repeat_secs"]) * 1000)),
+                cooldown_interval_ms=0,
+                repeats_to_cooldown=1,
+                cache_flush_bytes=int(req.get("cache_flush_bytes", 0)),
+            )
+        return [float(x) for x in timers[n](*args).results]
+
+    hopeless = req.get("hopeless_secs")
+    probe = 2
+    if hopeless is None or first_call_secs < float(hopeless) or repeat <= probe:
+
+        def time_once() -> list[float]:
+            return time_repeats(repeat)
+
+    else:
+
+        def time_once() -> list[float]:
+            head = time_repeats(probe)
+            if min(head) >= float(hopeless):
+                return head
+            return head + time_repeats(repeat - probe)
+
     return timed_rounds(
-        lambda: [float(x) for x in timer(*args).results],
+        time_once,
         max_rounds=int(req.get("timing_rounds", 1)),
         max_spread=float(req.get("max_spread", math.inf)),
-        budget_secs=float(req.get("timing_budget_secs", math.inf)),
+        budget_secs=budget,
     )
 
 

@@ -180,7 +180,7 @@ class _Worker:
             warmup = float(req.get("warmup_secs", 0.0))
             _warm_up(module["main"], args, warmup, done_secs=checked_secs)
             dev.sync()  # a GPU runs the warm-up's launches asynchronously: all done first
-            run_secs, rounds = time_main(module, dev, args, req)
+            run_secs, rounds = time_main(module, dev, args, req, first_call_secs=checked_secs)
         except Exception as exc:  # noqa: BLE001
             msg = _message(exc)
             if isinstance(exc, MemoryError) or "alloc" in msg.lower():

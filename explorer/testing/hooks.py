@@ -24,6 +24,8 @@ Kinds (one 16-element float32 input ``A``, output ``B``):
   ``min_repeat_secs=0`` each repeat is one call).
 * ``settle``: the same, but alternating only for the first ``SETTLE_CALLS`` calls of the
   process, then a steady 10 ms: the first timing round is noisy, a re-timing is not.
+* ``slow``: the same packed function, a steady ``SLOW_CALL_SECS`` (0.5 s) every call: a kernel
+  whose 5 repeats do not fit a short run timeout.
 
 Importing the module registers ``UNEVEN_FUNC``, the packed function those two kernels call, in
 TVM's global registry (a test-only name; nothing else uses it).
@@ -52,7 +54,7 @@ from explorer import _tvm
 from explorer.workloads import FAMILIES, OperatorFamily, Workload, get_workload
 from explorer.workloads._base import Params, ShapeParam
 
-KINDS = ("ok", "wrong", "crash", "hang", "hog", "jitter", "settle")
+KINDS = ("ok", "wrong", "crash", "hang", "hog", "jitter", "settle", "slow")
 SIZE = 16
 HOG_ELEMENTS = 1 << 28  # 1 GiB of float32, the largest tensor a workload may declare
 _WILD_STRIDE = 100_000_000  # 15 * 1e8 still fits int32 index arithmetic; 400 MB per step
@@ -64,7 +66,8 @@ UNEVEN_FUNC = "explorer.testing.hooks.uneven_double"
 # untimed call TVM's time_evaluator makes first, then 5 repeats), steady from the second on.
 SETTLE_CALLS = 7
 _STEADY_SECS, _SLOW_SECS = 0.010, 0.050
-_uneven_calls = {"jitter": 0, "settle": 0}
+SLOW_CALL_SECS = 0.5
+_uneven_calls = {"jitter": 0, "settle": 0, "slow": 0}
 
 te = _tvm.te
 
@@ -85,7 +88,7 @@ def _build(p: Params) -> list[Any]:
     elif kind == "hog":
         T = te.compute((HOG_ELEMENTS,), lambda i: A[i % SIZE] + 1.0, name="T")
         B = te.compute((SIZE,), lambda i: T[i * (HOG_ELEMENTS // SIZE)], name="B")
-    elif kind in ("jitter", "settle"):
+    elif kind in ("jitter", "settle", "slow"):
         B = te.extern(
             (SIZE,),
             [A],
@@ -101,7 +104,7 @@ def _build(p: Params) -> list[Any]:
 def _reference(inputs: Sequence[np.ndarray], p: Params) -> np.ndarray:
     a = inputs[0]
     kind = p["kind"]
-    if kind in ("ok", "jitter", "settle"):
+    if kind in ("ok", "jitter", "settle", "slow"):
         return 2 * a
     if kind == "wrong":
         return 2 * a + 1  # deliberately not what the kernel computes
@@ -163,8 +166,11 @@ def _uneven_double(kind: str, a: Any, b: Any) -> None:
     """``b = 2 * a`` after a pause that depends on how often ``kind`` was called here."""
     n = _uneven_calls[kind]
     _uneven_calls[kind] = n + 1
-    jittery = kind == "jitter" or n < SETTLE_CALLS
-    time.sleep(_SLOW_SECS if jittery and n % 2 else _STEADY_SECS)
+    if kind == "slow":
+        time.sleep(SLOW_CALL_SECS)
+    else:
+        jittery = kind == "jitter" or n < SETTLE_CALLS
+        time.sleep(_SLOW_SECS if jittery and n % 2 else _STEADY_SECS)
     b.copyfrom(a.numpy() * 2)
 
 
@@ -172,7 +178,8 @@ _tvm.tvm.register_global_func(UNEVEN_FUNC, _uneven_double, override=True)
 
 
 def uneven_calls(kind: str) -> int:
-    """How many times this process ran a ``jitter`` or ``settle`` kernel (a ``call`` hook)."""
+    """How many times this process ran a ``jitter``, ``settle`` or ``slow`` kernel (a ``call``
+    hook)."""
     return _uneven_calls[kind]
 
 

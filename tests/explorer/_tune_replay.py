@@ -41,7 +41,9 @@ class SlowReplay(Measurer):
         self.delay = delay
         self.batches = 0
 
-    def measure(self, candidates: Sequence[Candidate]) -> list[MeasureResult]:
+    def measure(
+        self, candidates: Sequence[Candidate], *, best_secs: float | None = None
+    ) -> list[MeasureResult]:
         # The run's baseline (the unscheduled program) is measured alone before the search;
         # it is not a batch of trials.
         if [c.decisions for c in candidates] != [{"baseline": True}]:

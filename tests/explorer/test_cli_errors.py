@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from explorer import cli
@@ -468,6 +468,8 @@ TOKENS = [
         st.lists(st.sampled_from(TOKENS), max_size=8),
     )  # fmt: skip
 )
+@example(argv=["import", "\x00"])  # was "internal error (ValueError: embedded null byte)"
+@example(argv=["export", "--out", "a\x00b"])
 def test_random_argument_lists_never_give_a_traceback(argv, tmp_path, monkeypatch, capsys):
     import explorer.measure
 

@@ -416,7 +416,9 @@ class Instant(Measurer):
         self.measured = 0
         self.closed = 0
 
-    def measure(self, candidates: list[Candidate]) -> list[MeasureResult]:  # type: ignore[override]
+    def measure(  # type: ignore[override]
+        self, candidates: list[Candidate], *, best_secs: float | None = None
+    ) -> list[MeasureResult]:
         self.measured += len(candidates)
         return [MeasureResult(MeasureStatus.OK, (1e-3,), flops=1) for _ in candidates]
 

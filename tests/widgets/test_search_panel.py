@@ -44,12 +44,14 @@ class Lent(Measurer):
         self.inner, self.gate, self.fail = inner, gate, fail
         self.closed = 0
 
-    def measure(self, candidates: Sequence[Candidate]) -> list[MeasureResult]:
+    def measure(
+        self, candidates: Sequence[Candidate], *, best_secs: float | None = None
+    ) -> list[MeasureResult]:
         if self.gate is not None:
             assert self.gate.wait(WAIT)
         if self.fail:
             raise RuntimeError("the measurer broke")
-        return self.inner.measure(candidates)
+        return self.inner.measure(candidates, best_secs=best_secs)
 
     def close(self) -> None:
         self.closed += 1
@@ -58,7 +60,9 @@ class Lent(Measurer):
 class Instant(Measurer):
     """Answers at once (for tests about the panel, not about measuring)."""
 
-    def measure(self, candidates: Sequence[Candidate]) -> list[MeasureResult]:
+    def measure(
+        self, candidates: Sequence[Candidate], *, best_secs: float | None = None
+    ) -> list[MeasureResult]:
         return [MeasureResult(MeasureStatus.OK, (1e-3,), flops=1) for _ in candidates]
 
 

@@ -7,12 +7,15 @@ The kernels are real: ``hooks``' ``jitter`` kernel pauses 10 ms and 50 ms on alt
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from dataclasses import replace
 
 import pytest
-from conftest import FAST, hook, tiled
+from conftest import FAST, hook, tiled, unscheduled
+from hypothesis import given
+from hypothesis import strategies as st
 
 from explorer.cost_models import make_cost_model
 from explorer.measure import (
@@ -25,10 +28,13 @@ from explorer.measure import (
     trace_key,
 )
 from explorer.measure._gate import TIMING_GATE, GateEvent, TimingGate
+from explorer.measure._timing import repeats_that_fit, warm_up
 from explorer.measure._timing import timed_rounds as _timed_rounds
-from explorer.measure._timing import warm_up
 from explorer.storage import NewTrial, get_store, summarize_run
+from explorer.testing.hooks import SLOW_CALL_SECS
+from explorer.tuner import Tuner
 from explorer.types import MeasureStatus
+from explorer.workloads import get_workload
 
 ONE_CALL_PER_REPEAT = MeasureConfig(
     repeat=5, min_repeat_secs=0, warmup_secs=0, num_threads=1, run_timeout_secs=20
@@ -244,3 +250,77 @@ def test_a_result_still_noisy_is_noisy_stored_and_never_ranked(mm, target, tmp_p
     )
     summary = summarize_run(run.id, store.trial_rows(run_id=run.id))
     assert summary.best_secs == pytest.approx(1e-3) and not summary.is_confirmed
+
+
+# -- fewer repeats: hopeless kernels, and kernels too slow for all of them ---------------------
+def test_a_hopeless_kernel_stops_after_two_repeats_when_measured_not_when_re_timed(target):
+    # Issue 9 (throughput): on matmul 1024 most of a search's time went to 5 repeats of random
+    # kernels 3-100x slower than its best so far. The unscheduled matmul 256 is some 30x
+    # slower than its tiled schedule.
+    w = get_workload("matmul", M=256, N=256, K=256)
+    fast, slow = tiled(w, target, 16, 16), unscheduled(w, target)
+    config = MeasureConfig(max_spread=math.inf)  # about repeats, not about noise
+    with LocalMeasurer(config, num_build_workers=1) as m:
+        (best,) = m.measure([fast])
+        (full,) = m.measure([slow])  # no best given: all its repeats
+        assert best.median_secs and full.median_secs
+        (hopeless,) = m.measure([slow], best_secs=best.median_secs)
+        (faster,) = m.measure([fast], best_secs=full.median_secs)  # not slower: all repeats
+        (retimed,) = m.remeasure([slow], rounds=1)  # re-timing: never cut short
+        with pytest.raises(ValueError, match="best_secs"):
+            m.measure([fast], best_secs=-1.0)
+    assert [len(r.run_secs) for r in (best, full, faster, retimed)] == [5, 5, 5, 5]
+    assert hopeless.is_ok and len(hopeless.run_secs) == 2
+    assert min(hopeless.run_secs) >= 3 * best.median_secs
+    with LocalMeasurer(replace(config, hopeless_ratio=None), num_build_workers=1) as m:
+        (every,) = m.measure([slow], best_secs=best.median_secs)
+    assert len(every.run_secs) == 5
+
+
+def test_a_search_cuts_short_only_kernels_three_times_slower_than_its_best_so_far(target):
+    w = get_workload("matmul", M=128, N=128, K=128)
+    config = MeasureConfig(max_spread=math.inf, min_repeat_secs=0.005)
+    with LocalMeasurer(config) as m, get_store(":memory:") as store:
+        result = Tuner(measurer=m, store=store, batch_size=8, confirm_top=0).run(
+            w, target, "random", max_trials=24, seed=0
+        )
+        trials = [t for t in store.trials(run_id=result.run.id) if not t.is_remeasure]
+    assert len(trials) == 24
+    best = math.inf
+    cut = 0
+    for start in range(0, 24, 8):
+        batch = [t.result for t in trials[start : start + 8]]
+        for r in batch:
+            if len(r.run_secs) == 2:
+                cut += 1
+                assert min(r.run_secs) >= 3 * best, (r.run_secs, best)
+            elif r.run_secs:
+                assert len(r.run_secs) == 5
+        best = min([best, *(r.median_secs for r in batch if r.is_ok and r.median_secs)])
+    assert cut > 0, "random matmul 128 schedules 3x slower than the best are common"
+
+
+def test_a_kernel_too_slow_for_its_repeats_is_timed_with_those_that_fit(target):
+    # 0.5 s a call, a 3 s run timeout (half of it for timing): 5 repeats (plus the check and
+    # TVM's untimed first call) took 3.5 s and the kernel was a TIMEOUT, with no time at all.
+    config = MeasureConfig(
+        repeat=5, min_repeat_secs=0, warmup_secs=0, run_timeout_secs=3, max_spread=math.inf
+    )
+    with LocalMeasurer(config, num_build_workers=1) as m:
+        (r,) = m.measure([hook("slow", target)])
+    assert r.is_ok, r.error_msg
+    assert len(r.run_secs) == 2 and min(r.run_secs) >= SLOW_CALL_SECS
+
+
+@given(
+    repeat=st.integers(1, 20),
+    call_secs=st.floats(0, 100, allow_nan=False),
+    budget=st.floats(0, 100, allow_nan=False) | st.just(math.inf),
+)
+def test_repeats_that_fit_are_between_two_and_all_and_fit_when_they_can(repeat, call_secs, budget):
+    n = repeats_that_fit(repeat, call_secs, budget)
+    assert min(repeat, 2) <= n <= repeat
+    if call_secs * (repeat + 1) <= budget:
+        assert n == repeat  # everything fits: nothing is taken away
+    elif n > 2:
+        assert call_secs * (n + 1) <= budget  # fewer, and those fit
