@@ -15,6 +15,9 @@ from explorer.storage import get_store, summarize_run
 from explorer.tuner import Tuner, strategy_of
 from explorer.workloads import get_workload
 
+# Timing-sensitive: run alone after the parallel part of `make test` (the `serial` marker).
+pytestmark = pytest.mark.serial
+
 WORKLOAD = get_workload("matmul", M=32, N=32, K=32)
 ISSUE_EXPR = "D[i, j] = A[i, j] * B[j] + C[i]"
 ISSUE_SHAPES = ["--shape", "A=100x200", "--shape", "B=200", "--shape", "C=100"]

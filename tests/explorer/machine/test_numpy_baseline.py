@@ -14,6 +14,9 @@ import pytest
 from explorer.machine import BLAS_OVERRIDES, NumpyBaselineError, NumpyTimer, numpy_baseline
 from explorer.workloads import get_workload
 
+# Timing-sensitive: run alone after the parallel part of `make test` (the `serial` marker).
+pytestmark = pytest.mark.serial
+
 
 def _has_avx512() -> bool:
     try:

@@ -22,6 +22,9 @@ from explorer.target import Target
 from explorer.testing.recordings import SMALL, open_recording, recorded_trials
 from explorer.workloads import get_workload
 
+# Timing-sensitive: run alone after the parallel part of `make test` (the `serial` marker).
+pytestmark = pytest.mark.serial
+
 
 @pytest.fixture(scope="module")
 def kept(tmp_path_factory):

@@ -40,6 +40,9 @@ ONE_CALL_PER_REPEAT = MeasureConfig(
     repeat=5, min_repeat_secs=0, warmup_secs=0, num_threads=1, run_timeout_secs=20
 )
 
+# Timing-sensitive: run alone after the parallel part of `make test` (the `serial` marker).
+pytestmark = pytest.mark.serial
+
 
 def overlaps(events: list[GateEvent]) -> int:
     """How many steps happened while work and a timing were both inside the gate."""

@@ -156,7 +156,11 @@ EXAMPLES = [
 ]
 
 
-@pytest.mark.parametrize(("text", "shapes", "numpy_fn", "flops"), EXAMPLES, ids=lambda x: str(x))
+# ids by text: str() of a lambda names its address, which differs between processes (pytest-xdist
+# refuses workers that collected different tests)
+@pytest.mark.parametrize(
+    ("text", "shapes", "numpy_fn", "flops"), EXAMPLES, ids=[text for text, *_ in EXAMPLES]
+)
 def test_examples_lower_and_match(text, shapes, numpy_fn, flops, cpu_target) -> None:
     w = parse_expression(text, shapes)
     inputs = w.random_inputs()
