@@ -64,8 +64,8 @@ def run_one(strategy_name: str, trials: int, workload_name: str, seed: int) -> N
             calls: list[float] = []  # per measured result: the kernel's own calls (estimate)
             orig = measurer.measure
 
-            def measure(cands):  # noqa: ANN001, ANN202
-                results = orig(cands)
+            def measure(cands, **kwargs):  # noqa: ANN001, ANN003, ANN202
+                results = orig(cands, **kwargs)
                 built.extend(r.build_secs or 0.0 for r in results)
                 calls.extend(kernel_secs(r, measurer.config) for r in results)
                 return results

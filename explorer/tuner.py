@@ -282,7 +282,8 @@ class Tuner:
                 if not candidates:
                     stopped_because = "exhausted"
                     break
-                results = self.measurer.measure(candidates, best_secs=best)
+                # No best yet (math.inf): the measurer cuts against the batch's own fastest.
+                results = self.measurer.measure(candidates, best_secs=best or math.inf)
                 predicted = strategy.predictions(candidates)
                 batch = self.store.add_trials(
                     run.id,

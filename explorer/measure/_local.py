@@ -42,6 +42,7 @@ import contextlib
 import math
 import os
 import shutil
+import statistics
 import threading
 import uuid
 import weakref
@@ -54,6 +55,7 @@ from explorer._process import owned_temp_dir
 from explorer.measure._base import Candidate, MeasureConfig, Measurer, MeasureResult
 from explorer.measure._gate import TIMING_GATE
 from explorer.measure._pool import WorkerLost, WorkerPool, shutdown_pool
+from explorer.measure._timing import spread as _spread
 from explorer.target import Target, available_cores, cuda_available
 from explorer.types import MeasureStatus
 
@@ -123,8 +125,9 @@ class LocalMeasurer(Measurer):
     ) -> list[MeasureResult]:
         """Build, check and time every candidate; one result each, in order.
 
-        With ``best_secs`` (a search's best so far), a kernel whose check call and first 2
-        repeats each take ``config.hopeless_ratio`` times as long stops after those 2.
+        With ``best_secs`` (a search's best so far; ``math.inf`` when it has none yet), a kernel
+        whose check call and first 2 repeats each take ``config.hopeless_ratio`` times as long
+        as that, or as the fastest kernel of this batch timed before it, stops after those 2.
 
         Raises:
             RuntimeError: the measurer is closed.
@@ -133,7 +136,7 @@ class LocalMeasurer(Measurer):
         cands = _checked(candidates)
         with self._lock:
             self._check_open()
-            return self._measure(cands, rounds=1, previous=None, hopeless=self._bar(best_secs))
+            return self._measure(cands, rounds=1, previous=None, best=_checked_best(best_secs))
 
     def remeasure(
         self,
@@ -168,7 +171,7 @@ class LocalMeasurer(Measurer):
             )
         with self._lock:
             self._check_open()
-            return self._measure(cands, rounds=rounds, previous=previous, hopeless=None)
+            return self._measure(cands, rounds=rounds, previous=previous, best=None)
 
     def start_workers(
         self, *, num_candidates: int | None = None, num_threads: int | None = None
@@ -266,10 +269,10 @@ class LocalMeasurer(Measurer):
         *,
         rounds: int,
         previous: Sequence[MeasureResult] | None,
-        hopeless: float | None,
+        best: float | None,
     ) -> list[MeasureResult]:
         cfg = self.config
-        batch = _Batch(cands, hopeless_secs=hopeless)
+        batch = _Batch(cands, best_secs=best)
 
         # Step 1. Refuse what this measurer cannot run.
         for i, cand in enumerate(cands):
@@ -321,14 +324,13 @@ class LocalMeasurer(Measurer):
             batch.results[i] = _noisy(result, batch.timing_rounds[i]) if noisy else result
         return _finished(batch.results)
 
-    def _bar(self, best_secs: float | None) -> float | None:
-        """The time from which a kernel being measured stops after 2 repeats, or ``None``."""
+    def _hopeless_secs(self, batch: _Batch) -> float | None:
+        """The time from which the batch's next kernel stops after 2 repeats, or ``None``."""
         ratio = self.config.hopeless_ratio
-        if best_secs is None or ratio is None:
+        if batch.best_secs is None or ratio is None:
             return None
-        if not (isinstance(best_secs, int | float) and math.isfinite(best_secs) and best_secs > 0):
-            raise ValueError(f"best_secs must be a positive number of seconds (got {best_secs!r})")
-        return ratio * float(best_secs)
+        best = min(batch.best_secs, batch.fastest_secs)
+        return ratio * best if math.isfinite(best) else None
 
     def _submit_builds(
         self, pool: WorkerPool, batch: _Batch
@@ -383,7 +385,7 @@ class LocalMeasurer(Measurer):
                 # Per candidate, so the explorer's own work can run between two kernels.
                 with TIMING_GATE.timing():
                     reply = pool.run(
-                        self._run_request(cand, batch.paths[i], check, batch.hopeless_secs),
+                        self._run_request(cand, batch.paths[i], check, self._hopeless_secs(batch)),
                         num_threads=num_threads,
                         timeout=cfg.run_timeout_secs,
                     )
@@ -392,7 +394,7 @@ class LocalMeasurer(Measurer):
                     batch.results[i] = failure
                     continue
                 assert isinstance(reply, dict)
-                batch.add_timings(i, reply)
+                batch.add_timings(i, reply, cfg.max_spread)
 
     def _build_request(self, cand: Candidate, path: str) -> dict[str, Any]:
         return {
@@ -473,7 +475,10 @@ class _Batch:
     """What one ``measure`` call knows so far, by candidate index."""
 
     cands: list[Candidate]
-    hopeless_secs: float | None = None  # kernels this slow stop after 2 repeats (measure only)
+    # The caller's best so far (measure only; None: no kernel is cut short), and the fastest
+    # tight timing of this batch so far: kernels hopeless_ratio times slower stop after 2 repeats.
+    best_secs: float | None = None
+    fastest_secs: float = math.inf
     todo: list[int] = field(default_factory=list)  # the candidates to build and run
     results: list[MeasureResult | None] = field(default_factory=list)  # failures so far
     paths: dict[int, str] = field(default_factory=dict)
@@ -487,9 +492,12 @@ class _Batch:
     def __post_init__(self) -> None:
         self.results = [None] * len(self.cands)
 
-    def add_timings(self, i: int, reply: dict[str, Any]) -> None:
+    def add_timings(self, i: int, reply: dict[str, Any], max_spread: float) -> None:
         """A successful run's reply: its repeats join the candidate's earlier rounds."""
-        self.run_secs.setdefault(i, []).extend(float(x) for x in reply["run_secs"])
+        secs = [float(x) for x in reply["run_secs"]]
+        self.run_secs.setdefault(i, []).extend(secs)
+        if secs and _spread(secs) <= max_spread:
+            self.fastest_secs = min(self.fastest_secs, statistics.median(secs))
         rounds = int(reply.get("timing_rounds", 1))
         self.timing_rounds[i] = max(self.timing_rounds.get(i, 0), rounds)
         self.threads[i] = int(reply["num_threads"])
@@ -514,6 +522,16 @@ def _builders_for(num_candidates: int | None) -> int | None:
     TVM import, about a second of CPU) for one compile, during which nothing else would run.
     """
     return 0 if num_candidates == 1 else num_candidates
+
+
+def _checked_best(best_secs: float | None) -> float | None:
+    if best_secs is None:
+        return None
+    if not (isinstance(best_secs, int | float) and best_secs > 0):  # NaN is not > 0
+        raise ValueError(
+            f"best_secs must be a positive number of seconds, or math.inf (got {best_secs!r})"
+        )
+    return float(best_secs)
 
 
 def _checked(candidates: Sequence[Candidate]) -> list[Candidate]:

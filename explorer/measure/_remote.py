@@ -281,9 +281,10 @@ class RemoteMeasurer(LocalMeasurer):
     # -- internals ----------------------------------------------------------------------------
     def _remote_request(self, batch: _Batch, chunk: list[int], rounds: int) -> dict[str, Any]:
         cfg = self.config
-        # Re-timing sends no bar (batch.hopeless_secs is None): every kernel gets its repeats.
-        first = batch.cands[chunk[0]]
-        request = self._run_request(first, batch.paths[chunk[0]], False, batch.hopeless_secs)
+        # A batch runs on several devices at once: the bar is the caller's best only (re-timing
+        # has none, so every kernel gets all its repeats).
+        first, bar = batch.cands[chunk[0]], self._hopeless_secs(batch)
+        request = self._run_request(first, batch.paths[chunk[0]], False, bar)
         for key in ("workload", "family_module", "path", "check"):
             request.pop(key, None)
         items = []
@@ -320,7 +321,7 @@ class RemoteMeasurer(LocalMeasurer):
             )
             return
         if reply.get("ok"):
-            batch.add_timings(i, reply)
+            batch.add_timings(i, reply, self.config.max_spread)
             return
         stage = reply.get("stage")
         status = {

@@ -139,6 +139,7 @@ def _prepare(
     if check:
         before = time.perf_counter()
         module["main"](*args)
+        dev.sync()
         first_call_secs = time.perf_counter() - before
         mismatch = workload.check_output(out.numpy(), expected)
         if mismatch is not None:

@@ -27,7 +27,8 @@ def warm_up(kernel: Any, args: list[Any], secs: float, *, done_secs: float = 0.0
         kernel(*args)
 
 
-def _spread(secs: list[float]) -> float:
+def spread(secs: list[float]) -> float:
+    """(max - min) / median of ``secs``."""
     med = statistics.median(secs)
     return (max(secs) - min(secs)) / med if med > 0 else math.inf
 
@@ -48,25 +49,47 @@ def timed_rounds(
         before = time.perf_counter()
         rounds.append(time_once())
         took = time.perf_counter() - before
-        if _spread(rounds[-1]) <= max_spread or len(rounds) >= max_rounds:
+        if spread(rounds[-1]) <= max_spread or len(rounds) >= max_rounds:
             break
         if time.perf_counter() - start + took > budget_secs:
             break
-    return min(rounds, key=_spread), len(rounds)
+    return min(rounds, key=spread), len(rounds)
 
 
-def repeats_that_fit(repeat: int, call_secs: float, budget_secs: float) -> int:
+# From this long a call on, repeats are timed here, one call each (perf_counter around the call
+# and a device sync), not by TVM's time_evaluator, whose first call is untimed, and the check's
+# call (timed the same way) is the first repeat: at a second a call the Python overhead
+# (microseconds) and a cold start (milliseconds) are nothing, and each call saved is a second or
+# more. The unscheduled matmul 1024 (7 s a call) fits its 20 s run timeout only so.
+LONG_CALL_SECS = 1.0
+
+
+def repeats_that_fit(
+    repeat: int, call_secs: float, budget_secs: float, *, extra_calls: int = 1
+) -> int:
     """How many of ``repeat`` repeats one timing round can afford, for a kernel whose call
-    takes ``call_secs``: all of them when they fit ``budget_secs`` (with TVM's untimed first
-    call), else as many as fit, but never fewer than 2.
+    takes ``call_secs``: all of them when they fit ``budget_secs``, else as many as fit, but
+    never fewer than 2. ``extra_calls``: calls the round makes besides its repeats (TVM's
+    time_evaluator makes 1 untimed call), or -1 when a call already made is its first repeat.
 
     A kernel of seconds a call (an unscheduled matmul 1024) once spent its whole run timeout on
     5 repeats and was reported ``TIMEOUT``, with no time at all; 2 or 3 repeats of it are a
     measurement, and a slow one is never the best anyway."""
-    if call_secs * (repeat + 1) <= budget_secs:  # one call is TVM's untimed first one
+    if call_secs * (repeat + extra_calls) <= budget_secs:  # NaN-safe: compared, not divided
         return repeat
-    affordable = int(budget_secs // call_secs) - 1
+    affordable = int(budget_secs // call_secs) - extra_calls
     return max(min(repeat, affordable), min(repeat, 2))
+
+
+def _call_by_call(module: Any, dev: Any, args: list[Any], n: int) -> list[float]:
+    """``n`` repeats of one call each, timed here (kernels of ``LONG_CALL_SECS`` or more)."""
+    main, out = module["main"], []
+    for _ in range(n):
+        start = time.perf_counter()
+        main(*args)
+        dev.sync()
+        out.append(time.perf_counter() - start)
+    return out
 
 
 def time_main(
@@ -86,13 +109,24 @@ def time_main(
     was that slow is timed 2 repeats first, and stops there when both are that slow too: it
     cannot be the best, and the other repeats would only cost time (most of a search's timing
     on matmul 1024, whose random candidates take 35 ms to 1 s a call). Otherwise the round has
-    all its repeats (``repeats_that_fit``).
+    all its repeats (``repeats_that_fit``). A kernel of ``LONG_CALL_SECS`` or more a call is
+    timed call by call here, its check's call first (``first_call_secs`` must then be a timing
+    of a completed call: the device synchronised).
     """
     budget = float(req.get("timing_budget_secs", math.inf))
-    repeat = repeats_that_fit(int(req["repeat"]), first_call_secs, budget)
+    long_calls = first_call_secs >= LONG_CALL_SECS
+    # Long calls: the check's call is the first round's first repeat, so it is not counted.
+    repeat = repeats_that_fit(
+        int(req["repeat"]), first_call_secs, budget, extra_calls=-1 if long_calls else 1
+    )
     timers: dict[int, Any] = {}
+    carried = [first_call_secs] if long_calls else []
 
     def time_repeats(n: int) -> list[float]:
+        if long_calls:
+            head = carried[:n]
+            carried.clear()
+            return head + _call_by_call(module, dev, args, n - len(head))
         if n not in timers:
             timers[n] = module.time_evaluator(
                 "main",

@@ -24,7 +24,7 @@ Kinds (one 16-element float32 input ``A``, output ``B``):
   ``min_repeat_secs=0`` each repeat is one call).
 * ``settle``: the same, but alternating only for the first ``SETTLE_CALLS`` calls of the
   process, then a steady 10 ms: the first timing round is noisy, a re-timing is not.
-* ``slow``: the same packed function, a steady ``SLOW_CALL_SECS`` (0.5 s) every call: a kernel
+* ``slow``: the same packed function, a steady ``SLOW_CALL_SECS`` (1 s) every call: a kernel
   whose 5 repeats do not fit a short run timeout.
 
 Importing the module registers ``UNEVEN_FUNC``, the packed function those two kernels call, in
@@ -66,7 +66,7 @@ UNEVEN_FUNC = "explorer.testing.hooks.uneven_double"
 # untimed call TVM's time_evaluator makes first, then 5 repeats), steady from the second on.
 SETTLE_CALLS = 7
 _STEADY_SECS, _SLOW_SECS = 0.010, 0.050
-SLOW_CALL_SECS = 0.5
+SLOW_CALL_SECS = 1.0
 _uneven_calls = {"jitter": 0, "settle": 0, "slow": 0}
 
 te = _tvm.te
