@@ -68,11 +68,15 @@ class MeasureConfig:
 
     * a hopeless kernel, when a search measures it (``Measurer.measure(..., best_secs=...)``;
       never when re-timing): one whose check call and first 2 repeats each took at least
-      ``hopeless_ratio`` times the search's best so far stops after those 2. It cannot be the
-      best, and on matmul 1024 the repeats of such kernels (35 ms to 2 s a call) were most of
-      a search's time. ``None`` times every kernel in full.
+      ``hopeless_ratio`` times the search's best so far (or the batch's fastest kernel timed
+      before it) stops after those 2. It cannot be the best, and on matmul 1024 the repeats of
+      such kernels (20 ms to 2 s a call) were most of a search's time. ``None`` times every
+      kernel in full.
     * a kernel too slow for ``repeat`` repeats within half of ``run_timeout_secs`` gets as many
       as fit, at least 2 (it was a ``TIMEOUT``, with no time at all).
+
+    From a second a call on, repeats are timed call by call and the check's call is the first
+    (``_timing.LONG_CALL_SECS``).
     """
 
     repeat: int = 5
@@ -196,8 +200,9 @@ class Measurer(abc.ABC):
         """Build, run and check every candidate; one result each, in order.
 
         ``best_secs``: the fastest time the caller has seen for the batch's workload and target
-        (a search's best so far). A measurer may time kernels far slower than it with fewer
-        repeats (``MeasureConfig.hopeless_ratio``); without it every kernel gets all of them.
+        (a search's best so far; ``math.inf`` when it has none yet). A measurer may time
+        kernels far slower than it, or than the batch's fastest, with fewer repeats
+        (``MeasureConfig.hopeless_ratio``); without it every kernel gets all of them.
         """
 
     def remeasure(

@@ -103,13 +103,13 @@ def time_main(
     """Time ``module["main"]`` on ``dev`` with TVM's ``time_evaluator`` (on the device itself,
     local or remote), in rounds per the run request's settings (``timed_rounds``).
 
-    ``first_call_secs`` is how long the kernel's first (untimed) call took: the correctness
-    check's. With the request's ``hopeless_secs`` (the measurer's fastest kernel so far for the
-    workload and target, times ``MeasureConfig.hopeless_ratio``), a kernel whose first call
-    was that slow is timed 2 repeats first, and stops there when both are that slow too: it
-    cannot be the best, and the other repeats would only cost time (most of a search's timing
-    on matmul 1024, whose random candidates take 35 ms to 1 s a call). Otherwise the round has
-    all its repeats (``repeats_that_fit``). A kernel of ``LONG_CALL_SECS`` or more a call is
+    ``first_call_secs`` is how long the kernel's first call took: the correctness check's.
+    With the request's ``hopeless_secs`` (a search's best so far, or the batch's fastest kernel
+    before this one, times ``MeasureConfig.hopeless_ratio``), a kernel whose first call was
+    that slow is timed 2 repeats first, and stops there when both are that slow too: it cannot
+    be the best, and the other repeats would only cost time (most of a search's timing on
+    matmul 1024, whose random candidates take 20 ms to 2 s a call). Otherwise the round has all
+    its repeats (``repeats_that_fit``). A kernel of ``LONG_CALL_SECS`` or more a call is
     timed call by call here, its check's call first (``first_call_secs`` must then be a timing
     of a completed call: the device synchronised).
     """
