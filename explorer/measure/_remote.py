@@ -281,8 +281,9 @@ class RemoteMeasurer(LocalMeasurer):
     # -- internals ----------------------------------------------------------------------------
     def _remote_request(self, batch: _Batch, chunk: list[int], rounds: int) -> dict[str, Any]:
         cfg = self.config
-        # A batch runs on several devices at once: the bar is the caller's best only (re-timing
-        # has none, so every kernel gets all its repeats).
+        # The bar: the caller's best, or the fastest kernel already back from any device of
+        # the batch (the key's devices share a target); re-timing has none, so every kernel
+        # gets all its repeats.
         first, bar = batch.cands[chunk[0]], self._hopeless_secs(batch)
         request = self._run_request(first, batch.paths[chunk[0]], False, bar)
         for key in ("workload", "family_module", "path", "check"):
