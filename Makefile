@@ -72,6 +72,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_search.py
 	$(PY) benchmarks/bench_population.py
 	$(PY) benchmarks/bench_hopeless.py
+	$(PY) benchmarks/bench_load.py
 	$(PY) benchmarks/bench_fleet.py
 	$(PY) benchmarks/bench_nas.py
 

@@ -87,8 +87,19 @@ def cmd_export(args: argparse.Namespace) -> int:
     remeasures = total - store.count_trials(run_id=args.run, remeasures=False)
     if args.format == "metaschedule":
         n = storage.export_metaschedule(store, out, run_id=args.run)
-        # Records, not trials: failures are left out, and records already in `out` too.
-        print(f"exported {plural(n, 'MetaSchedule tuning record')} to {out}")
+        # Records, not trials: failures are left out, and records already in `out` too; both
+        # are said, so a count below the trials is never a mystery.
+        timed = [r for r in store.trial_rows(run_id=args.run) if r.run_secs]
+        failed = total - sum(1 for r in timed if r.is_ok or r.status.is_inconclusive)
+        left = []
+        if failed:
+            left.append(f"{plural(failed, 'failed trial')} (MetaSchedule keeps no failures)")
+        if total - failed - n > 0:
+            left.append(f"{total - failed - n} already in {out} or refuted by a check")
+        print(
+            f"exported {plural(n, 'MetaSchedule tuning record')} to {out}"
+            + (f"; left out: {', '.join(left)}" if left else "")
+        )
         return EXIT_OK
     export = storage.export_csv if args.format == "csv" else storage.export_jsonl
     n = export(store, out, run_id=args.run)

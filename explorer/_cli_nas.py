@@ -109,6 +109,7 @@ def _as_json(result: Any) -> dict[str, Any]:
                 "workload": t.conv.workload().key(),
                 "run": t.run_id,
                 "best_secs": t.best_secs,
+                "paired_secs": t.paired_secs,
                 "cached": t.is_cached,
             }
             for t in result.tunings
@@ -210,6 +211,13 @@ def cmd_nas(args: argparse.Namespace) -> int:
     if not result.original.is_on_front:
         print("the original, for reference (a legal candidate beats it on every count):")
         print(_row(result.original, original))
+    for point in result.points[1:]:  # never dropped in silence
+        if point.is_legal and point.latency_secs is None:
+            runs = ", ".join(f"run {t.run_id}" for t in result.untimed_convs(point))
+            print(
+                f"{point.name} is legal but has no latency: a convolution of it had no "
+                f"successful schedule ({runs or 'its tuning was stopped'}; `explorer runs`)"
+            )
     if args.json:
         Path(args.json).write_text(json.dumps(_as_json(result), indent=1))
         print(f"every network's numbers written to {args.json}")

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from explorer._cli_args import format_secs
 from explorer.measure import trace_key
 from explorer.storage._base import RunInfo, TrialRecord
+from explorer.storage._summary import RunSummary
 
 STOP_REASONS = {
     "budget": "the trial budget was used",
@@ -15,13 +17,27 @@ STOP_REASONS = {
 }
 """``TuneResult.stopped_because`` in words."""
 
+# How a verdict was reached, said after its numbers: whether every round of the run's
+# side-by-side confirmation agreed (``RunSummary.is_conclusive``).
+_PAIRED = {
+    True: "every round of the side-by-side re-timing agreed",
+    False: (
+        "inconclusive: the rounds of the side-by-side re-timing disagreed (the machine's load "
+        "changed), so the faster median is kept"
+    ),
+    None: "not re-timed side by side",
+}
+
 
 @dataclass(frozen=True)
 class TuneResult:
     """How a run ended.
 
-    ``best`` is the trial with the lowest *confirmed* median: the top candidates are measured
-    again at the end and their repeats pooled, so one lucky timing cannot win.
+    ``best`` is the trial with the lowest *confirmed* median: the top candidates, the start and
+    the baseline are re-timed side by side at the end, in interleaved rounds, and only those
+    readings are compared (``explorer.storage.summarize_run``), so neither one lucky timing nor
+    a moment of load elsewhere can decide. ``summary`` says whether the rounds agreed
+    (``is_conclusive``).
 
     ``start`` is the user's own schedule when the strategy was given one (the run's reference,
     re-measured with the best candidates): ``best`` is never slower than it, because the start
@@ -41,6 +57,28 @@ class TuneResult:
     start_secs: float | None = None
     baseline: TrialRecord | None = None
     baseline_secs: float | None = None
+    summary: RunSummary | None = None
+
+    @property
+    def is_confirmed(self) -> bool:
+        """Whether the best was re-timed side by side with the others at the end."""
+        return self.summary is not None and self.summary.is_confirmed
+
+    @property
+    def is_conclusive(self) -> bool | None:
+        """Whether every round of the confirmation agreed on the verdict against the
+        unscheduled program (``None``: no paired comparison, see ``RunSummary``)."""
+        return None if self.summary is None else self.summary.is_conclusive
+
+    @property
+    def is_conclusive_over_start(self) -> bool | None:
+        """``is_conclusive``, against the user's start."""
+        return None if self.summary is None else self.summary.is_conclusive_over_start
+
+    @property
+    def num_failed(self) -> int:
+        """Trials that gave no timing (build, run or check failures, timeouts)."""
+        return 0 if self.summary is None else self.summary.num_failed
 
     @property
     def why_stopped(self) -> str:
@@ -73,6 +111,48 @@ class TuneResult:
     @property
     def best_is_start(self) -> bool:
         return self.start is not None and self.best is not None and self.best.id == self.start.id
+
+    def verdicts(self) -> list[str]:
+        """The best against the unscheduled program, then against the start (a run given
+        one), a sentence each: what ``explorer tune`` prints and the Search tab says."""
+        lines = [self._baseline_verdict()]
+        if self.start is not None:
+            lines.append(self._start_verdict(self.start))
+        return lines
+
+    def _baseline_verdict(self) -> str:
+        baseline = self.baseline
+        if baseline is None:
+            return "no unscheduled baseline in this run (made before runs measured one)"
+        if self.baseline_secs is None:
+            return (
+                f"the unscheduled program (measurement {baseline.id}) gave no timing: "
+                f"{baseline.status.value}"
+            )
+        how = _PAIRED[self.is_conclusive]
+        if self.best_is_baseline:
+            return (
+                f"no schedule beat the unscheduled program ({format_secs(self.baseline_secs)}; "
+                f"{how}); it is the answer"
+            )
+        return (
+            f"{self.speedup_over_baseline:.2f}x faster than unscheduled "
+            f"({format_secs(self.baseline_secs)}; {how})"
+        )
+
+    def _start_verdict(self, start: TrialRecord) -> str:
+        if self.start_secs is None:
+            return f"your start (trial {start.id}) gave no timing: {start.status.value}"
+        how = _PAIRED[self.is_conclusive_over_start]
+        if self.best_is_start:
+            return (
+                f"no faster schedule found: your start (trial {start.id}, median "
+                f"{format_secs(self.start_secs)}; {how}) is the answer"
+            )
+        return (
+            f"{self.speedup_over_start:.2f}x faster than your start (trial {start.id}, median "
+            f"{format_secs(self.start_secs)}; {how})"
+        )
 
     @property
     def best_gflops(self) -> float | None:

@@ -13,6 +13,7 @@ output pipe (``explorer runs | head -1``) ends quietly.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import signal
@@ -308,7 +309,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_measure(args: argparse.Namespace) -> int:
     from explorer.measure import Candidate, MeasureConfig  # no TVM import yet
-    from explorer.types import MeasureStatus
 
     only_with(args, "--refit", "--trace")
     with measurer_for(args, MeasureConfig(repeat=args.repeat)) as measurer:
@@ -342,14 +342,9 @@ def cmd_measure(args: argparse.Namespace) -> int:
             f"{plural(len(result.run_secs), 'repeat')}{gflops}, "
             f"{plural(result.num_threads or 1, 'thread')}{device}; matches NumPy"
         )
+        if result.is_noisy:  # information, not a failure: the kernel is correct and stored
+            print(f"note: {result.noise_note}")
         return EXIT_OK
-    if result.status is MeasureStatus.NOISY:  # correct, but no timing to trust
-        print(
-            f"noisy: median {format_secs(result.median_secs or 0)} over "
-            f"{plural(len(result.run_secs), 'repeat')}, stored but not ranked; "
-            f"{result.error_msg}; matches NumPy"
-        )
-        return EXIT_FAILED
     print(f"{result.status.value}: {result.error_msg}")
     return EXIT_FAILED
 
@@ -431,7 +426,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
-    print(f"run {result.run.id}: {result.num_trials} trials ({result.why_stopped})")
+    print(
+        f"run {result.run.id}: {plural(result.num_trials, 'trial')} ({result.why_stopped})"
+        f"{_failures(store, result)}"
+    )
     if result.best is None:
         print("no successful trial")
         return EXIT_FAILED
@@ -439,10 +437,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
     which = f"trial {result.best.id}"
     if result.best_is_baseline:
         which = f"the unscheduled program (measurement {result.best.id})"
-    print(f"best: {which}, median {format_secs(result.best_secs)} (re-measured){gflops}")
-    print(_baseline_verdict(result))
-    if result.start is not None:
-        print(_start_verdict(result))
+    how = (
+        "re-timed side by side"
+        if result.is_confirmed
+        else "not confirmed: re-timing it failed, this is the search's own timing"
+    )
+    print(f"best: {which}, median {format_secs(result.best_secs)} ({how}){gflops}")
+    for line in result.verdicts():
+        print(line)
     if args.save_trace:
         Path(args.save_trace).write_text(json.dumps(result.best.candidate.trace))
         print(f"trace written to {args.save_trace}")
@@ -463,40 +465,17 @@ def _start_candidate(args: argparse.Namespace, workload: Any, target: Any) -> An
     return candidate
 
 
-def _baseline_verdict(result: Any) -> str:
-    """One line comparing the best with the unscheduled program, re-timed beside it."""
-    baseline = result.baseline
-    if baseline is None:
-        return "no unscheduled baseline in this run (made before runs measured one)"
-    if result.baseline_secs is None:
-        return (
-            f"the unscheduled program (measurement {baseline.id}) gave no timing: "
-            f"{baseline.status.value}"
-        )
-    if result.best_is_baseline:
-        return (
-            f"no schedule beat the unscheduled program ({format_secs(result.baseline_secs)}); "
-            "it is the answer"
-        )
-    return (
-        f"{result.speedup_over_baseline:.2f}x faster than unscheduled "
-        f"({format_secs(result.baseline_secs)} re-measured)"
+def _failures(store: Any, result: Any) -> str:
+    """``", 16 of them failed (16 run_error)"``, or nothing when every trial gave a timing."""
+    if not result.num_failed:
+        return ""
+    counts = collections.Counter(
+        row.status.value
+        for row in store.trial_rows(run_id=result.run.id)
+        if not row.is_remeasure and not row.is_ok and not row.status.is_inconclusive
     )
-
-
-def _start_verdict(result: Any) -> str:
-    start = result.start
-    if result.start_secs is None:
-        return f"your start (trial {start.id}) gave no timing: {start.status.value}"
-    if result.best_is_start:
-        return (
-            f"no faster schedule found: your start (trial {start.id}, median "
-            f"{format_secs(result.start_secs)} re-measured) is the answer"
-        )
-    return (
-        f"{result.speedup_over_start:.2f}x faster than your start (trial {start.id}, median "
-        f"{format_secs(result.start_secs)} re-measured)"
-    )
+    kinds = ", ".join(f"{n} {status}" for status, n in counts.most_common())
+    return f", {result.num_failed} of them failed ({kinds})"
 
 
 def _read_trace(path: Path, workload: Any, *, refit: bool = False) -> Any:

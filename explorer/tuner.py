@@ -9,16 +9,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from explorer._tune_result import TuneResult
 from explorer.errors import RunInUseError, SearchError, SettingError, SettingTypeError
-from explorer.measure import Candidate, Measurer, MeasureResult, trace_key
+from explorer.measure import Candidate, Measurer, trace_key
 from explorer.search import STRATEGIES, SearchStrategy, make_strategy
 from explorer.search._baseline import baseline_candidate, baseline_trial, is_baseline
 from explorer.search._start import start_trial
@@ -33,7 +32,7 @@ from explorer.storage._base import (
 )
 from explorer.storage._environment import environment
 from explorer.storage._marks import BASELINE_MARK, has_mark
-from explorer.storage._summary import summarize_run
+from explorer.storage._summary import confirmation_rows, summarize_run
 from explorer.target import Target
 from explorer.workloads import Workload
 
@@ -96,6 +95,8 @@ class Tuner:
         store: where runs and trials go; a batch is committed before the next is asked.
         batch_size: candidates per ask/measure round.
         confirm_top: how many of the best candidates are re-measured at the end (0: none).
+        confirm_rounds: how many interleaved rounds re-time them, beside the baseline and
+            the start (``Measurer.measure_paired``).
 
     Example:
         On this machine the measurer is ``LocalMeasurer()`` (what ``explorer tune`` uses; close
@@ -123,13 +124,16 @@ class Tuner:
         store: RecordStore,
         batch_size: int = 8,
         confirm_top: int = 3,
+        confirm_rounds: int = 3,
     ):
         _check_int("Tuner batch_size", batch_size, minimum=1)
         _check_int("Tuner confirm_top", confirm_top, minimum=0)
+        _check_int("Tuner confirm_rounds", confirm_rounds, minimum=1)
         self.measurer = measurer
         self.store = store
         self.batch_size = batch_size
         self.confirm_top = confirm_top
+        self.confirm_rounds = confirm_rounds
         self.run_id: int | None = None
         """The run of the latest ``run``/``resume`` call, set as soon as it exists (so that a
         caller interrupted mid-run can name the run to resume)."""
@@ -323,29 +327,30 @@ class Tuner:
                 run = self.store.finish_run(run.id, status)
         # A run resumed with nothing left to do keeps its confirmation: re-timing it again at
         # every resume would only pile up re-measurements.
-        if num_new or not _has_retimings(self.store.trials(run_id=run.id)):
-            start, start_secs = self._confirm_best(run)
-        else:
-            start, start_secs = None, None
-        # The reported best is the run's summary, exactly what `explorer runs` shows.
+        if num_new or not confirmation_rows(self.store.trial_rows(run_id=run.id)):
+            self._confirm_best(run)
+        return self._result(run, stopped_because)
+
+    def _result(self, run: RunInfo, stopped_because: str) -> TuneResult:
+        """The run's summary (exactly what `explorer runs` shows), with its trials."""
         rows = self.store.trial_rows(run_id=run.id)
         summary = summarize_run(run.id, rows)
-        best_record = baseline = None
-        if summary.best_trial_id is not None:
-            best_record = self.store.get_trial(summary.best_trial_id)
-        baseline_id = _baseline_id(rows)
-        if baseline_id is not None:
-            baseline = self.store.get_trial(baseline_id)
+
+        def trial(trial_id: int | None) -> TrialRecord | None:
+            return None if trial_id is None else self.store.get_trial(trial_id)
+
+        start = start_trial(self.store.trials(run_id=run.id))
         return TuneResult(
             run,
             summary.num_trials,
-            best_record,
-            summary.best_secs if best_record is not None else None,
+            trial(summary.best_trial_id),
+            summary.best_secs,
             stopped_because,
             start,
-            start_secs,
-            baseline,
+            summary.start_secs if start is not None else None,
+            trial(_baseline_id(rows)),
             summary.baseline_secs,
+            summary=summary,
         )
 
     def _measure_baseline(self, run: RunInfo) -> bool:
@@ -446,38 +451,34 @@ class Tuner:
                     "resumes with its own settings (start a new run for others)"
                 )
 
-    def confirm(self, run_id: int) -> float | None:
-        """Re-time run ``run_id``'s best candidates and its baseline once more (as at the end of
-        a search, stored as re-measurements), and return the run's best median after it.
-
-        For a run whose every timing came out noisy on a busy machine (so it has no best): one
-        more interleaved round may settle it, and the answer stays honest, since a noisy
-        timing still never ranks.
-        """
+    def confirm(self, run_id: int) -> TuneResult:
+        """Re-time run ``run_id``'s best candidates, its start and its baseline side by side
+        once more (as at the end of a search; this confirmation then decides) and return the
+        run as it stands after it: for a verdict the previous confirmation could not settle
+        (``TuneResult.is_conclusive``), or one whose re-timing failed."""
         run = self._get_run(run_id)
         self._confirm_best(run)
-        return summarize_run(run.id, self.store.trial_rows(run_id=run.id)).best_secs
+        return self._result(run, "budget")
 
-    def _confirm_best(self, run: RunInfo) -> tuple[TrialRecord | None, float | None]:
-        """Re-time the top candidates, the start and the baseline; returns the start's trial
-        and its confirmed median (``None`` without one).
+    def _confirm_best(self, run: RunInfo) -> None:
+        """Re-time the top candidates, the start and the baseline side by side, in
+        ``confirm_rounds`` interleaved rounds (``Measurer.measure_paired``), and store every
+        round's reading as a re-measurement, all in one batch: the run's confirmation.
 
         The start (the user's schedule) and the baseline (the unscheduled program) are always
-        re-timed beside the top candidates, in the same interleaved rounds, so "faster than
-        your start" and "faster than unscheduled" compare like with like; one whose first
-        timing was noisy gets its second chance here. The re-timings are stored (only the new
-        repeats) beside the originals, and the run's best is read from them
-        (``summarize_run``), so the database shows what the final ranking rests on.
+        re-timed beside the top candidates, so "faster than your start" and "faster than
+        unscheduled" are read from readings taken under the same load, round by round
+        (``summarize_run``): on a busy machine the same kernel reads 2x apart from one minute
+        to the next, so readings from the search itself never decide.
         """
         stored = self.store.trials(run_id=run.id)
-        start = start_trial(stored)
         if self.confirm_top < 1:
-            return start, start.median_secs if start is not None else None
+            return
         searched = _unique_traces(
             t for t in stored if t.result.is_ok and not is_baseline(t.candidate)
         )
         chosen = sorted(searched, key=lambda t: t.median_secs or math.inf)[: self.confirm_top]
-        for reference in (start, baseline_trial(stored)):
+        for reference in (start_trial(stored), baseline_trial(stored)):
             if reference is None or not reference.result.run_secs:  # failed: nothing to re-time
                 continue
             if trace_key(reference.candidate.trace) not in {
@@ -485,42 +486,20 @@ class Tuner:
             }:
                 chosen.append(reference)
         if not chosen:
-            return start, None
-        fresh = self._retime([t.candidate for t in chosen], [t.result for t in chosen])
-        added = self.store.add_trials(
-            run.id,
-            [
-                NewTrial(t.candidate, r, is_remeasure=True)
-                for t, r in zip(chosen, fresh, strict=True)
-            ],
+            return
+        per_round = self.measurer.measure_paired(
+            [t.candidate for t in chosen], rounds=self.confirm_rounds
         )
-        if not any(r.is_ok for r in fresh):
-            log.warning("re-measuring the best candidates failed: %s", fresh[0].error_msg)
-        if start is None:
-            return None, None
-        # The start's median over all its timings in the run, as `summarize_run` pools them.
-        key = trace_key(start.candidate.trace)
-        timings = [
-            secs
-            for t in [*stored, *added]
-            if t.result.is_ok and trace_key(t.candidate.trace) == key
-            for secs in t.result.run_secs
+        # Round-robin, as they were timed: a schedule's k-th row is its reading of round k.
+        batch = [
+            NewTrial(t.candidate, results[k], is_remeasure=True)
+            for k in range(max(len(r) for r in per_round))
+            for t, results in zip(chosen, per_round, strict=True)
+            if k < len(results)
         ]
-        return start, statistics.median(timings) if timings else None
-
-    def _retime(
-        self, candidates: Sequence[Candidate], previous: Sequence[MeasureResult]
-    ) -> list[MeasureResult]:
-        """One more timing of each candidate, only the new repeats in each result.
-
-        ``LocalMeasurer.remeasure`` builds the candidates once and times them round-robin, so
-        a change in load hits them all alike.
-        """
-        pooled = self.measurer.remeasure(candidates, rounds=1, previous=previous)
-        return [
-            replace(p, run_secs=p.run_secs[len(old.run_secs) :]) if old.is_ok and p.run_secs else p
-            for p, old in zip(pooled, previous, strict=True)
-        ]
+        self.store.add_trials(run.id, batch)
+        if not any(new.result.is_ok for new in batch):
+            log.warning("re-measuring the best candidates failed: %s", batch[0].result.error_msg)
 
 
 def strategy_of(run: RunInfo, trials: Sequence[TrialRecord] = ()) -> SearchStrategy:
@@ -589,18 +568,6 @@ def _unique_traces(trials: Iterable[TrialRecord]) -> list[TrialRecord]:
             seen.add(key)
             out.append(t)
     return out
-
-
-def _has_retimings(trials: Sequence[TrialRecord]) -> bool:
-    """Whether the run's best candidates were re-timed already: a re-measurement of a trace
-    measured before (the baseline's own first measurement is none)."""
-    seen: set[str] = set()
-    for t in trials:
-        key = trace_key(t.candidate.trace)
-        if t.is_remeasure and key in seen:
-            return True
-        seen.add(key)
-    return False
 
 
 def _baseline_id(rows: Sequence[TrialRow]) -> int | None:

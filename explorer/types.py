@@ -16,12 +16,12 @@ class MeasureStatus(str, Enum):
     imported or streamed): it has ``run_secs``, but it is not ``is_ok`` and is never ranked as
     best until our measurer re-measures the schedule (``explorer.storage.check_unchecked``).
 
-    ``NOISY`` is a correct kernel whose repeats still spread more than ``max_spread`` after the
-    measurer's extra timing rounds (something else used the cores): its ``run_secs`` are kept,
-    but it is not ``is_ok``, so it is never ranked; re-measure it for a trustworthy time.
+    ``UNCHECKED`` is ``is_inconclusive``: neither a success nor a failure, so cost models and
+    strategies leave it out of their training data.
 
-    ``UNCHECKED`` and ``NOISY`` are ``is_inconclusive``: neither a success nor a failure, so
-    cost models and strategies leave them out of their training data.
+    A correct kernel timed on a busy machine is ``OK``: how widely its repeats spread is a
+    property of the reading (``MeasureResult.spread``), not a status. Databases written before
+    hold such results as ``"noisy"``, which reads back as ``OK`` (see ``_missing_``).
     """
 
     OK = "ok"
@@ -31,7 +31,6 @@ class MeasureStatus(str, Enum):
     WRONG_RESULT = "wrong_result"  # it ran, but the output differs from the NumPy reference
     INVALID = "invalid"  # the point does not denote a legal schedule (search spaces only)
     UNCHECKED = "unchecked"  # timed elsewhere (MetaSchedule), output never checked against NumPy
-    NOISY = "noisy"  # correct, but its timings stayed too spread to trust (the machine was busy)
 
     @property
     def is_ok(self) -> bool:
@@ -40,4 +39,15 @@ class MeasureStatus(str, Enum):
     @property
     def is_inconclusive(self) -> bool:
         """Timed, but the timing says nothing reliable: neither a success nor a failure."""
-        return self in (MeasureStatus.UNCHECKED, MeasureStatus.NOISY)
+        return self is MeasureStatus.UNCHECKED
+
+    @classmethod
+    def _missing_(cls, value: object) -> MeasureStatus | None:
+        # "noisy" was a status until the timing protocol took the fastest sample of each
+        # repeat: a correct kernel whose repeats spread wide, which is OK now.
+        return cls.OK if value == LEGACY_NOISY else None
+
+
+LEGACY_NOISY = "noisy"
+"""The status text of a correct but widely spread timing in databases written before noisy
+became a property of a reading; it reads back as ``MeasureStatus.OK``."""

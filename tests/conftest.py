@@ -48,3 +48,13 @@ def cpu_target():
     from explorer.target import Target
 
     return Target.local_cpu()
+
+
+@pytest.fixture
+def burners():
+    """Two CPU-bound processes beside the test, stopped with it: the explorer's verdicts must
+    hold on a busy machine (a laptop with a build running), not only on a quiet one."""
+    from explorer.testing.load import cpu_burners
+
+    with cpu_burners(2) as pids:
+        yield pids

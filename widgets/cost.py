@@ -50,10 +50,6 @@ STATUS_WORDS = {
         "was timed by MetaSchedule, but its output was never checked against NumPy "
         "(`explorer check` checks it)"
     ),
-    MeasureStatus.NOISY: (
-        "is correct (the output matches NumPy's), but its timings were too spread to trust: "
-        "something else was using the cores. It is not ranked; press Measure again"
-    ),
 }
 
 
@@ -366,8 +362,8 @@ class CostPanel:
 
     def _show_measurement(self) -> None:
         current = self._measured.get(self._current_key or "")
-        noisy = current is not None and current.result.status is MeasureStatus.NOISY
-        # A noisy timing is no answer: the button offers to measure again.
+        noisy = current is not None and current.result.is_noisy
+        # A busy machine spread the repeats: the button offers to measure again.
         self.measure_button.description = "Measure again" if noisy else "Measure"
         if current is not None:  # measured before (also after an undo back to it)
             self.latency.value = latency_html(current.result, label=current.label)
@@ -456,15 +452,11 @@ def latency_html(result: MeasureResult, *, label: str | None = None) -> str:
     if result.is_ok and secs:
         gflops = result.gflops
         rate = f" \u00b7 {gflops:.2f} GFLOPS" if gflops is not None else ""
-        return f"{prefix}<b>{format_secs(secs)}</b> (median of {len(result.run_secs)}){rate}"
-    if result.status is MeasureStatus.NOISY and secs:
-        # Shown, never as the answer: not bold, not ranked, not trained on.
-        spread = f"runs spread {result.spread:.0%}" if result.spread is not None else "noisy"
-        return (
-            f"{prefix}<span class='se-noisy' style='color:#a60'>noisy, not trusted</span>: "
-            f"median {format_secs(secs)} of {len(result.run_secs)} ({spread}); "
-            "press Measure again"
-        )
+        line = f"{prefix}<b>{format_secs(secs)}</b> (median of {len(result.run_secs)}){rate}"
+        if result.noise_note:  # correct and ranked: the spread is information
+            note = html.escape(result.noise_note)
+            line += f"<br><span class='se-noisy' style='color:#a60'>Note: {note}.</span>"
+        return line
     words = STATUS_WORDS.get(result.status, result.status.value)
     return f"{prefix}<b style='color:#a00'>no valid timing</b>: the schedule {words}"
 

@@ -502,8 +502,6 @@ def _summary(
     # Unchecked timings (MetaSchedule's) are not plotted as successes; say why they are missing.
     unchecked = table.num_unchecked
     unchecked_note = f", {unchecked} unchecked: `explorer check`" if unchecked else ""
-    if table.num_noisy:  # timed while the machine was busy: not plotted either
-        unchecked_note += f", {table.num_noisy} noisy"
     text = (
         f"{workload.key()} on {target.name or target.key()}: {table.num_trials} trials{extra} "
         f"({table.num_failed} failed{unchecked_note}) in {conv.num_runs} "

@@ -332,15 +332,7 @@ class SearchPanel(Panel):
             else f"best {result.best_secs * 1e3:.4g} ms ({result.best_gflops or 0:.3g} GFLOPS)"
         )
         how = "Stopped" if job.state is JobState.CANCELLED else "Done"
-        versus = ""
-        if result.best_is_baseline:
-            versus = " No schedule beat the unscheduled program: it is the answer."
-        elif result.speedup_over_baseline is not None:
-            versus = f" {result.speedup_over_baseline:.2f}x faster than unscheduled."
-        if result.best_is_start:
-            versus += " Nothing beat your schedule: it is the answer."
-        elif result.speedup_over_start is not None:
-            versus += f" {result.speedup_over_start:.2f}x faster than your schedule."
+        versus = "".join(f" {line[0].upper()}{line[1:]}." for line in result.verdicts())
         self._say(f"{how}: {result.num_trials} trials ({result.why_stopped}), {best}." + versus)
 
     def _show_fleet_target(self, target: Target, key: str, assumed: bool) -> None:

@@ -326,7 +326,7 @@ def _focus_conv(layer: Layer, tunings: Mapping[Conv, ConvTuning]) -> Conv:
     def cost(item: tuple[Conv, int]) -> tuple[float, int]:
         conv, count = item
         tuning = tunings.get(conv)
-        secs = tuning.best_secs if tuning is not None else None
+        secs = tuning.latency_secs if tuning is not None else None
         return (count * secs if secs is not None else -1.0, count * conv.macs)
 
     return max(layer.conv_counts().items(), key=cost)[0]

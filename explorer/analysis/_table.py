@@ -126,8 +126,7 @@ class TrialTable:
 
     @property
     def num_failed(self) -> int:
-        """Failed trials, re-measurements and inconclusive (unchecked, noisy) timings not
-        counted."""
+        """Failed trials, re-measurements and inconclusive (unchecked) timings not counted."""
         return int(np.count_nonzero(~self.is_ok & ~self.is_remeasure & ~self.is_inconclusive))
 
     @property
@@ -139,17 +138,8 @@ class TrialTable:
 
     @property
     def is_inconclusive(self) -> NDArray[np.bool_]:
-        """Unchecked rows and noisy ones (correct, but timed while the machine was busy):
-        neither a success nor a failure."""
-        noisy = self.status_codes == _STATUS_CODE[MeasureStatus.NOISY]
-        inconclusive: NDArray[np.bool_] = self.is_unchecked | noisy
-        return inconclusive
-
-    @property
-    def num_noisy(self) -> int:
-        """Noisy trials, re-measurements not counted."""
-        noisy = self.status_codes == _STATUS_CODE[MeasureStatus.NOISY]
-        return int(np.count_nonzero(noisy & ~self.is_remeasure))
+        """Rows that are neither a success nor a failure (unchecked ones)."""
+        return self.is_unchecked
 
     @property
     def num_unchecked(self) -> int:

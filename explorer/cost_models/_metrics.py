@@ -149,8 +149,8 @@ def evaluate(
 ) -> CostModelAccuracy:
     """Train ``model`` on ``train_records`` (via ``update``: the model is modified), predict
     ``test_records`` and score the ranking. Meant for trials of one workload: latencies of
-    different workloads are not comparable. Inconclusive test records (unchecked or noisy
-    timings) are left out: they are neither fast nor failed.
+    different workloads are not comparable. Inconclusive test records (unchecked timings)
+    are left out: they are neither fast nor failed.
     """
     model.update(list(train_records))
     test_records = [r for r in test_records if not r.status.is_inconclusive]

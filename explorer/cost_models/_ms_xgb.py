@@ -111,7 +111,7 @@ class MetaScheduleXGBCostModel(CostModel):
 
     def update(self, records: Sequence[TrialRecord]) -> None:
         ms = _tvm.ms
-        # An unchecked (MetaSchedule's) or noisy timing is neither a success nor a failure.
+        # An unchecked (MetaSchedule's) timing is neither a success nor a failure.
         records = [r for r in records if not r.status.is_inconclusive]
         for context, idx, cands in self._grouped([r.candidate for r in records]):
             results = []

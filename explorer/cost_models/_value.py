@@ -128,7 +128,7 @@ def samples_from_records(records: Iterable[TrialRecord]) -> list[ValueSample]:
     """Measured records as value samples (records that are not knob-space points are skipped)."""
     out = []
     for r in records:
-        if r.status.is_inconclusive:  # unchecked or noisy: neither a success nor a failure
+        if r.status.is_inconclusive:  # unchecked: neither a success nor a failure
             continue
         c = r.candidate
         where = locate(knob_space(c.workload, c.target), c)

@@ -183,7 +183,7 @@ class XGBCostModel(CostModel):
         Training is skipped (the previous fit stays) while fewer than two trials are known or
         none succeeded, as AutoTVM does (``max(ys) > 1e-6``).
         """
-        # An unchecked (MetaSchedule's) or noisy timing is neither a success nor a failure.
+        # An unchecked (MetaSchedule's) timing is neither a success nor a failure.
         records = [r for r in records if not r.status.is_inconclusive]
         if not records:
             return

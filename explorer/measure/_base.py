@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import functools
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -53,16 +54,19 @@ class Candidate:
 class MeasureConfig:
     """How long and how often to time a kernel.
 
-    Each repeat runs the kernel ``number`` times back to back, with ``number`` grown until one
-    repeat lasts at least ``min_repeat_secs`` (TVM's ``min_repeat_ms``), so the timer's resolution
-    never dominates. The median over ``repeat`` repeats is reported.
+    Each repeat times about ``min_repeat_secs`` of samples (one call each, or back-to-back
+    calls of 0.1 ms in all for a short kernel, so the timer's resolution never dominates) and
+    reads the fastest sample: another process on the cores only ever adds time, and the
+    fastest of many short samples is the one it touched least. The median over ``repeat``
+    repeats is reported.
 
     Before timing, the kernel runs untimed for ``warmup_secs`` (the runtime's thread pool
     sleeps after idle and the caches are cold: the first repeats after a pause were slow). When
     the relative spread ``(max - min) / median`` of the repeats exceeds ``max_spread``, the
     kernel is timed again, up to ``timing_rounds`` rounds in all (fewer if they would take more
-    than half of ``run_timeout_secs``); the round with the lowest spread is kept whole, rounds
-    are never mixed. A result whose kept round is still too spread is ``MeasureStatus.NOISY``.
+    than half of ``run_timeout_secs``); the round with the lowest median is kept whole, rounds
+    are never mixed. A result still that spread is ``OK`` all the same, and says so
+    (``MeasureResult.is_noisy``, ``noise_note``): noise is information about the reading.
 
     Two cases get fewer repeats, and their results say so by holding fewer ``run_secs``:
 
@@ -137,8 +141,22 @@ class MeasureResult:
 
     @property
     def is_noisy(self) -> bool:
+        """Whether the repeats spread more than ``max_spread``: information about the reading
+        (the machine was busy), never a failure."""
         spread = self.spread
         return spread is not None and spread > self.max_spread
+
+    @property
+    def noise_note(self) -> str | None:
+        """One sentence on a noisy reading (``is_noisy``), ``None`` for a tight one."""
+        if not self.is_noisy:
+            return None
+        return (
+            f"the repeats spread {self.spread:.0%} (more than {self.max_spread:.0%}): something "
+            "else was using the cores, which can only slow a kernel down; compare schedules "
+            "measured side by side (as a search's final re-timing does) before trusting a "
+            "small difference"
+        )
 
     @property
     def gflops(self) -> float | None:
@@ -205,6 +223,33 @@ class Measurer(abc.ABC):
         (``MeasureConfig.hopeless_ratio``); without it every kernel gets all of them.
         """
 
+    def measure_paired(
+        self, candidates: Sequence[Candidate], *, rounds: int = 3
+    ) -> list[list[MeasureResult]]:
+        """Time candidates side by side, in ``rounds`` rounds that each time every candidate
+        once, so that two candidates' readings of one round were taken under the same load:
+        comparing them round by round (paired) is fair on a busy machine, where comparing
+        readings from different moments is not.
+
+        The default measures the batch once a round; a measurer that can build once and
+        interleave the rounds overrides it. It may stop timing a candidate that a round showed
+        far slower than the others (``LocalMeasurer``).
+
+        Returns:
+            Per candidate, its result of each round it was timed in, in order; a failure ends
+            a candidate's rounds (its last result is the failure).
+        """
+        if rounds < 1:
+            raise ValueError(f"rounds must be at least 1 (got {rounds})")
+        per: list[list[MeasureResult]] = [[] for _ in candidates]
+        for _ in range(rounds):
+            todo = [i for i, rs in enumerate(per) if not rs or rs[-1].is_ok]
+            if not todo:
+                break
+            for i, r in zip(todo, self.measure([candidates[i] for i in todo]), strict=True):
+                per[i].append(r)
+        return per
+
     def remeasure(
         self,
         candidates: Sequence[Candidate],
@@ -216,7 +261,7 @@ class Measurer(abc.ABC):
 
         Args:
             candidates: what to re-time.
-            rounds: how many times each candidate is measured again.
+            rounds: how many times each candidate is measured again (``measure_paired``).
             previous: earlier results, one per candidate; the run_secs of those that are
                 ``OK`` are pooled into the new results.
 
@@ -231,15 +276,11 @@ class Measurer(abc.ABC):
                 f"previous must hold one result per candidate ({len(previous)} != "
                 f"{len(candidates)})"
             )
-        pooled = self.measure(candidates)
-        if previous is not None:
-            pooled = [
-                pool_results(old, new) if old.is_ok else new
-                for old, new in zip(previous, pooled, strict=True)
-            ]
-        for _ in range(rounds - 1):
-            again = self.measure(candidates)
-            pooled = [pool_results(a, b) for a, b in zip(pooled, again, strict=True)]
+        pooled = []
+        for i, results in enumerate(self.measure_paired(candidates, rounds=rounds)):
+            old = [previous[i]] if previous is not None and previous[i].is_ok else []
+            merged = functools.reduce(pool_results, old + results)
+            pooled.append(merged)
         return pooled
 
     def start_workers(  # noqa: B027  (optional hook, default: nothing to start)

@@ -10,14 +10,16 @@ Pipeline for one ``measure`` call (a batch):
 2. Run the built ones one after another on a single runner process, so two kernels never
    compete for the cores while one is timed: load the ``.so``, run it once on
    ``Workload.random_inputs(seed)`` and compare with the NumPy reference, warm it up, then time
-   it with ``time_evaluator`` (more rounds while the repeats spread wide; ``MeasureConfig``).
+   it (``_timing.time_main``: each repeat the fastest of its samples; more rounds while the
+   repeats spread wide; ``MeasureConfig``).
    The runner's ``TVM_NUM_THREADS`` is ``config.num_threads`` or else the target's core count,
    set in its environment before TVM's thread pool starts.
 
 While one candidate is timed, this measurer holds ``TIMING_GATE.timing()`` (``_gate``): cost
 models of this process wait to train or predict until the kernel is timed, and the timing
 waits for one in progress. Builds do not hold it, so other work interleaves between kernels. A
-result whose repeats still spread more than ``max_spread`` is ``NOISY``: kept, never ranked.
+correct kernel is ``OK`` however busy the machine was: how widely its repeats spread is part
+of the result (``MeasureResult.spread``, ``is_noisy``), information rather than a verdict.
 
 By default the runs start once the whole batch is built. On a 2-core machine a compile next to
 a timed kernel skews that timing: measured on 16 MetaSchedule samples of matmul 256^3,
@@ -48,14 +50,13 @@ import uuid
 import weakref
 from collections.abc import Sequence
 from concurrent.futures import Future, wait
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from explorer._process import owned_temp_dir
 from explorer.measure._base import Candidate, MeasureConfig, Measurer, MeasureResult
 from explorer.measure._gate import TIMING_GATE
 from explorer.measure._pool import WorkerLost, WorkerPool, shutdown_pool
-from explorer.measure._timing import spread as _spread
 from explorer.target import Target, available_cores, cuda_available
 from explorer.types import MeasureStatus
 
@@ -87,7 +88,7 @@ class LocalMeasurer(Measurer):
         >>> trace = _tvm.trace_to_json(_tvm.Schedule(w.mod()).trace)
         >>> with LocalMeasurer(MeasureConfig(repeat=3)) as m:
         ...     (r,) = m.measure([Candidate(w, Target.local_cpu(), trace)])
-        >>> r.is_ok or r.status.value == "noisy", len(r.run_secs)  # noisy: the machine was busy
+        >>> r.is_ok, len(r.run_secs)
         (True, 3)
     """
 
@@ -136,42 +137,29 @@ class LocalMeasurer(Measurer):
         cands = _checked(candidates)
         with self._lock:
             self._check_open()
-            return self._measure(cands, rounds=1, previous=None, best=_checked_best(best_secs))
+            per_round = self._measure(cands, rounds=1, best=_checked_best(best_secs))
+            return [rs[0] for rs in per_round]
 
-    def remeasure(
-        self,
-        candidates: Sequence[Candidate],
-        *,
-        rounds: int = 3,
-        previous: Sequence[MeasureResult] | None = None,
-    ) -> list[MeasureResult]:
-        """Time candidates again, ``rounds`` times each, and pool every repeat.
+    def measure_paired(
+        self, candidates: Sequence[Candidate], *, rounds: int = 3
+    ) -> list[list[MeasureResult]]:
+        """Time candidates side by side: each is built once, then every round times each of
+        them in turn, so two readings of one round were taken under the same load.
 
-        Each candidate is built once; the rounds then visit the candidates round-robin, so a
-        change in machine load hits all of them alike instead of favouring whichever ran in a
-        quiet moment. Re-measure before calling one candidate "the best"
-        (``explorer.measure.confirm_best`` does the selection and ranking).
-
-        Args:
-            candidates: what to re-time.
-            rounds: full ``config.repeat`` timings per candidate.
-            previous: earlier results, one per candidate; the run_secs of those that are
-                ``OK`` are pooled into the new results.
+        After the first round, a candidate ``config.hopeless_ratio`` times slower than that
+        round's fastest is not timed again: no later round can change how they compare (the
+        unscheduled matmul 1024 takes 7 s a call).
 
         Returns:
-            One result per candidate whose ``run_secs`` holds the previous repeats followed by
-            ``rounds * config.repeat`` new ones; a failure stops a candidate's rounds.
+            Per candidate, its result of each round it was timed in (the first round's is
+            checked against NumPy); a failure ends a candidate's rounds.
         """
         cands = _checked(candidates)
         if rounds < 1:
             raise ValueError(f"rounds must be at least 1 (got {rounds})")
-        if previous is not None and len(previous) != len(cands):
-            raise ValueError(
-                f"previous must hold one result per candidate ({len(previous)} != {len(cands)})"
-            )
         with self._lock:
             self._check_open()
-            return self._measure(cands, rounds=rounds, previous=previous, best=None)
+            return self._measure(cands, rounds=rounds, best=None)
 
     def start_workers(
         self, *, num_candidates: int | None = None, num_threads: int | None = None
@@ -268,9 +256,9 @@ class LocalMeasurer(Measurer):
         cands: list[Candidate],
         *,
         rounds: int,
-        previous: Sequence[MeasureResult] | None,
         best: float | None,
-    ) -> list[MeasureResult]:
+    ) -> list[list[MeasureResult]]:
+        """Per candidate, its result of each round (see ``measure_paired``)."""
         cfg = self.config
         batch = _Batch(cands, best_secs=best)
 
@@ -284,7 +272,7 @@ class LocalMeasurer(Measurer):
             else:
                 batch.todo.append(i)
         if not batch.todo:
-            return _finished(batch.results)
+            return batch.per_round(cfg.max_spread)
         pool = self._ensure_pool()
         assert self._artifact_dir is not None
 
@@ -306,23 +294,8 @@ class LocalMeasurer(Measurer):
                 with contextlib.suppress(OSError):
                     os.unlink(path)
 
-        # Step 4. Assemble the successes, pooling earlier repeats when asked to.
-        for i, secs in batch.run_secs.items():
-            if batch.results[i] is not None:
-                continue
-            before = previous[i].run_secs if previous is not None and previous[i].is_ok else ()
-            result = MeasureResult(
-                MeasureStatus.OK,
-                run_secs=tuple(before) + tuple(secs),
-                build_secs=batch.build_secs[i],
-                flops=cands[i].workload.flops(),
-                num_threads=batch.threads[i],
-                max_spread=cfg.max_spread,
-                device=batch.devices.get(i),
-            )
-            noisy = result.is_noisy
-            batch.results[i] = _noisy(result, batch.timing_rounds[i]) if noisy else result
-        return _finished(batch.results)
+        # Step 4. Each round's timings become a result; a failure ends the candidate's rounds.
+        return batch.per_round(cfg.max_spread)
 
     def _hopeless_secs(self, batch: _Batch) -> float | None:
         """The time from which the batch's next kernel stops after 2 repeats, or ``None``."""
@@ -363,13 +336,14 @@ class LocalMeasurer(Measurer):
         return True
 
     def _run_batch(self, pool: WorkerPool, batch: _Batch, rounds: int) -> None:
-        """Run serially on the one runner; round-robin when re-measuring."""
+        """Run serially on the one runner; round-robin when timing several rounds."""
         cfg = self.config
         for rnd in range(rounds):
+            settled = batch.settled(cfg.hopeless_ratio) if rnd else set()
             for i in batch.todo:
                 if rnd == 0 and not self._take_build(batch, i):
                     continue
-                if batch.results[i] is not None:
+                if batch.results[i] is not None or i in settled:
                     continue
                 cand = batch.cands[i]
                 if (why := self._cannot_run(cand)) is not None:
@@ -394,7 +368,7 @@ class LocalMeasurer(Measurer):
                     batch.results[i] = failure
                     continue
                 assert isinstance(reply, dict)
-                batch.add_timings(i, reply, cfg.max_spread)
+                batch.add_timings(i, reply)
 
     def _build_request(self, cand: Candidate, path: str) -> dict[str, Any]:
         return {
@@ -476,7 +450,7 @@ class _Batch:
 
     cands: list[Candidate]
     # The caller's best so far (measure only; None: no kernel is cut short), and the fastest
-    # tight timing of this batch so far: kernels hopeless_ratio times slower stop after 2 repeats.
+    # timing of this batch so far: kernels hopeless_ratio times slower stop after 2 repeats.
     best_secs: float | None = None
     fastest_secs: float = math.inf
     todo: list[int] = field(default_factory=list)  # the candidates to build and run
@@ -484,35 +458,57 @@ class _Batch:
     paths: dict[int, str] = field(default_factory=dict)
     futures: dict[int, Future[dict[str, Any] | WorkerLost]] = field(default_factory=dict)
     build_secs: dict[int, float] = field(default_factory=dict)
-    run_secs: dict[int, list[float]] = field(default_factory=dict)
-    timing_rounds: dict[int, int] = field(default_factory=dict)
+    round_secs: dict[int, list[list[float]]] = field(default_factory=dict)  # each round's
     threads: dict[int, int] = field(default_factory=dict)
     devices: dict[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.results = [None] * len(self.cands)
 
-    def add_timings(self, i: int, reply: dict[str, Any], max_spread: float) -> None:
-        """A successful run's reply: its repeats join the candidate's earlier rounds."""
-        secs = [float(x) for x in reply["run_secs"]]
-        self.run_secs.setdefault(i, []).extend(secs)
-        if secs and _spread(secs) <= max_spread:
-            self.fastest_secs = min(self.fastest_secs, statistics.median(secs))
-        rounds = int(reply.get("timing_rounds", 1))
-        self.timing_rounds[i] = max(self.timing_rounds.get(i, 0), rounds)
+    def add_timings(self, i: int, reply: dict[str, Any]) -> None:
+        """A successful run's reply: its repeats, one list a round (a device's reply holds
+        the rounds it timed in one session), after the candidate's earlier rounds."""
+        for secs in reply.get("round_secs") or [reply["run_secs"]]:
+            timed = [float(x) for x in secs]
+            self.round_secs.setdefault(i, []).append(timed)
+            if timed:
+                self.fastest_secs = min(self.fastest_secs, statistics.median(timed))
         self.threads[i] = int(reply["num_threads"])
         if reply.get("device"):
             self.devices[i] = str(reply["device"])
 
+    def settled(self, ratio: float | None) -> set[int]:
+        """The candidates whose latest round was ``ratio`` times the fastest of that round or
+        slower: more rounds cannot change how they compare."""
+        latest = {
+            i: statistics.median(rounds[-1])
+            for i, rounds in self.round_secs.items()
+            if rounds[-1] and self.results[i] is None
+        }
+        if ratio is None or not latest:
+            return set()
+        bar = ratio * min(latest.values())
+        return {i for i, secs in latest.items() if secs >= bar}
 
-def _noisy(result: MeasureResult, rounds: int) -> MeasureResult:
-    """``result`` as ``NOISY``: its timings kept, with a sentence saying why they are not used."""
-    msg = (
-        f"the timings spread {result.spread:.0%} (more than max_spread {result.max_spread:.0%}) "
-        f"in the best of {rounds} timing round(s): the machine was busy, or the kernel's run "
-        "time varies; measure it again"
-    )
-    return replace(result, status=MeasureStatus.NOISY, error_msg=msg)
+    def per_round(self, max_spread: float) -> list[list[MeasureResult]]:
+        """Per candidate, a result for each round it was timed in, then its failure if any."""
+        out: list[list[MeasureResult]] = []
+        for i, cand in enumerate(self.cands):
+            results = [
+                MeasureResult(
+                    MeasureStatus.OK,
+                    run_secs=tuple(secs),
+                    build_secs=self.build_secs[i],
+                    flops=cand.workload.flops(),
+                    num_threads=self.threads[i],
+                    max_spread=max_spread,
+                    device=self.devices.get(i),
+                )
+                for secs in self.round_secs.get(i, [])
+            ]
+            failure = self.results[i]
+            out.append(results + [failure] if failure is not None else results)
+        return out
 
 
 def _builders_for(num_candidates: int | None) -> int | None:
@@ -540,11 +536,6 @@ def _checked(candidates: Sequence[Candidate]) -> list[Candidate]:
         if not isinstance(cand, Candidate):
             raise TypeError(f"candidates[{i}] is a {type(cand).__name__}, not a Candidate")
     return cands
-
-
-def _finished(results: list[MeasureResult | None]) -> list[MeasureResult]:
-    assert all(r is not None for r in results)
-    return results  # type: ignore[return-value]
 
 
 def _family_module(workload: Workload) -> str | None:

@@ -322,7 +322,7 @@ class RemoteMeasurer(LocalMeasurer):
             )
             return
         if reply.get("ok"):
-            batch.add_timings(i, reply, self.config.max_spread)
+            batch.add_timings(i, reply)
             return
         stage = reply.get("stage")
         status = {

@@ -81,9 +81,9 @@ def _run_items(
             return [{"ok": False, "stage": "run", "error": why} for _ in items]
     except Exception as exc:  # noqa: BLE001
         return [{"ok": False, "stage": "lost", "error": message(exc)} for _ in items]
-    ready: list[tuple[Any, list[Any], float] | None] = [None] * len(items)
+    ready: list[tuple[Any, list[Any], float, float] | None] = [None] * len(items)
     replies: list[dict[str, Any]] = [
-        {"ok": True, "run_secs": [], "timing_rounds": 0, "device_info": info} for _ in items
+        {"ok": True, "round_secs": [], "timing_rounds": 0, "device_info": info} for _ in items
     ]
     for _ in range(int(req.get("rounds", 1))):
         for k, item in enumerate(items):
@@ -95,8 +95,10 @@ def _run_items(
                     if failure is not None:
                         replies[k] = failure
                         continue
-                module, args, first_secs = ready[k]  # type: ignore[misc]
-                run_secs, rounds = time_main(module, dev, args, req, first_call_secs=first_secs)
+                module, args, first_secs, call_secs = ready[k]  # type: ignore[misc]
+                run_secs, rounds = time_main(
+                    module, dev, args, req, first_call_secs=first_secs, call_secs=call_secs
+                )
             except Exception as exc:  # noqa: BLE001  (classified: the worker must answer)
                 stage = _stage_of(exc, session)
                 replies[k] = {"ok": False, "stage": stage, "error": message(exc)}
@@ -106,7 +108,7 @@ def _run_items(
                             replies[j] = {"ok": False, "stage": "lost", "error": message(exc)}
                     return replies
                 continue
-            replies[k]["run_secs"] += run_secs
+            replies[k]["round_secs"].append(run_secs)
             replies[k]["timing_rounds"] = max(replies[k]["timing_rounds"], rounds)
     threads = int(session.get_function("runtime.NumThreads")())
     for r in replies:
@@ -121,10 +123,10 @@ def _prepare(
     req: dict[str, Any],
     workload_of: Callable[[dict[str, Any]], Any],
     reference: Reference,
-) -> tuple[tuple[Any, list[Any], float] | None, dict[str, Any] | None]:
+) -> tuple[tuple[Any, list[Any], float, float] | None, dict[str, Any] | None]:
     """Upload and load an item's kernel, check its output (when asked) and warm it up: the
-    module, its arguments and how long the check's call took (a round trip to the device
-    included; 0 without a check), or the reply of a wrong result."""
+    module, its arguments, how long the check's call took (a round trip to the device
+    included; 0 without a check) and the warm-up's mean call, or the reply of a wrong result."""
     tvm = _tvm.tvm
     workload = workload_of(item)
     session.upload(item["path"])
@@ -147,8 +149,9 @@ def _prepare(
     warmup_ms = int(round(float(req.get("warmup_secs", 0.0)) * 1000))
     # On the device, not one RPC call per run: a warm-up loop over the network would time the
     # network.
-    module.time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=max(warmup_ms, 1))(*args)
-    return (module, args, first_call_secs), None
+    warm = module.time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=max(warmup_ms, 1))
+    call_secs = float(warm(*args).results[0])  # the mean call of the warm-up sizes the samples
+    return (module, args, first_call_secs, call_secs), None
 
 
 def _stage_of(exc: BaseException, session: Any) -> str:

@@ -12,19 +12,26 @@ from typing import Any
 MAX_ERROR_CHARS = 16_000  # TVM's diagnostics print the whole module; keep them, within reason
 
 
-def warm_up(kernel: Any, args: list[Any], secs: float, *, done_secs: float = 0.0) -> None:
+def warm_up(kernel: Any, args: list[Any], secs: float, *, done_secs: float = 0.0) -> float:
     """Run the kernel untimed for about ``secs`` (at least once): after idle the runtime's
     worker threads sleep and the caches are cold, and the first timed repeats paid for it.
 
     ``done_secs``: how long the kernel has just run untimed already (the correctness check's
     call); only the rest is run. A slow kernel (an unscheduled matmul 1024 takes seconds) is
     then not run once more for nothing, which kept it within its run timeout.
+
+    Returns the fastest call seen (``done_secs`` when no call was made): the timing sizes its
+    samples with it (``time_main``).
     """
     start = time.perf_counter() - done_secs
-    if done_secs <= 0:
+    fastest = done_secs if done_secs > 0 else math.inf
+    ran = done_secs > 0
+    while not ran or time.perf_counter() - start < secs:
+        before = time.perf_counter()
         kernel(*args)
-    while time.perf_counter() - start < secs:
-        kernel(*args)
+        fastest = min(fastest, time.perf_counter() - before)
+        ran = True
+    return fastest
 
 
 def spread(secs: list[float]) -> float:
@@ -38,10 +45,12 @@ def timed_rounds(
 ) -> tuple[list[float], int]:
     """Time up to ``max_rounds`` rounds until one spreads at most ``max_spread``.
 
-    Returns the round with the lowest spread, whole, and how many rounds ran. Rounds are never
-    mixed: interference only adds slow, uneven repeats, so the tightest round is the one least
-    touched by it, and its repeats belong together. Another round starts only while the time
-    spent plus one more round stays within ``budget_secs`` (part of the run timeout).
+    Returns the round with the lowest median (the tighter one on a tie), whole, and how many
+    rounds ran. Interference only ever adds time, so the lowest round is the one least touched
+    by it, even when it is not the tightest: a round slowed evenly throughout (another process
+    held a core the whole time) is tight and wrong. Rounds are never mixed, so a result's
+    repeats come from one stretch of time. Another round starts only while the time spent plus
+    one more round stays within ``budget_secs`` (part of the run timeout).
     """
     start = time.perf_counter()
     rounds: list[list[float]] = []
@@ -53,7 +62,7 @@ def timed_rounds(
             break
         if time.perf_counter() - start + took > budget_secs:
             break
-    return min(rounds, key=spread), len(rounds)
+    return min(rounds, key=lambda r: (statistics.median(r), spread(r))), len(rounds)
 
 
 # From this long a call on, repeats are timed here, one call each (perf_counter around the call
@@ -92,6 +101,12 @@ def _call_by_call(module: Any, dev: Any, args: list[Any], n: int) -> list[float]
     return out
 
 
+# A sample is the mean of this much of back-to-back calls (one call when a call is longer), so
+# the timer's resolution and the call's own overhead stay below a percent of it.
+SAMPLE_SECS = 1e-4
+_MAX_CHUNKS = 8  # a repeat's samples come in at most this many calls of the device's timer
+
+
 def time_main(
     module: Any,
     dev: Any,
@@ -99,11 +114,21 @@ def time_main(
     req: dict[str, Any],
     *,
     first_call_secs: float = 0.0,
+    call_secs: float = 0.0,
 ) -> tuple[list[float], int]:
     """Time ``module["main"]`` on ``dev`` with TVM's ``time_evaluator`` (on the device itself,
     local or remote), in rounds per the run request's settings (``timed_rounds``).
 
-    ``first_call_secs`` is how long the kernel's first call took: the correctness check's.
+    A repeat lasts about the request's ``min_repeat_secs`` and reads the *fastest* of its
+    samples (each sample is one call, or the mean of back-to-back calls summing to
+    ``SAMPLE_SECS``). Another process on the cores only ever adds time to a sample, and on a
+    busy machine some samples of a short kernel still run undisturbed, so the fastest is what
+    the kernel costs; the mean of the same stretch (TVM's own repeat) moved 8x between
+    measurements beside two CPU burners. A kernel of a repeat's length or more has one sample
+    a repeat.
+
+    ``first_call_secs`` is how long the kernel's first call took: the correctness check's;
+    ``call_secs`` the fastest call of the warm-up (``warm_up``), which sizes the samples.
     With the request's ``hopeless_secs`` (a search's best so far, or the batch's fastest kernel
     before this one, times ``MeasureConfig.hopeless_ratio``), a kernel whose first call was
     that slow is timed 2 repeats first, and stops there when both are that slow too: it cannot
@@ -114,31 +139,60 @@ def time_main(
     of a completed call: the device synchronised).
     """
     budget = float(req.get("timing_budget_secs", math.inf))
-    long_calls = first_call_secs >= LONG_CALL_SECS
+    call = call_secs if call_secs > 0 else first_call_secs
+    long_calls = max(first_call_secs, call) >= LONG_CALL_SECS
+    carried = [first_call_secs] if first_call_secs >= LONG_CALL_SECS else []
     # Long calls: the check's call is the first round's first repeat, so it is not counted.
     repeat = repeats_that_fit(
-        int(req["repeat"]), first_call_secs, budget, extra_calls=-1 if long_calls else 1
+        int(req["repeat"]), call, budget, extra_calls=-len(carried) if long_calls else 1
     )
-    timers: dict[int, Any] = {}
-    carried = [first_call_secs] if long_calls else []
+    window = float(req["min_repeat_secs"])
+    flush = int(req.get("cache_flush_bytes", 0))
+    timers: dict[tuple[int, int], Any] = {}
+    fastest = call if call > 0 else math.inf  # the fastest call seen (a sample's mean)
+
+    def samples(number: int, k: int) -> list[float]:
+        """``k`` samples of ``number`` calls each, on the device (TVM makes one untimed call
+        first)."""
+        if (number, k) not in timers:
+            timers[number, k] = module.time_evaluator(
+                "main",
+                dev,
+                number=number,
+                repeat=k,
+                min_repeat_ms=0,  # the samples are sized here
+                cooldown_interval_ms=0,
+                repeats_to_cooldown=1,
+                cache_flush_bytes=flush,
+            )
+        return [float(x) for x in timers[number, k](*args).results]
 
     def time_repeats(n: int) -> list[float]:
+        """``n`` repeats, each the fastest of about ``window`` seconds of samples. One timer
+        call times them all, sized from the fastest call seen so far; when that was a
+        disturbed call (too slow: a cold check call, a busy warm-up), the repeats fall short of
+        their window and one more call tops them up, sized from what the samples showed."""
+        nonlocal fastest
         if long_calls:
             head = carried[:n]
             carried.clear()
             return head + _call_by_call(module, dev, args, n - len(head))
-        if n not in timers:
-            timers[n] = module.time_evaluator(
-                "main",
-                dev,
-                number=1,  # grown by TVM until one repeat lasts min_repeat_ms
-                repeat=n,
-                min_repeat_ms=int(round(float(req["min_repeat_secs"]) * 1000)),
-                cooldown_interval_ms=0,
-                repeats_to_cooldown=1,
-                cache_flush_bytes=int(req.get("cache_flush_bytes", 0)),
-            )
-        return [float(x) for x in timers[n](*args).results]
+        best, spent = [math.inf] * n, [0.0] * n
+        short = list(range(n))
+        for _ in range(_MAX_CHUNKS):
+            sized = math.isfinite(fastest)  # no call seen yet: one sample of one call first
+            number = max(1, math.ceil(SAMPLE_SECS / fastest))
+            k = max(1, round((window - min(spent[j] for j in short)) / (number * fastest)))
+            got = samples(number, k * len(short))
+            for slot, j in enumerate(short):
+                mine = got[slot * k : (slot + 1) * k]
+                best[j] = min(best[j], *mine)
+                spent[j] += number * sum(mine)
+            fastest = min(fastest, *got)  # a sample is the mean of its calls
+            short = [j for j in short if spent[j] < 0.9 * window]
+            if not short or (sized and k == 1 and number == 1):  # one call fills a window
+                break
+        return best
 
     hopeless = req.get("hopeless_secs")
     probe = 2

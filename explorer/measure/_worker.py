@@ -179,9 +179,11 @@ class _Worker:
                 if mismatch is not None:
                     return {"ok": False, "stage": "wrong", "error": mismatch}
             warmup = float(req.get("warmup_secs", 0.0))
-            _warm_up(module["main"], args, warmup, done_secs=checked_secs)
+            call_secs = _warm_up(module["main"], args, warmup, done_secs=checked_secs)
             dev.sync()  # a GPU runs the warm-up's launches asynchronously: all done first
-            run_secs, rounds = time_main(module, dev, args, req, first_call_secs=checked_secs)
+            run_secs, rounds = time_main(
+                module, dev, args, req, first_call_secs=checked_secs, call_secs=call_secs
+            )
         except Exception as exc:  # noqa: BLE001
             msg = _message(exc)
             if isinstance(exc, MemoryError) or "alloc" in msg.lower():

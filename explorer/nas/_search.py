@@ -22,6 +22,7 @@ Every tuning is an ordinary run in the store (one per distinct shape), visible t
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -41,23 +42,27 @@ if TYPE_CHECKING:  # the measurer package imports TVM; describing a search does 
     from explorer.measure import Measurer
 
 
-SETTLE_ROUNDS = 2
-"""Extra re-timings of a shape whose tuning ended with no conclusive timing (every one noisy:
-a kernel of a few microseconds on a busy machine), before its networks go without a latency."""
-
-
 @dataclass(frozen=True, slots=True)
 class ConvTuning:
     """One distinct convolution's tuning: its run and the run's best (confirmed) median.
 
     ``best_secs`` is ``None`` when no schedule of the run succeeded (a network that runs it then
     has no latency). ``is_cached``: the run existed before this search (nothing was measured).
+    ``paired_secs``: the best schedule's median when re-timed beside every other shape's best
+    at the end of the search (``None`` when it was not); networks are compared with it.
     """
 
     conv: Conv
     run_id: int
     best_secs: float | None
     is_cached: bool
+    best_trial_id: int | None = None
+    paired_secs: float | None = None
+
+    @property
+    def latency_secs(self) -> float | None:
+        """What a network's latency sums for this shape: the side-by-side reading if any."""
+        return self.paired_secs if self.paired_secs is not None else self.best_secs
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +118,16 @@ class NasResult:
     @property
     def front(self) -> list[NasPoint]:
         return [p for p in self.points if p.is_on_front]
+
+    def untimed_convs(self, point: NasPoint) -> list[ConvTuning]:
+        """The tunings that leave ``point`` without a latency: no schedule of theirs
+        succeeded (every trial failed to build or run, or the tuning was stopped)."""
+        by_conv = {t.conv: t for t in self.tunings}
+        return [
+            by_conv[conv]
+            for conv in point.network.conv_counts()
+            if conv in by_conv and by_conv[conv].best_secs is None
+        ]
 
     @property
     def fastest_legal(self) -> NasPoint | None:
@@ -175,8 +190,34 @@ def find_tuning(
             and s.get("seed") == seed
         ):
             summary = summarize_run(run.id, store.trial_rows(run_id=run.id))
-            return ConvTuning(conv, run.id, summary.best_secs, is_cached=True)
+            return ConvTuning(
+                conv, run.id, summary.best_secs, True, best_trial_id=summary.best_trial_id
+            )
     return None
+
+
+def retime_together(
+    store: RecordStore, measurer: Measurer, tunings: Mapping[Conv, ConvTuning], *, rounds: int = 3
+) -> dict[Conv, ConvTuning]:
+    """Every shape's best schedule re-timed side by side (``Measurer.measure_paired``), as each
+    tuning's ``paired_secs``.
+
+    A network's latency is a sum over its shapes, and networks are compared by ratios of such
+    sums. Each shape's best was timed by its own run, minutes (or sessions) apart from the
+    others; on a busy machine the same kernel reads 2x apart from one minute to the next, which
+    once turned a dense block's untuned-looking 5.4 ms (0.7 ms side by side) into a "62x"
+    speed-up. Read together, in interleaved rounds, the shapes share the machine's state.
+    """
+    timed = [t for t in tunings.values() if t.best_trial_id is not None]
+    out = dict(tunings)
+    if len(timed) < 2:  # nothing to compare a shape with
+        return out
+    cands = [store.get_trial(t.best_trial_id).candidate for t in timed if t.best_trial_id]
+    for tuning, results in zip(timed, measurer.measure_paired(cands, rounds=rounds), strict=True):
+        secs = [s for r in results if r.is_ok for s in r.run_secs]
+        if secs:
+            out[tuning.conv] = replace(tuning, paired_secs=statistics.median(secs))
+    return out
 
 
 def tuned_latency(item: Network | Layer, tunings: Mapping[Conv, ConvTuning]) -> float | None:
@@ -185,9 +226,9 @@ def tuned_latency(item: Network | Layer, tunings: Mapping[Conv, ConvTuning]) -> 
     total = 0.0
     for conv, count in item.conv_counts().items():
         tuning = tunings.get(conv)
-        if tuning is None or tuning.best_secs is None:
+        if tuning is None or tuning.latency_secs is None:
             return None
-        total += count * tuning.best_secs
+        total += count * tuning.latency_secs
     return total
 
 
@@ -276,7 +317,7 @@ def nas_search(
         if on_progress is not None:
             on_progress(NasProgress(i, len(wanted), conv, cached is not None))
         if cached is not None:
-            run_id, best, is_cached = cached.run_id, cached.best_secs, True
+            tunings[conv] = cached
         else:
             if should_stop():
                 stopped = True
@@ -292,12 +333,10 @@ def nas_search(
             if result.stopped_because == "cancelled":
                 stopped = True
                 break
-            run_id, best, is_cached = result.run.id, result.best_secs, False
-        for _ in range(SETTLE_ROUNDS):
-            if best is not None:
-                break
-            best = tuner.confirm(run_id)
-        tunings[conv] = ConvTuning(conv, run_id, best, is_cached)
+            best_id = None if result.best is None else result.best.id
+            tunings[conv] = ConvTuning(conv, result.run.id, result.best_secs, False, best_id)
+    if not stopped:
+        tunings = retime_together(store, measurer, tunings)
     tuning_secs = time.perf_counter() - start
     if on_progress is not None:
         on_progress(NasProgress(len(tunings), len(wanted), None, False))

@@ -396,8 +396,8 @@ class EvolutionarySearch(SearchStrategy):
 def _runner_result(result: MeasureResult) -> tuple[Any, bool]:
     """Our result as MetaSchedule's ``RunnerResult``, and whether its cost model learns from it.
 
-    Build failures are left out as MetaSchedule does; so are inconclusive timings (noisy,
-    unchecked), which are neither a success nor a failure. All are stored in its database as
+    Build failures are left out as MetaSchedule does; so are inconclusive (unchecked) timings,
+    which are neither a success nor a failure. All are stored in its database as
     failed, so none becomes a parent of the next population.
     """
     ok = result.is_ok and result.run_secs and math.fsum(result.run_secs) > 0

@@ -32,8 +32,8 @@ class CheckSummary:
         run_ids: The ``"check"`` runs created, one per (workload, target).
         checked: Schedules measured (one per distinct trace, however many trials it had).
         ok: Of those, how many matched NumPy and were timed.
-        failed: How many did not (wrong result, build or run error, timeout, or timings too
-            noisy to use): their status and message are in the check run's trials.
+        failed: How many did not (wrong result, build or run error, timeout): their status
+            and message are in the check run's trials.
         already_checked: Unchecked trials skipped because their schedule had been checked.
     """
 

@@ -454,7 +454,14 @@ def _add_device(conn: psycopg.Connection[Any]) -> None:
     conn.execute("ALTER TABLE trials ADD COLUMN device text")
 
 
-_UPGRADES: tuple[Any, ...] = (_add_device,)
+def _noisy_is_ok(conn: psycopg.Connection[Any]) -> None:
+    """Version 5 (SQLite's ``_migrate_to_v5``): "noisy" trials are ``ok``."""
+    conn.execute("ALTER TABLE trials DISABLE TRIGGER trials_append_only")
+    conn.execute("UPDATE trials SET status = 'ok' WHERE status = 'noisy'")
+    conn.execute("ALTER TABLE trials ENABLE TRIGGER trials_append_only")
+
+
+_UPGRADES: tuple[Any, ...] = (_add_device, _noisy_is_ok)
 
 
 def _create_tables(conn: psycopg.Connection[Any]) -> None:

@@ -124,10 +124,24 @@ def _migrate_to_v4(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE trials ADD COLUMN device TEXT")
 
 
+def _migrate_to_v5(conn: sqlite3.Connection) -> None:
+    # "noisy" stops being a status: a correct kernel whose repeats spread wide is OK, its spread
+    # a property of the reading (explorer.types.LEGACY_NOISY). Its rows become 'ok', so that
+    # every query ranks them as the code does; the append-only trigger is lifted for this
+    # one-time change of meaning, as in v3.
+    conn.execute("DROP TRIGGER trials_no_update")
+    conn.execute("UPDATE trials SET status = 'ok' WHERE status = 'noisy'")
+    conn.execute(
+        "CREATE TRIGGER trials_no_update BEFORE UPDATE ON trials "
+        "BEGIN SELECT RAISE(ABORT, 'trials are append-only'); END"
+    )
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_to_v1,
     _migrate_to_v2,
     _migrate_to_v3,
     _migrate_to_v4,
+    _migrate_to_v5,
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -20,8 +20,8 @@ Kinds (one 16-element float32 input ``A``, output ``B``):
 * ``hang``: a 1e9 x 1e9 reduction per element -> never finishes in practice.
 * ``hog``: fills a 1 GiB intermediate buffer -> trips a memory limit below ~1.3 GiB.
 * ``jitter``: ``B = 2 * A`` computed by a packed-function call (``UNEVEN_FUNC``) that pauses
-  10 ms and 50 ms on alternate calls, so every timing round spreads wide -> ``NOISY`` (with
-  ``min_repeat_secs=0`` each repeat is one call).
+  10 ms and 50 ms on alternate calls, so every timing round spreads wide -> ``OK`` and
+  ``is_noisy`` (with ``min_repeat_secs=0`` each repeat is one call).
 * ``settle``: the same, but alternating only for the first ``SETTLE_CALLS`` calls of the
   process, then a steady 10 ms: the first timing round is noisy, a re-timing is not.
 * ``slow``: the same packed function, a steady ``SLOW_CALL_SECS`` (1 s) every call: a kernel

@@ -40,12 +40,10 @@ from playwright.sync_api import expect
 
 pytestmark = pytest.mark.browser
 
-# The UI is under test, not timing quality: on a busy machine every trial of a short search can
-# be NOISY (never ranked, so no curve), so this explorer's measurer ignores the spread. It is
-# the user's own measurer, shared by the editor and the searches (issue 10's ownership rule).
+# The user's own measurer, shared by the editor and the searches (issue 10's ownership rule).
 CELLS = [
-    "from explorer.measure import LocalMeasurer, MeasureConfig\nfrom widgets import Explorer",
-    "ex = Explorer(measurer=LocalMeasurer(MeasureConfig(max_spread=float('inf'))))",
+    "from explorer.measure import LocalMeasurer\nfrom widgets import Explorer",
+    "ex = Explorer(measurer=LocalMeasurer())",
     "ex",
 ]
 MEASURE_TIMEOUT = 180_000  # ms: first use starts the measurer's worker processes

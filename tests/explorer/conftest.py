@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from explorer.measure import LocalMeasurer, MeasureConfig
@@ -12,9 +10,7 @@ from explorer.storage import get_store
 
 @pytest.fixture(scope="module")
 def measurer():
-    # Not about timing quality: a NOISY re-timing would un-confirm a best, and a NOISY trial is
-    # never trained on (test_timing.py checks both); a busy test machine must not change that.
-    with LocalMeasurer(MeasureConfig(repeat=3, min_repeat_secs=0.002, max_spread=math.inf)) as m:
+    with LocalMeasurer(MeasureConfig(repeat=3, min_repeat_secs=0.002)) as m:
         yield m
 
 

@@ -44,12 +44,12 @@ def test_the_issues_expression_ends_no_slower_than_the_re_timed_baseline(tmp_pat
         rows = store.trial_rows(run_id=run.id)
         summary = summarize_run(run.id, rows)
         baseline = [r for r in rows if r.decisions == BASELINE]
-        # measured before the search, re-timed beside the best at the end
-        assert len(baseline) == 2 and all(r.is_remeasure for r in baseline)
+        # measured before the search, re-timed beside the best at the end (1 to 3 rounds)
+        assert 2 <= len(baseline) <= 4 and all(r.is_remeasure for r in baseline)
         assert summary.num_trials == 1 and summary.best_secs is not None
-        if summary.baseline_secs is not None:  # both timings conclusive
-            assert summary.best_secs <= summary.baseline_secs
-            assert said == (summary.best_trial_id == baseline[0].id)
+        assert summary.baseline_secs is not None and summary.is_confirmed
+        assert summary.best_secs <= summary.baseline_secs
+        assert said == (summary.best_trial_id == baseline[0].id)
 
 
 @pytest.mark.parametrize("strategy", ["random", "autotvm", "evolutionary+droplet"])
@@ -60,16 +60,15 @@ def test_every_run_stores_one_baseline_that_is_not_a_trial(measurer, store, cpu_
     (first, *again) = _baselines(store, result.run.id)
     assert first.seq == 0 and first.is_remeasure  # measured before any trial
     assert first.candidate.trace == baseline_candidate(WORKLOAD, cpu_target).trace
-    assert len(again) <= 1 and all(t.is_remeasure for t in again)  # its final re-timing
+    # its final re-timing: up to one reading per round of the confirmation
+    assert len(again) <= tuner.confirm_rounds and all(t.is_remeasure for t in again)
     assert result.num_trials == 4 == store.count_trials(run_id=result.run.id, remeasures=False)
     assert result.baseline is not None and result.baseline.id == first.id
     searched = [t for t in trials if not t.is_remeasure]
     assert len(searched) == 4 and all(t.candidate.decisions != BASELINE for t in searched)
-    if result.baseline_secs is not None and result.best_secs is not None:
-        assert result.speedup_over_baseline == pytest.approx(
-            result.baseline_secs / result.best_secs
-        )
-        assert result.best_secs <= result.baseline_secs
+    assert result.baseline_secs is not None and result.best_secs is not None
+    assert result.speedup_over_baseline == pytest.approx(result.baseline_secs / result.best_secs)
+    assert result.best_secs <= result.baseline_secs
 
 
 def test_resume_replays_without_the_baseline_and_never_measures_it_again(
@@ -128,10 +127,8 @@ def test_the_convergence_analysis_returns_the_baseline(measurer, store, cpu_targ
     (first,) = _baselines(store, result.run.id)
     curve = run_curve(store, result.run)
     assert curve.num_trials == 4 and curve.num_remeasured == 1  # the baseline: not a trial
-    if first.result.is_ok:
-        assert curve.baseline_secs == first.median_secs
-        info = convergence_info(store, metric="latency_ms")
-        assert info.baseline == pytest.approx(first.median_secs * 1e3)
-        assert info.groups[0].runs[0].baseline == info.baseline
-    else:  # a busy machine: the baseline's timing was inconclusive, and nothing is drawn
-        assert curve.baseline_secs is None
+    assert first.result.is_ok  # a busy machine no longer makes it inconclusive (issue 21)
+    assert curve.baseline_secs == first.median_secs
+    info = convergence_info(store, metric="latency_ms")
+    assert info.baseline == pytest.approx(first.median_secs * 1e3)
+    assert info.groups[0].runs[0].baseline == info.baseline

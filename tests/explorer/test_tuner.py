@@ -21,18 +21,24 @@ WORKLOAD = get_workload("matmul", M=32, N=32, K=32)
 
 def test_a_run_stores_every_trial_and_reports_a_confirmed_best(measurer, store, cpu_target):
     progress = []
-    result = Tuner(measurer=measurer, store=store, batch_size=4, confirm_top=2).run(
+    tuner = Tuner(measurer=measurer, store=store, batch_size=4, confirm_top=2, confirm_rounds=3)
+    result = tuner.run(
         WORKLOAD, cpu_target, "random", max_trials=8, seed=1, on_progress=progress.append
     )
     assert result.stopped_because == "budget" and result.num_trials == 8
     assert [p.num_trials for p in progress] == [4, 8]
     assert result.run.status == "finished" and result.run.ended_at is not None
     trials = store.trials(run_id=result.run.id)
-    # the unscheduled baseline, 8 search trials, then the 2 best and the baseline re-measured
-    # (same traces, stored as further measurements)
-    assert len(trials) == 12
-    assert [t.seq for t in trials] == list(range(12))
+    # the unscheduled baseline, 8 search trials, then the confirmation: the 2 best and the
+    # baseline re-timed side by side in 3 rounds, round-robin, one batch (one created_at); a
+    # schedule 3x slower than a round's fastest (the baseline may be) sits out later rounds
+    confirmation = trials[9:]
+    assert [t.seq for t in trials] == list(range(len(trials)))
     assert trials[0].candidate.decisions == {"baseline": True} and trials[0].is_remeasure
+    assert all(t.is_remeasure for t in confirmation) and 3 <= len(confirmation) <= 9
+    assert len({t.created_at for t in confirmation}) == 1
+    keys = [trace_key(t.candidate.trace) for t in confirmation]
+    assert len(set(keys[:3])) == 3 and set(keys) == set(keys[:3])  # round 1 first, complete
     assert all(t.status is MeasureStatus.OK for t in trials)
     assert result.best is not None and result.best_secs > 0
     assert result.best_gflops == pytest.approx(WORKLOAD.flops() / result.best_secs / 1e9)
@@ -97,7 +103,7 @@ def test_resume_refuses_a_different_workload(measurer, store, cpu_target):
 
 
 def test_resume_does_not_count_the_re_timings_of_a_stopped_run(measurer, store, cpu_target):
-    tuner = Tuner(measurer=measurer, store=store, batch_size=4, confirm_top=2)
+    tuner = Tuner(measurer=measurer, store=store, batch_size=4, confirm_top=2, confirm_rounds=1)
     calls = []
     first = tuner.run(
         WORKLOAD, cpu_target, "random", max_trials=12, seed=5,
@@ -119,7 +125,7 @@ def test_resume_does_not_count_the_re_timings_of_a_stopped_run(measurer, store, 
 
 
 def test_runs_and_tune_agree_and_a_finished_run_is_not_re_timed_again(measurer, store, cpu_target):
-    tuner = Tuner(measurer=measurer, store=store, batch_size=4, confirm_top=2)
+    tuner = Tuner(measurer=measurer, store=store, batch_size=4, confirm_top=2, confirm_rounds=1)
     result = tuner.run(WORKLOAD, cpu_target, "random", max_trials=8, seed=2)
     summary = summarize_run(result.run.id, store.trial_rows(run_id=result.run.id))
     # re-measurements: the baseline, then it and the 2 best re-timed

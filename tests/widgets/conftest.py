@@ -13,7 +13,6 @@ instruction), so ranks are predictable and nothing is compiled. ``local_ctx`` us
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Callable, Iterator
 
@@ -142,9 +141,7 @@ def session(ctx: Context, matmul64: Workload) -> ScheduleSession:
 @pytest.fixture(scope="session")
 def local_measurer() -> Iterator[LocalMeasurer]:
     """The real measurer, started once (its worker processes take a second or two)."""
-    # Timing quality is not what these tests check: a correct kernel must not turn NOISY because
-    # the shared test machine disturbed its 5 ms repeats (test_cost.py renders NOISY apart).
-    config = MeasureConfig(repeat=3, min_repeat_secs=0.005, max_spread=math.inf)
+    config = MeasureConfig(repeat=3, min_repeat_secs=0.005)
     with LocalMeasurer(config, num_build_workers=1) as m:
         yield m
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
 import pytest
 from plotly.callbacks import Points
 
-from explorer.measure import Candidate, LocalMeasurer, MeasureConfig, MeasureResult
+from explorer.measure import Candidate, LocalMeasurer, MeasureResult
 from explorer.search._baseline import baseline_candidate
 from explorer.session import ScheduleSession
 from explorer.space import DesignSpace, KnobSpace
@@ -274,10 +273,7 @@ def test_a_click_that_cannot_open_shows_why(dash, dctx):
 def test_unchecked_timings_offer_a_check_that_measures_them(candidates) -> None:
     """MetaSchedule's timings are unchecked: the dashboard says so and its button re-measures
     them for real (LocalMeasurer, output compared with NumPy); then nothing is left to check."""
-    # Whether the check measures for real is checked, not timing quality: a correct kernel must
-    # not turn NOISY because the shared test machine disturbed its repeats.
-    quiet = MeasureConfig(max_spread=math.inf)
-    ctx = Context(store=":memory:", make_measurer=lambda: LocalMeasurer(quiet))
+    ctx = Context(store=":memory:", make_measurer=LocalMeasurer)
     try:
         cands = candidates[MATMUL.key()][:2]
         run = ctx.store.create_run(MATMUL, ctx.target, "metaschedule")

@@ -418,7 +418,7 @@ class RecordStoreContract:
             make_trial(workload, target, 5e-3),
             make_trial(workload, target, 1e-6, status=MeasureStatus.WRONG_RESULT),
             make_trial(workload, target, 3e-3, trace=1),
-            make_trial(workload, target, 9e-6, status=MeasureStatus.NOISY, trace=2),
+            make_trial(workload, target, 9e-6, status=MeasureStatus.UNCHECKED, trace=2),
         ])  # fmt: skip
         again = make_trial(workload, target, 1e-6, trace=1)  # a re-timing is not another one
         store.add_trials(run.id, [dataclasses.replace(again, is_remeasure=True)])

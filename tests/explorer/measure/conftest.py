@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 
 import pytest
@@ -21,9 +20,6 @@ FAST = MeasureConfig(
     run_timeout_secs=RUN_TIMEOUT,
     build_timeout_secs=60.0,
     memory_limit_bytes=MEMORY_LIMIT,
-    # These tests are about statuses, not timing quality: a correct kernel stays OK however
-    # much the shared machine disturbs its 2 ms repeats (NOISY is tested in test_timing.py).
-    max_spread=math.inf,
     # Nor about cutting hopeless kernels short (test_timing.py): every kernel gets its repeats.
     hopeless_ratio=None,
 )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 from explorer.measure import MEASURERS, LocalMeasurer, MeasureConfig
 from explorer.testing import recordings
 from explorer.testing.contracts import MeasurerContract
@@ -16,9 +14,7 @@ def test_every_registered_measurer_has_a_contract_test():
 
 class TestLocal(MeasurerContract):
     def make_measurer(self):
-        # The contract is about results, not timing quality: on the shared test machine 2 ms
-        # repeats often spread wide, which would make a correct kernel NOISY (test_timing.py).
-        return LocalMeasurer(MeasureConfig(repeat=3, min_repeat_secs=0.002, max_spread=math.inf))
+        return LocalMeasurer(MeasureConfig(repeat=3, min_repeat_secs=0.002))
 
 
 class TestReplay(MeasurerContract):

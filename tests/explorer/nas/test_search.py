@@ -204,28 +204,26 @@ def test_no_latency_is_never_on_the_front() -> None:
 
 
 @pytest.mark.timeout(600)
-def test_a_shape_never_timed_conclusively_is_retimed_then_left_without_a_latency(
-    store, cpu_target
-) -> None:
+def test_a_shape_timed_only_noisily_keeps_its_latency(store, cpu_target) -> None:
+    """Issue 21: on a busy machine `explorer nas` dropped legal candidates whose shapes had only
+    noisy trials. A spread is information: every timing here is "noisy" (no spread is small
+    enough), and the shape still has its latency, so its network is ranked."""
     from explorer.measure import LocalMeasurer, MeasureConfig
-    from explorer.nas._search import SETTLE_ROUNDS
 
-    # No spread is small enough: every timing is noisy, so no schedule may rank (issue 9).
     config = MeasureConfig(repeat=3, min_repeat_secs=0.001, max_spread=0.0, timing_rounds=1)
     net = Network("one", 3, 8, 8, Layer.dense("stem", 3, 8, 8, 8), ())
-    with LocalMeasurer(config) as noisy:
+    with LocalMeasurer(config) as measurer:
         result = nas_search(
             net,
             samples=0,
             budget=1,
             store=store,
-            measurer=noisy,
+            measurer=measurer,
             target=cpu_target,
             batch_size=8,
         )
     (tuning,) = result.tunings
-    assert tuning.best_secs is None and result.original.latency_secs is None
-    assert result.fastest_legal is None and result.speedup is None and not result.front
-    rows = store.trial_rows(run_id=tuning.run_id)
-    # the baseline, one trial, the run's own confirmation, then SETTLE_ROUNDS more re-timings
-    assert sum(r.is_remeasure for r in rows) >= 2 + SETTLE_ROUNDS
+    trials = store.trials(run_id=tuning.run_id)
+    assert trials and all(t.result.is_ok for t in trials)  # each was NOISY, unranked, before
+    assert tuning.best_secs is not None and result.original.latency_secs == tuning.best_secs
+    assert result.fastest_legal is result.original and result.front == [result.original]

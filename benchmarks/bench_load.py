@@ -1,0 +1,242 @@
+"""Verdicts on a busy machine (issue 21): the timing protocol beside two CPU-bound burners.
+
+Four parts, each printed with the machine's CPU:
+
+1. **The estimator, from evidence.** One schedule of matmul 256 (about 0.3 ms) and the same
+   schedule at 1024 (about 0.1-0.3 s), timed 10 times quiet and 10 times beside the burners with
+   plain TVM, three ways: TVM's mean over repeats of at least 20 ms, median of 5 (the
+   explorer's protocol before); the fastest sample of each 20 ms repeat, median of 5 (the
+   protocol now); the fastest of 40 single calls. For each: the spread of the 10 readings
+   (max / min) and how far their median sits from the quiet machine's.
+2. **One schedule measured 10 times** with ``LocalMeasurer`` beside the burners (the cost
+   panel's Measure pressed 10 times). Target: within 1.15x of each other.
+3. **Seeded small tunes** beside the burners: each run's verdict (its best against the
+   unscheduled program, read from its side-by-side confirmation) is compared with a paired
+   re-timing afterwards (``measure_paired``, 3 rounds). A verdict is wrong when the two
+   speed-ups differ by more than 1.5x, or disagree on which is faster. Target: 0 wrong.
+4. **Correct kernels exit 0**: ``explorer measure`` on several workloads beside the burners.
+   Target: 0 non-zero exits.
+
+    python benchmarks/bench_load.py [--tunes 20] [--trials 8] [--burners 2] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from explorer.measure import Candidate, LocalMeasurer
+from explorer.search._baseline import baseline_candidate
+from explorer.session import ScheduleSession
+from explorer.storage import get_store, summarize_run
+from explorer.target import Target, _cpu_model
+from explorer.testing.load import cpu_burners
+from explorer.tuner import Tuner
+from explorer.workloads import get_workload
+
+# The child that times with plain TVM (part 1): the three estimators on one built kernel.
+_ESTIMATORS = r"""
+import json, statistics, sys, time
+import numpy as np
+from explorer import _tvm
+from explorer.session import ScheduleSession
+from explorer.target import Target
+from explorer.workloads import get_workload
+n, times = int(sys.argv[1]), int(sys.argv[2])
+s = ScheduleSession(get_workload("matmul", M=n, N=n, K=n))
+for name, kw in json.loads(sys.argv[3]):
+    s.apply(name, **kw)
+mod = _tvm.compile_mod(s.mod, Target.local_cpu().to_tvm()).mod
+tvm = _tvm.tvm
+dev = tvm.cpu(0)
+w = s.workload
+args = [tvm.runtime.tensor(x, dev) for x in w.random_inputs(0)]
+args.append(tvm.runtime.tensor(np.zeros(w.output_spec()[0], "float32"), dev))
+f = mod["main"]
+for _ in range(3):
+    f(*args)
+def single():
+    t = time.perf_counter(); f(*args); return time.perf_counter() - t
+call = min(single() for _ in range(3))
+per = max(1, round(0.02 / call))
+mean20 = mod.time_evaluator("main", dev, number=1, repeat=5, min_repeat_ms=20)
+fastest = mod.time_evaluator("main", dev, number=1, repeat=5 * per, min_repeat_ms=0)
+singles = 40 if call < 0.05 else 20
+out = {"mean of 20 ms, median of 5": [], "fastest per 20 ms, median of 5": [],
+       f"fastest of {singles} single calls": []}
+for _ in range(times):
+    out["mean of 20 ms, median of 5"].append(statistics.median(mean20(*args).results))
+    xs = list(fastest(*args).results)
+    out["fastest per 20 ms, median of 5"].append(
+        statistics.median(min(xs[k * per:(k + 1) * per]) for k in range(5)))
+    out[f"fastest of {singles} single calls"].append(min(single() for _ in range(singles)))
+print(json.dumps(out))
+"""
+
+SCHEDULE = [
+    ("split", {"loop": "i", "factors": [None, 32]}),
+    ("split", {"loop": "j", "factors": [None, 64]}),
+    ("reorder", {"loops": ["i_0", "j_0", "k", "i_1", "j_1"]}),
+    ("vectorize", {"loop": "j_1"}),
+    ("parallel", {"loop": "i_0"}),
+]
+
+# Small tunes: workloads of microseconds to milliseconds, where a busy machine flipped verdicts.
+TUNES = [
+    ("matmul", {"M": 128, "N": 128, "K": 128}),
+    ("matmul", {"M": 64, "N": 64, "K": 64}),
+    ("conv2d", {"N": 1, "CI": 32, "H": 30, "W": 30, "CO": 32, "KH": 3, "KW": 3,
+                "stride": 2, "padding": 0, "dilation": 2}),
+    ("matmul", {"M": 256, "N": 256, "K": 64}),
+]  # fmt: skip
+
+MEASURES = [
+    ("matmul", {"M": 64, "N": 64, "K": 64}),
+    ("matmul", {"M": 16, "N": 16, "K": 16}),
+    ("softmax", {"M": 128, "N": 256}),
+]
+
+
+def part_estimators(burners: int, times: int) -> None:
+    print(f"\n== 1. Estimators with plain TVM, {times} readings each ==", flush=True)
+    for n in (256, 1024):
+        quiet = _estimate(n, times, 0)
+        busy = _estimate(n, times, burners)
+        for name, q in quiet.items():
+            b = busy[name]
+            print(
+                f"matmul {n}, {name:34s}: quiet spread {max(q) / min(q):5.2f}x; "
+                f"{burners} burners: spread {max(b) / min(b):5.2f}x, "
+                f"median {statistics.median(b) / statistics.median(q):5.2f}x the quiet one "
+                f"({statistics.median(q) * 1e3:.3f} ms quiet)",
+                flush=True,
+            )
+
+
+def _estimate(n: int, times: int, burners: int) -> dict[str, list[float]]:
+    cmd = [sys.executable, "-c", _ESTIMATORS, str(n), str(times), json.dumps(SCHEDULE)]
+    with cpu_burners(burners):
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def scheduled(n: int) -> Candidate:
+    s = ScheduleSession(get_workload("matmul", M=n, N=n, K=n))
+    for name, kw in SCHEDULE:
+        s.apply(name, **kw)
+    return s.candidate()
+
+
+def part_same_schedule(burners: int, times: int) -> float:
+    print(f"\n== 2. One schedule measured {times} times beside {burners} burners ==", flush=True)
+    worst = 1.0
+    with LocalMeasurer() as m:
+        for n in (256, 1024):
+            cand = scheduled(n)
+            m.measure([cand])  # built and warm before the burners start
+            with cpu_burners(burners):
+                secs = [m.measure([cand])[0].median_secs or math.nan for _ in range(times)]
+            ratio = max(secs) / min(secs)
+            worst = max(worst, ratio) if n == 256 else worst
+            print(
+                f"matmul {n}: {min(secs) * 1e3:.3f}-{max(secs) * 1e3:.3f} ms, "
+                f"within {ratio:.2f}x of each other (target for a short kernel: 1.15x)",
+                flush=True,
+            )
+    return worst
+
+
+def part_tunes(burners: int, num_tunes: int, trials: int) -> int:
+    print(
+        f"\n== 3. {num_tunes} seeded tunes of {trials} trials beside {burners} burners ==",
+        flush=True,
+    )
+    target = Target.local_cpu()
+    wrong = 0
+    with tempfile.TemporaryDirectory() as tmp, LocalMeasurer() as m:
+        store = get_store(Path(tmp) / "load.db")
+        for i in range(num_tunes):
+            family, shape = TUNES[i % len(TUNES)]
+            w = get_workload(family, **shape)
+            seed = i // len(TUNES)
+            with cpu_burners(burners):
+                start = time.perf_counter()
+                result = Tuner(measurer=m, store=store, batch_size=8).run(
+                    w, target, "random", max_trials=trials, seed=seed
+                )
+                summary = summarize_run(result.run.id, store.trial_rows(run_id=result.run.id))
+                assert result.best is not None and summary.speedup_over_baseline is not None
+                took = time.perf_counter() - start
+                best = result.best.candidate
+                (best_rounds, base_rounds) = m.measure_paired(
+                    [best, baseline_candidate(w, target)], rounds=3
+                )
+            paired = _median(base_rounds) / _median(best_rounds)
+            said = summary.speedup_over_baseline
+            bad = said / paired > 1.5 or paired / said > 1.5 or (said > 1) != (paired > 1)
+            wrong += bad
+            print(
+                f"{w.key()[:48]:48s} seed {seed}: verdict {said:7.2f}x "
+                f"({'conclusive' if summary.is_conclusive else 'inconclusive'}), paired "
+                f"re-timing {paired:7.2f}x -> {'WRONG' if bad else 'agrees'} ({took:.0f} s)",
+                flush=True,
+            )
+        store.close()
+    print(f"wrong verdicts: {wrong} of {num_tunes} (target: 0)")
+    return wrong
+
+
+def _median(results: list) -> float:
+    return statistics.median(r.median_secs for r in results if r.is_ok and r.median_secs)
+
+
+def part_exit_codes(burners: int, times: int) -> int:
+    print(f"\n== 4. explorer measure beside {burners} burners, {times} runs each ==", flush=True)
+    failed = 0
+    with tempfile.TemporaryDirectory() as tmp, cpu_burners(burners):
+        for family, shape in MEASURES:
+            params = [a for k, v in shape.items() for a in ("-p", f"{k}={v}")]
+            codes = [
+                subprocess.run(
+                    [sys.executable, "-m", "explorer", "measure", family, *params,
+                     "--db", str(Path(tmp) / "m.db")],
+                    capture_output=True, text=True, timeout=600,
+                ).returncode
+                for _ in range(times)
+            ]  # fmt: skip
+            failed += sum(c != 0 for c in codes)
+            print(f"{family} {shape}: exit codes {codes}", flush=True)
+    print(f"correct kernels that exited non-zero: {failed} (target: 0)")
+    return failed
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--burners", type=int, default=2)
+    p.add_argument("--tunes", type=int, default=20)
+    p.add_argument("--trials", type=int, default=8)
+    p.add_argument("--times", type=int, default=10)
+    p.add_argument("--quick", action="store_true", help="4 tunes, 3 readings, 2 exits each")
+    args = p.parse_args()
+    if args.quick:
+        args.tunes, args.times = 4, 3
+    print(f"machine: {_cpu_model()}, {Target.local_cpu().num_cores} cores; {args.burners} burners")
+    part_estimators(args.burners, args.times)
+    worst = part_same_schedule(args.burners, args.times)
+    wrong = part_tunes(args.burners, args.tunes, args.trials)
+    failed = part_exit_codes(args.burners, 2 if args.quick else 5)
+    print(
+        f"\nsummary: same schedule within {worst:.2f}x (target 1.15x), {wrong} wrong verdicts "
+        f"of {args.tunes} (target 0), {failed} correct kernels exited non-zero (target 0)"
+    )
+
+
+if __name__ == "__main__":
+    main()
