@@ -22,10 +22,14 @@ if TYPE_CHECKING:
     from explorer.storage import RecordStore
 
 
-def _open(args: argparse.Namespace, *, read_only: bool) -> RecordStore:
-    """The database of ``--db``, checked intact (``SQLiteStore.ensure_intact``) before use."""
+def _open(args: argparse.Namespace, *, read_only: bool, existing: bool = False) -> RecordStore:
+    """The database of ``--db``, checked intact (``SQLiteStore.ensure_intact``) before use;
+    with ``existing``, one that holds records already (opened read-only first, which refuses a
+    missing file or an empty database and creates nothing)."""
     from explorer.storage import get_store
 
+    if existing:
+        get_store(_db_path(args), read_only=True).close()
     store = get_store(_db_path(args), read_only=read_only)
     try:
         check = getattr(store, "ensure_intact", None)
@@ -188,7 +192,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     from explorer.measure import LocalMeasurer
     from explorer.storage import check_unchecked
 
-    store = _open(args, read_only=False)
+    # Checking adds runs to a database of unchecked timings; it never creates one (as the
+    # reading commands, it refuses a missing --db: a typo would leave an empty database behind).
+    store = _open(args, read_only=False, existing=True)
     if args.run is not None:
         try:
             store.get_run(args.run)

@@ -377,6 +377,10 @@ def read_json_file(path: str | os.PathLike[str], *, what: str, error: type[Excep
     accepts a UTF-8 byte-order mark, as editors on some systems write one.
     """
     name = os.fspath(path)
+    if os.path.exists(f"{name}-shm"):
+        # A database in WAL mode, named by mistake: closing a descriptor of it would drop the
+        # locks that a store of this process holds on it (see explorer.storage._files).
+        raise error(f"{name} is an SQLite database ({name}-shm is beside it), not {what}")
     try:
         with open(path, "rb") as fh:
             raw = fh.read(MAX_FILE_BYTES + 1)

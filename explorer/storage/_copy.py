@@ -10,9 +10,8 @@ from pathlib import Path
 
 from explorer.errors import StoreError
 from explorer.storage._base import RecordStore
-from explorer.storage._files import check_output_file
+from explorer.storage._files import check_no_leftovers, check_output_file, is_sqlite_file
 from explorer.storage._postgres import is_postgres_url
-from explorer.storage._schema import SQLITE_MAGIC
 from explorer.storage._sqlite import SQLiteStore
 from explorer.storage._sqlstore import SQLRecordStore
 
@@ -79,14 +78,9 @@ def merge_records(source: RecordStore, dest: RecordStore) -> MergeSummary:
 
 def is_record_database(location: str | Path) -> bool:
     """Whether ``location`` names a record database rather than a folder of files: a
-    ``postgresql://`` URL, or an existing SQLite file."""
-    if is_postgres_url(location):
-        return True
-    try:
-        with open(location, "rb") as fh:
-            return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
-    except OSError:
-        return False
+    ``postgresql://`` URL, or an existing SQLite file (asked through SQLite, never ``open()``:
+    see ``is_sqlite_file``)."""
+    return is_postgres_url(location) or is_sqlite_file(location)
 
 
 def _sql_store(store: RecordStore, name: str) -> SQLRecordStore:
@@ -110,6 +104,7 @@ def copy_to_file(source: RecordStore, dest: str | Path, *, overwrite: bool = Fal
     dest = check_output_file(dest, doing="copy the database to", what="the database file")
     if dest.exists() and not overwrite:
         raise StoreError(f"{dest} already exists; choose a new name or allow overwriting")
+    check_no_leftovers(dest)
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     try:
         with SQLiteStore(tmp) as copy:

@@ -8,6 +8,7 @@ trials.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import sqlite3
@@ -15,7 +16,6 @@ from pathlib import Path
 from urllib.parse import quote
 
 from explorer.errors import StoreError
-from explorer.storage._schema import SQLITE_MAGIC
 
 logger = logging.getLogger(__name__)
 
@@ -27,13 +27,22 @@ _CORRUPT_HINT = (
 
 
 # -- before SQLite sees the file ---------------------------------------------------------------
+# The database file itself is never opened here, nor anywhere outside SQLite: on POSIX, closing
+# *any* descriptor of a file drops every fcntl lock this process holds on it, SQLite's included.
+# A second store on a live database (a second `Explorer()` in one notebook) that read the
+# header with open() would strip the first store's locks, and the next process to open the
+# file would take itself for the last user and delete the -wal with the first store's commits
+# (sqlite.org, "How To Corrupt An SQLite Database File", section 2.2). SQLite itself avoids
+# this: its connections in one process share one record per file and keep a closed
+# connection's descriptor open while another connection still holds locks. So the header is
+# read by SQLite's first query (``_open._probe``, a read inside a transaction, before anything
+# is written), which refuses a file that is not SQLite with SQLITE_NOTADB; only the file's
+# metadata (``stat``) is looked at here.
 def check_file(path: str, *, read_only: bool) -> None:
     """Refuse what SQLite would mishandle, before it creates or writes anything.
 
     Missing files are an error when reading only (SQLite would create an empty database, and
-    its folders with it); otherwise the missing folders are created. A file that does not start
-    with SQLite's header is refused from the header alone: sqlite3 would not refuse it until
-    its first query, and setting WAL mode is a write.
+    its folders with it); otherwise the missing folders are created. A directory is refused.
     """
     if not path:
         raise StoreError("no record database file named (the path is empty)")
@@ -41,29 +50,44 @@ def check_file(path: str, *, read_only: bool) -> None:
     try:
         if file.is_dir():
             raise StoreError(f"{path} is a directory, not a record database")
-        size = file.stat().st_size
+        file.stat()
     except (FileNotFoundError, NotADirectoryError):
-        size = None
+        if read_only:
+            raise StoreError(f"no record database at {path} (the file does not exist)") from None
+        _make_folder(file)
+        return
     except PermissionError as exc:  # the cause is kept: callers tell environment from input
         raise StoreError(
             f"cannot open {path}: permission denied (a folder on its path cannot be entered)"
         ) from exc
-    if size is None:
-        if read_only:
-            raise StoreError(f"no record database at {path} (the file does not exist)")
-        _make_folder(file)
-        return
-    if size == 0:
-        return
+    if not os.access(file, os.R_OK):  # asks the system; opens nothing
+        denied = PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+        raise StoreError(f"cannot read {path}: permission denied") from denied
+
+
+def is_sqlite_file(path: str | Path) -> bool:
+    """Whether ``path`` is a non-empty file that SQLite reads as a database.
+
+    Asked through SQLite (a read-only connection, see above), never with ``open()``: the file
+    may be a database this process has open. A file SQLite cannot open for another reason
+    (permissions, a read-only folder) counts as one: opening it as a store says what is wrong.
+    """
     try:
-        with open(file, "rb") as fh:
-            header = fh.read(len(SQLITE_MAGIC))
-    except PermissionError as exc:
-        raise StoreError(f"cannot read {path}: permission denied") from exc
-    except OSError as exc:
-        raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    if header != SQLITE_MAGIC:
-        raise corrupt(path)
+        if not Path(path).is_file() or Path(path).stat().st_size == 0:
+            return False
+    except OSError:
+        return False
+    try:
+        conn = sqlite3.connect(_uri(str(path), "mode=ro"), uri=True)
+    except sqlite3.Error:
+        return True
+    try:
+        conn.execute("PRAGMA schema_version").fetchone()
+    except sqlite3.Error as exc:
+        return not error_name(exc).startswith("SQLITE_NOTADB")
+    finally:
+        conn.close()
+    return True
 
 
 def _make_folder(file: Path) -> None:
@@ -137,11 +161,16 @@ def ensure_intact(conn: sqlite3.Connection, path: str) -> None:
     ``quick_check`` reads every page once (no index cross-checks: 0.1 s for 100k trials), so it
     catches pages overwritten in the middle of a file whose header is intact, which opening the
     file does not notice, before a write lands in a damaged b-tree.
+
+    Other errors (a lock held while another process switches the file to WAL) are no verdict
+    on the file: they are raised as they are, for the caller to retry or explain.
     """
     try:
         rows = conn.execute(f"PRAGMA quick_check({_QUICK_CHECK_ERRORS})").fetchall()
         found = [str(row[0]) for row in rows]
     except sqlite3.DatabaseError as exc:
+        if not is_corrupt(exc):
+            raise
         found = [str(exc)]
     if found != ["ok"]:
         detail = "; ".join(" ".join(line.split()) for line in found)
@@ -191,6 +220,25 @@ def check_output_folder(dest: Path, *, doing: str) -> None:
         raise StoreError(f"cannot {doing} {dest}: {dest.parent} is a file, not a folder")
 
 
+def check_no_leftovers(dest: Path) -> None:
+    """Refuse to put a new database file at ``dest`` while a ``-wal`` or ``-journal`` file
+    beside it holds data: SQLite would pair it with the new file and replay another database's
+    pages into it (and a writer that has the old file open would go on writing to a file that
+    no longer has a name). Empty ones, which read-only opens leave behind, are harmless."""
+    for suffix in ("-wal", "-journal"):
+        sibling = Path(f"{dest}{suffix}")
+        try:
+            size = sibling.stat().st_size
+        except OSError:  # none there
+            continue
+        if size:
+            raise StoreError(
+                f"cannot write {dest}: {sibling.name} beside it holds commits of the database "
+                "there (it is open, or its last writer did not close cleanly); close what uses "
+                "it, or open it once to merge them, then try again"
+            )
+
+
 # -- backups -----------------------------------------------------------------------------------
 def backup(conn: sqlite3.Connection, source: str, dest: str | Path, *, overwrite: bool) -> Path:
     """Copy the database through SQLite's online backup API into ``dest`` (one file).
@@ -206,6 +254,7 @@ def backup(conn: sqlite3.Connection, source: str, dest: str | Path, *, overwrite
             raise StoreError(f"cannot back up {source} onto itself")
         if not overwrite:
             raise StoreError(f"{dest} already exists; choose a new name or allow overwriting")
+    check_no_leftovers(dest)
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     try:
         copy = sqlite3.connect(tmp, isolation_level=None)
@@ -236,6 +285,8 @@ def explain(path: str, exc: sqlite3.Error, *, doing: str) -> StoreError:
     something.
     """
     name = error_name(exc)
+    if name.startswith("SQLITE_NOTADB"):  # no SQLite header: the file may be anything
+        return corrupt(path)
     if is_corrupt(exc):
         return corrupt(path, exc)
     if name.startswith("SQLITE_READONLY"):

@@ -131,14 +131,13 @@ def _prepare_once(conn: sqlite3.Connection, path: str, *, read_only: bool) -> bo
     version = _probe(conn, path)
     conn.execute("ROLLBACK")  # end the read snapshot
     # Step 2. Connection settings (WAL is persistent in the file; the others are not).
+    is_intact = False
     if path != ":memory:" and not read_only:
-        (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
-        if mode.lower() != "wal":
-            logger.warning("%s: WAL mode unavailable (journal_mode=%s)", path, mode)
+        is_intact = _switch_to_wal(conn, path)
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
     if version == SCHEMA_VERSION:
-        return False
+        return is_intact
     if read_only:
         if version == 0:
             raise StoreError(f"{path} is empty: no record database was written to it")
@@ -146,7 +145,7 @@ def _prepare_once(conn: sqlite3.Connection, path: str, *, read_only: bool) -> bo
     # Step 3. Migrate under the write lock, re-reading the version: another process may
     # have created or migrated the file since the probe. A migration is a write: check the
     # file first.
-    if version:
+    if version and not is_intact:
         ensure_intact(conn, path)
     conn.execute("BEGIN IMMEDIATE")
     version = _probe(conn, path)
@@ -161,4 +160,22 @@ def _prepare_once(conn: sqlite3.Connection, path: str, *, read_only: bool) -> bo
     conn.execute("COMMIT")
     if version:
         logger.info("%s: migrated schema %d -> %d", path, version, SCHEMA_VERSION)
+    return True
+
+
+def _switch_to_wal(conn: sqlite3.Connection, path: str) -> bool:
+    """Put the file in WAL mode; return whether it was checked intact on the way.
+
+    The switch is a write (bytes 18, 19, 24-27 and 92-95 of the header change), so a file not
+    yet in WAL mode (a backup, a new file, another tool's database) is checked first: a damaged
+    one is refused byte for byte untouched. A file already in WAL mode costs nothing here; its
+    check waits for the store's first write.
+    """
+    (mode,) = conn.execute("PRAGMA journal_mode").fetchone()  # reading it writes nothing
+    if mode.lower() == "wal":
+        return False
+    ensure_intact(conn, path)
+    (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+    if mode.lower() != "wal":
+        logger.warning("%s: WAL mode unavailable (journal_mode=%s)", path, mode)
     return True

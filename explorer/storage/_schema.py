@@ -13,9 +13,6 @@ APPLICATION = "schedule-explorer"
 """The ``application`` row of the ``meta`` table of a PostgreSQL record database (which has no
 ``application_id``): tables of another application are recognised before anything is written."""
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
-"""The first 16 bytes of every SQLite database file."""
-
 # Forward-only migrations: MIGRATIONS[v] takes a version-v database to version v + 1. They run
 # inside the opening transaction, so a file is always at exactly one version. Never edit a
 # released migration; append a new one.

@@ -33,12 +33,15 @@ class SQLiteStore(SQLRecordStore):
 
     Within one process, one connection is shared by all threads and guarded by a lock. Queries
     take milliseconds, and the alternative for ``":memory:"`` (per-thread connections to a
-    shared-cache database) fails with ``SQLITE_LOCKED`` instead of waiting.
+    shared-cache database) fails with ``SQLITE_LOCKED`` instead of waiting. Several stores on
+    one file in one process are safe: nothing here opens the file outside SQLite (see
+    ``_files.check_file``), which would drop the locks that SQLite holds on it.
 
     A file that is not SQLite, or is SQLite but not a record database, or has a schema newer than
     this code, raises ``StoreError`` and is left untouched. Older schemas are migrated forward.
     Before its first write, a store checks the file (SQLite's ``quick_check``) and refuses a
-    damaged one, untouched. A clean ``close`` merges the ``-wal`` file into the database file;
+    damaged one, untouched; a file not yet in WAL mode is checked when it opens, before the
+    switch to WAL (a write). A clean ``close`` merges the ``-wal`` file into the database file;
     ``backup`` copies a live database safely.
 
     ``read_only=True`` opens an existing file without ever writing it (not even its journal
@@ -144,7 +147,10 @@ class SQLiteStore(SQLRecordStore):
         with self._lock:
             conn = self._connection()
             if not self._is_intact:
-                ensure_intact(conn, self._path)
+                try:
+                    ensure_intact(conn, self._path)
+                except sqlite3.Error as exc:
+                    raise explain(self._path, exc, doing="check") from exc
                 self._is_intact = True
 
     @contextmanager
@@ -155,9 +161,7 @@ class SQLiteStore(SQLRecordStore):
             conn = self._connection()
             if self._read_only:
                 raise StoreError(f"{self!r} was opened read-only; it cannot store anything")
-            if not self._is_intact:
-                ensure_intact(conn, self._path)  # a damaged file is refused, never written
-                self._is_intact = True
+            self.ensure_intact()  # a damaged file is refused, never written
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:

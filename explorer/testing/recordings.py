@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import itertools
 import shutil
+import sqlite3
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,9 +65,15 @@ def open_recording(directory: str | Path | None = None) -> RecordStore:
     if directory is None:
         directory = tempfile.mkdtemp(prefix="explorer-replay-")
         atexit.register(shutil.rmtree, directory, ignore_errors=True)
-    directory = Path(directory)
-    copy = directory / "replay.db"
-    shutil.copyfile(PATH, copy)
+    copy = Path(directory) / "replay.db"
+    # Copied by SQLite, not as a file: closing a descriptor of a database that this process
+    # has open (a test reading the recording) would drop SQLite's locks on it. ``immutable``:
+    # the shipped file never changes, so reading it takes no lock and leaves no -wal or -shm.
+    with (
+        contextlib.closing(sqlite3.connect(f"{PATH.as_uri()}?immutable=1", uri=True)) as source,
+        contextlib.closing(sqlite3.connect(copy)) as dest,
+    ):
+        source.backup(dest)
     return get_store(copy)
 
 

@@ -7,7 +7,9 @@ or created. Real SQLite files and the real CLI (``explorer.cli.main``), no mocks
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import hashlib
 import json
 import logging
 import re
@@ -79,13 +81,18 @@ def _assert_one_error(code, out, err, *needles) -> None:
         assert needle in err, err
 
 
-@pytest.fixture
-def damaged(db_path, workload, target, make_trial, tmp_path):
+@pytest.fixture(params=["wal", "delete"])
+def damaged(request, db_path, workload, target, make_trial, tmp_path):
     """A healthy database with a MetaSchedule export of it, then one page in its middle
-    overwritten (header intact): what a bad sector or a stray write leaves."""
+    overwritten (header intact): what a bad sector or a stray write leaves. In WAL mode (as the
+    store leaves it) and in rollback-journal mode (as ``explorer backup`` writes it, so that
+    the file alone is the database: a store switches it to WAL, a write, when it opens it)."""
     _fill(db_path, workload, target, make_trial)
     with SQLiteStore(db_path, read_only=True) as store:
         export_metaschedule(store, tmp_path / "ms")
+    if request.param == "delete":
+        with contextlib.closing(sqlite3.connect(db_path)) as conn:
+            conn.execute("PRAGMA journal_mode = DELETE").fetchone()
     num_pages = db_path.stat().st_size // PAGE
     _damage_page(db_path, num_pages // 2)
     assert _quick_check(db_path) != ["ok"], "the damage was not in a page SQLite checks"
@@ -102,20 +109,37 @@ def damaged(db_path, workload, target, make_trial, tmp_path):
         ["export", "--format", "metaschedule", "OUT/ms"],
         ["backup", "OUT/bk.db"],
         ["import", "MS"],
+        ["import", "OTHER"],
         ["check"],
+        ["tune", "matmul", "-p", "M=16", "-p", "N=16", "-p", "K=16", "--trials", "2", "-q"],
+        ["measure", "matmul", "-p", "M=16", "-p", "N=16", "-p", "K=16"],
     ],
 )
-def test_every_db_command_refuses_a_damaged_file_with_one_sentence(damaged, tmp_path, capsys,
-                                                                    command):  # fmt: skip
+def test_every_db_command_refuses_a_damaged_file_with_one_sentence(
+    damaged, tmp_path, capsys, workload, target, make_trial, command
+):
     out_dir = tmp_path / "out"
     out_dir.mkdir()
-    argv = [a.replace("OUT", str(out_dir)).replace("MS", str(tmp_path / "ms")) for a in command]
-    before = damaged.read_bytes()
+    other = tmp_path / "other.db"  # a healthy database to merge into the damaged one
+    _fill(other, workload, target, make_trial, trials=2, remeasures=0)
+    names = {"OUT": str(out_dir), "MS": str(tmp_path / "ms"), "OTHER": str(other)}
+    argv = [a.replace("OUT", names["OUT"]) for a in command]
+    argv = [names.get(a, a) for a in argv]
+    mode = _journal_mode(damaged)
+    before = hashlib.sha256(damaged.read_bytes()).hexdigest()
     code, out, err = _cli(capsys, *argv, "--db", damaged)
     _assert_one_error(code, out, err, str(damaged), CORRUPT, "restore a backup")
     assert not any(raw in err for raw in RAW_TEXTS[:1]), err
-    assert damaged.read_bytes() == before  # nothing written, not even by import or check
+    # Nothing written, not even the switch to WAL mode ("it was left untouched" is true).
+    assert hashlib.sha256(damaged.read_bytes()).hexdigest() == before
+    if mode == "delete":
+        assert sorted(p.name for p in damaged.parent.iterdir()) == [damaged.name]  # no -wal
     assert list(out_dir.iterdir()) == []  # no backup of it, no half export
+
+
+def _journal_mode(path) -> str:
+    """The journal mode the header says (bytes 18 and 19: 2 for WAL), read without SQLite."""
+    return "wal" if path.read_bytes()[18:20] == b"\x02\x02" else "delete"
 
 
 def test_backup_of_a_damaged_file_is_refused_even_over_an_old_backup(damaged, tmp_path, capsys):

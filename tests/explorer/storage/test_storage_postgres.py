@@ -115,6 +115,15 @@ def test_a_newer_schema_is_refused_and_read_only_never_writes(pg_url, workload, 
         PostgresStore(pg_url)
 
 
+def test_check_refuses_a_database_without_records_and_creates_no_tables(pg_url, capsys):
+    """As for a missing SQLite file: `explorer check` adds its re-measurements to a record
+    database, and never makes one of an empty database (the reading commands refuse it too)."""
+    assert main(["check", "--db", pg_url]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and "holds no record database yet" in err, err
+    assert _sql(pg_url, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'") == [(0,)]
+
+
 def test_a_lost_connection_fails_one_call_and_the_next_reconnects(
     pg_url, workload, target, make_trial
 ):

@@ -18,6 +18,7 @@ import pytest
 
 from explorer.errors import StoreError
 from explorer.storage import SCHEMA_VERSION, SQLiteStore, get_store
+from explorer.storage._copy import copy_to_file
 from explorer.storage._schema import APPLICATION_ID, MIGRATIONS
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -237,6 +238,32 @@ def test_backup_python_api_and_its_refusals(db_path, tmp_path, workload, target,
         assert len(saved.runs()) == 1
 
 
+def test_a_backup_never_lands_beside_another_databases_commits(db_path, tmp_path, workload,
+                                                                target, make_trial):  # fmt: skip
+    """A -wal left by a crash holds the commits of the database it sits beside: SQLite would
+    replay them into whatever file takes that name (the backup would read as the old database,
+    "backed up 2 runs, 8 trials" of a 1-run source). Replacing it is refused, nothing changed."""
+    old = tmp_path / "old" / "old.db"
+    old.parent.mkdir()
+    subprocess.run([sys.executable, "-c", _CRASH, str(old)], check=True, cwd=ROOT)
+    before = {p.name: p.read_bytes() for p in old.parent.iterdir()}
+    assert sorted(before) == ["old.db", "old.db-shm", "old.db-wal"]
+    _fill(db_path, workload, target, make_trial, runs=1, per_run=3)
+    out = _cli("backup", str(old), "--force", "--db", str(db_path))
+    assert out.returncode == 2 and out.stderr.count("error:") == 1, out.stderr
+    assert "old.db-wal beside it holds commits" in out.stderr
+    with SQLiteStore(db_path) as store:
+        with pytest.raises(StoreError, match="holds commits"):
+            store.backup(old, overwrite=True)
+        with pytest.raises(StoreError, match="holds commits"):
+            copy_to_file(store, old, overwrite=True)
+    assert {p.name: p.read_bytes() for p in old.parent.iterdir()} == before
+    with SQLiteStore(old) as store:  # opening it once merges the crashed writer's commits
+        assert len(store.runs()) == 2
+    out = _cli("backup", str(old), "--force", "--db", str(db_path))
+    assert out.returncode == 0 and "1 run, 3 trials" in out.stdout, out.stderr
+
+
 # -- read-only ---------------------------------------------------------------------------------
 def test_a_missing_file_is_an_error_when_reading_and_nothing_is_created(tmp_path):
     path = tmp_path / "typo_dir" / "sub" / "records.dbb"
@@ -248,8 +275,10 @@ def test_a_missing_file_is_an_error_when_reading_and_nothing_is_created(tmp_path
 
 @pytest.mark.parametrize("command", [["runs"], ["export", "OUT/trials.csv"],
                                      ["export", "--format", "metaschedule", "OUT/ms"],
-                                     ["backup", "OUT/b.db"]])  # fmt: skip
-def test_read_only_commands_refuse_a_missing_database_and_create_nothing(tmp_path, command):
+                                     ["backup", "OUT/b.db"], ["check"]])  # fmt: skip
+def test_commands_on_records_refuse_a_missing_database_and_create_nothing(tmp_path, command):
+    """The reading commands, and ``check`` (which writes its re-measurements into the
+    database, but only into one that holds unchecked timings)."""
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     args = [a.replace("OUT", str(out_dir)) for a in command]
