@@ -7,7 +7,11 @@ request, and replaced only after one of them dies, hangs or grows past the memor
 three are detected here, in the parent, while it waits for a reply:
 
 * death: end of file on the worker's stdout, then its exit status (``SIGSEGV`` and friends);
-* hang: the request's deadline passes and the worker is killed;
+* hang: the worker has run for the request's timeout and is killed. What counts is the
+  worker's own time on a CPU, not the wall clock: on a busy machine a correct kernel waits for
+  the cores, and a wall-clock limit of seconds killed it as a "timeout" (issue 21). A hang
+  burns CPU and is killed as before; one that blocks without running (a deadlock) is killed
+  once the wall clock reaches ``MAX_STRETCH`` times the timeout;
 * memory: the worker's RSS is polled with ``psutil`` and the worker is killed past the limit.
 
 Each becomes a ``WorkerLost`` exception carrying a one-line reason; the caller turns it into a
@@ -38,6 +42,7 @@ from explorer.errors import ExplorerError
 from explorer.measure._protocol import decode_from, encode_message
 
 POLL_SECS = 0.02  # RSS poll period while waiting; psutil's read is ~20 us, negligible on 2 cores
+MAX_STRETCH = 10.0  # how much longer than its timeout a request may take on the wall clock
 STARTUP_TIMEOUT_SECS = 180.0  # importing TVM takes ~1 s, far more on a loaded 2-core box
 _TAIL_CHARS = 1500
 
@@ -171,8 +176,12 @@ class Worker:
             return ""
 
     # -- requests -----------------------------------------------------------------------------
-    def request(self, message: dict[str, Any], timeout: float | None) -> dict[str, Any]:
-        """Send one request and wait for its reply.
+    def request(
+        self, message: dict[str, Any], timeout: float | None, *, wall_clock: bool = False
+    ) -> dict[str, Any]:
+        """Send one request and wait for its reply; ``timeout`` counts the worker's own running
+        time (see the module doc), or with ``wall_clock`` the wall clock's (a request that
+        waits on the network rather than a CPU).
 
         Raises:
             WorkerLost: the worker died, exceeded ``timeout`` or the memory limit; it is dead
@@ -181,7 +190,7 @@ class Worker:
         self.wait_ready()
         try:
             self._write(message)
-            reply: dict[str, Any] = self._receive(timeout)  # every reply is a dict
+            reply: dict[str, Any] = self._receive(timeout, wall_clock)  # always a dict
         except WorkerLost:
             self.kill()
             raise
@@ -200,20 +209,26 @@ class Worker:
         except (BrokenPipeError, OSError):
             raise self._lost_by_exit() from None
 
-    def _receive(self, timeout: float | None) -> Any:
-        deadline = None if timeout is None else time.monotonic() + timeout
+    def _receive(self, timeout: float | None, wall_clock: bool = False) -> Any:
+        started, ran_before = time.monotonic(), self._cpu_secs()
         fd = self._proc.stdout.fileno()  # type: ignore[union-attr]
         while True:
             done, message = decode_from(self._buffer)
             if done:
                 return message
             wait = POLL_SECS
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
+            if timeout is not None:
+                took = time.monotonic() - started
+                # Past the timeout on the wall clock, the worker must also have run that long
+                # (a busy machine only makes it wait), up to MAX_STRETCH times the timeout.
+                ran = took if wall_clock else self._cpu_secs() - ran_before
+                if took >= timeout and (ran >= timeout or took >= MAX_STRETCH * timeout):
                     self.kill()
-                    raise WorkerLost("timeout", f"killed: exceeded the timeout of {timeout:g} s")
-                wait = min(wait, left)
+                    waited = f"; {took:.1f} s on the wall clock" if took > 1.5 * timeout else ""
+                    raise WorkerLost(
+                        "timeout", f"killed: exceeded the timeout of {timeout:g} s{waited}"
+                    )
+                wait = min(wait, max(timeout - took, 0.0) or POLL_SECS)
             readable, _, _ = select.select([fd], [], [], wait)
             if readable:
                 chunk = os.read(fd, 1 << 16)
@@ -221,6 +236,14 @@ class Worker:
                     raise self._lost_by_exit()
                 self._buffer += chunk
             self._check_memory()
+
+    def _cpu_secs(self) -> float:
+        """CPU seconds the worker has used so far, all its threads (0 once it is gone)."""
+        try:
+            times = self._ps.cpu_times()
+        except psutil.Error:
+            return 0.0
+        return float(times.user + times.system)
 
     def _check_memory(self) -> None:
         if self.memory_limit_bytes <= 0:
@@ -370,7 +393,11 @@ class WorkerPool:
 
     # -- requests -----------------------------------------------------------------------------
     def submit_builds(
-        self, requests: Sequence[dict[str, Any]], timeout: float | None
+        self,
+        requests: Sequence[dict[str, Any]],
+        timeout: float | None,
+        *,
+        wall_clock: bool = False,
     ) -> list[Future[dict[str, Any] | WorkerLost]]:
         """Queue build requests on the free builders; one future per request, in order.
 
@@ -381,7 +408,7 @@ class WorkerPool:
         def one(request: dict[str, Any]) -> dict[str, Any] | WorkerLost:
             slot = self._idle.get()
             try:
-                return self._builder(slot).request(request, timeout)
+                return self._builder(slot).request(request, timeout, wall_clock=wall_clock)
             except WorkerLost as exc:
                 return exc
             finally:

@@ -252,8 +252,9 @@ class RemoteMeasurer(LocalMeasurer):
             requests = [self._remote_request(batch, chunk, rounds) for chunk in chunks]
             with self._gate():
                 timeouts = [self._request_timeout(len(c) * rounds) for c in chunks]
-                futures = [
-                    pool.submit_builds([r], t)[0] for r, t in zip(requests, timeouts, strict=True)
+                futures = [  # waiting on the network, not a CPU: the wall clock counts
+                    pool.submit_builds([r], t, wall_clock=True)[0]
+                    for r, t in zip(requests, timeouts, strict=True)
                 ]
                 replies = [f.result() for f in futures]
             lost = []

@@ -188,6 +188,14 @@ def sleep(secs: float) -> float:
     return secs
 
 
+def spin(secs: float) -> float:
+    """Keep a CPU busy for ``secs`` of this process's own CPU time (not wall time)."""
+    start = time.process_time()
+    while time.process_time() - start < secs:
+        pass
+    return secs
+
+
 def segfault() -> None:
     """Dereference a null pointer: the process dies with SIGSEGV."""
     ctypes.string_at(0)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 from conftest import MEMORY_LIMIT
 
-from explorer.measure._pool import WorkerLost, WorkerPool
+from explorer.measure._pool import MAX_STRETCH, WorkerLost, WorkerPool
 
 HOOKS = "explorer.testing.hooks"
 
@@ -51,10 +55,37 @@ def test_segfault_loses_the_worker_with_the_signal_name(pool):
 
 
 def test_timeout_kills_the_worker(pool):
-    lost = pool.call(f"{HOOKS}:sleep", 60, num_threads=1, timeout=0.5)
+    lost = pool.call(f"{HOOKS}:spin", 60, num_threads=1, timeout=0.5)  # a hang burns CPU
     assert isinstance(lost, WorkerLost) and lost.kind == "timeout"
     assert "timeout of 0.5 s" in lost.message
     assert pool.call(f"{HOOKS}:sleep", 0, num_threads=1)["value"] == 0
+
+
+def test_a_worker_that_waits_without_running_is_killed_at_the_wall_clock_cap(pool):
+    start = time.monotonic()
+    lost = pool.call(f"{HOOKS}:sleep", 60, num_threads=1, timeout=0.5)  # blocked, no CPU
+    assert isinstance(lost, WorkerLost) and lost.kind == "timeout"
+    assert "timeout of 0.5 s; " in lost.message and "on the wall clock" in lost.message
+    assert MAX_STRETCH * 0.5 <= time.monotonic() - start < 60
+
+
+def test_a_worker_kept_off_the_cpus_is_not_a_timeout(pool):
+    """Issue 21: on a busy machine a correct kernel waits for the cores, and a wall-clock
+    limit killed it as a "timeout". The runner is stopped (SIGSTOP) for 2.5 s, the way a
+    loaded machine keeps it waiting, while it needs 0.3 s of CPU under a 1 s timeout."""
+    pid = pool.call(f"{HOOKS}:getpid", num_threads=1)["value"]
+
+    def starve() -> None:
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(2.5)
+        os.kill(pid, signal.SIGCONT)
+
+    thread = threading.Thread(target=starve)
+    start = time.monotonic()
+    thread.start()
+    reply = pool.call(f"{HOOKS}:spin", 0.3, num_threads=1, timeout=1.0)
+    thread.join()
+    assert reply == {"ok": True, "value": 0.3} and time.monotonic() - start >= 2.5
 
 
 def test_unbounded_allocation_is_killed_at_the_memory_limit(pool):

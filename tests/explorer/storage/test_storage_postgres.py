@@ -432,12 +432,18 @@ def test_a_version_3_database_is_upgraded_in_place_keeping_its_trials(
         store.add_trials(run.id, [make_trial(workload, target, 2e-3)])
     _sql(pg_url, "ALTER TABLE trials DROP COLUMN device")
     _sql(pg_url, "UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    # ...and its trial "noisy", a status until version 5 (a correct but spread timing)
+    _sql(pg_url, "ALTER TABLE trials DISABLE TRIGGER trials_append_only")
+    _sql(pg_url, "UPDATE trials SET status = 'noisy'")
+    _sql(pg_url, "ALTER TABLE trials ENABLE TRIGGER trials_append_only")
     with pytest.raises(StoreError, match="version 3, older than this code's"):
         PostgresStore(pg_url, read_only=True)
     with PostgresStore(pg_url) as store:
         (old,) = store.trials()
         assert old.median_secs == 2e-3 and old.result.device is None
+        assert old.status is MeasureStatus.OK and store.best(workload, target)[0].id == old.id
         (new,) = store.add_trials(run.id, [make_trial(workload, target, device="a@h:1")])
         assert store.get_trial(new.id).result.device == "a@h:1"
     (version,) = _sql(pg_url, "SELECT value FROM meta WHERE key = 'schema_version'")
-    assert version == (str(SCHEMA_VERSION),) and SCHEMA_VERSION == 4
+    assert version == (str(SCHEMA_VERSION),) and SCHEMA_VERSION == 5
+    assert _sql(pg_url, "SELECT DISTINCT status FROM trials") == [("ok",)]
