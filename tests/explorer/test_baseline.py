@@ -28,7 +28,7 @@ def _baselines(store, run_id):
     return [t for t in store.trials(run_id=run_id) if t.candidate.decisions == BASELINE]
 
 
-def test_the_issues_expression_ends_no_slower_than_the_re_timed_baseline(tmp_path):
+def test_the_issues_expression_ends_no_slower_than_the_re_timed_baseline(tmp_path, burners):
     # A one-point knob space whose parallel + vectorize kernel was 15-100 us against 1-3 us
     # unscheduled: the run must not call the slower one its best.
     db = tmp_path / "records.db"

@@ -54,6 +54,17 @@ class MeasurerContract:
         again = measurer.remeasure(candidates[:2], rounds=2, previous=first)
         assert [r.status for r in again] == [MeasureStatus.OK, MeasureStatus.OK]
 
+    def test_measure_paired_times_every_candidate_in_the_first_round(
+        self, measurer: Measurer, candidates: list[Candidate]
+    ) -> None:
+        broken = Candidate(candidates[0].workload, candidates[0].target, [[], ["nonsense"]])
+        per = measurer.measure_paired([candidates[0], broken, candidates[1]], rounds=2)
+        assert len(per) == 3 and all(1 <= len(rounds) <= 2 for rounds in per)
+        assert per[0][0].is_ok and per[2][0].is_ok  # round 1 times every candidate
+        assert per[1] == per[1][:1] and not per[1][0].is_ok  # a failure ends its rounds
+        with pytest.raises(ValueError, match="at least 1"):
+            measurer.measure_paired(candidates[:1], rounds=0)
+
     def test_misuse_raises_and_close_is_idempotent(self, candidates: list[Candidate]) -> None:
         measurer = self.make_measurer()
         with pytest.raises(TypeError):
