@@ -3,9 +3,10 @@
 ``explorer tune`` (through ``Tuner``) and ``explorer runs`` both report a run through
 ``summarize_run``, so they cannot disagree. Three rules:
 
-* Re-measurements (``TrialRow.is_remeasure``: the re-timings of the best candidates at the end of
-  a run, and the run's baseline, the unscheduled program) are measurements, not trials: they are
-  not counted, and spend no budget.
+* Re-measurements (the re-timings of the best candidates at the end of a run, the run's
+  baseline, the unscheduled program, and any schedule the run measured before:
+  ``explorer.storage._counting``) are measurements, not trials: they are not counted, and spend
+  no budget.
 * The best is the schedule with the lowest median over *all* its timings in the run (the
   original trial and every re-timing pooled). Once some schedules were re-timed, only those
   compete (a single lucky timing cannot win), and one whose re-timing failed is out.
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from explorer.storage._base import TrialRow
+from explorer.storage._counting import remeasurements
 from explorer.storage._marks import BASELINE_MARK, has_mark
 
 
@@ -79,7 +81,8 @@ def summarize_run(run_id: int, rows: Sequence[TrialRow]) -> RunSummary:
         key=lambda k: (statistics.median(timings[k]), first[k].id),
         default=None,
     )
-    num_remeasured = sum(row.is_remeasure for row in rows)
+    # Counted by the one rule every screen uses (``explorer.storage._counting``).
+    num_remeasured = sum(remeasurements(rows))
     return RunSummary(
         run_id=run_id,
         num_trials=len(rows) - num_remeasured,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -330,3 +332,34 @@ def test_every_target_adds_the_other_targets_runs_as_groups(dash, dctx, candidat
     dash.all_targets.value = False
     dash.refresh()
     assert {g.target_key for g in dash.infos["convergence"].groups} == {dctx.target.key()}
+
+
+def test_a_manual_run_is_counted_alike_on_the_dashboard_and_by_explorer_runs(
+    tmp_path, dctx, candidates
+):
+    """Issue 21: ten Measure presses on two schedules counted 10 trials in `explorer runs`
+    and "2 trials + 8 re-measurements" on the dashboard; both count by one rule now."""
+    db = tmp_path / "records.db"
+    ctx = Context(store=str(db), make_measurer=LocalMeasurer)  # never started here
+    try:
+        ctx.set_session(ScheduleSession(MATMUL, ctx.target))
+        dash = Dashboards(ctx, refresh_secs=0.2)
+        first, second = candidates[MATMUL.key()][:2]
+        for i in range(10):  # what the cost panel stores for each Measure press
+            c = first if i < 5 else second
+            timed = MeasureResult(MeasureStatus.OK, (1e-3 + i * 1e-5,), flops=MATMUL.flops())
+            ctx.record_manual(NewTrial(c, timed), MATMUL)
+        dash.refresh()
+        assert "2 trials + 8 re-measurements (0 failed) in 1 run" in dash.status.value
+        dash.close()
+    finally:
+        ctx.close()
+    listing = subprocess.run(
+        [sys.executable, "-m", "explorer", "runs", "--db", str(db)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert listing.returncode == 0, listing.stderr
+    (row,) = [line.split() for line in listing.stdout.splitlines() if "manual" in line]
+    assert row[1:3] == ["manual", "2"], listing.stdout  # id, strategy, trials
