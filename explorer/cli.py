@@ -18,7 +18,7 @@ import os
 import signal
 import sqlite3
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -358,7 +358,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from explorer.search import make_strategy
-    from explorer.storage import default_store, get_store, is_postgres_url
+    from explorer.storage import default_store, get_store, is_postgres_url, trial_name
     from explorer.tuner import RunBudget, Tuner
 
     only_with(args, "--refit", "--start")
@@ -436,13 +436,19 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print("no successful trial")
         return EXIT_FAILED
     gflops = f", {result.best_gflops:.2f} GFLOPS" if result.best_gflops is not None else ""
-    which = f"trial {result.best.id}"
-    if result.best_is_baseline:
-        which = f"the unscheduled program (measurement {result.best.id})"
-    print(f"best: {which}, median {format_secs(result.best_secs)} (re-measured){gflops}")
-    print(_baseline_verdict(result))
+    # Trials are named in their run ("trial 12 of run 5"), never by their database-wide id.
+    rows = store.trial_rows(run_id=result.run.id)
+
+    def name(trial_id: int) -> str:
+        return trial_name(rows, trial_id)
+
+    print(
+        f"best: {name(result.best.id)}, median {format_secs(result.best_secs)} (re-measured)"
+        f"{gflops}"
+    )
+    print(_baseline_verdict(result, name))
     if result.start is not None:
-        print(_start_verdict(result))
+        print(_start_verdict(result, name))
     if args.save_trace:
         Path(args.save_trace).write_text(json.dumps(result.best.candidate.trace))
         print(f"trace written to {args.save_trace}")
@@ -454,25 +460,21 @@ def _start_candidate(args: argparse.Namespace, workload: Any, target: Any) -> An
     strategy does not take a start), refused before anything is stored when the schedule does
     not apply; prints what mapping it onto the knob space approximated."""
     from explorer.measure import Candidate
-    from explorer.space import DesignSpace, KnobSpace, nearest_point
+    from explorer.space import start_mapping
 
     trace = _read_trace(Path(args.start), workload, refit=args.refit)
     candidate = Candidate(workload, target, trace)
-    mapping = nearest_point(KnobSpace(DesignSpace.of(workload, target)), candidate)
-    print(f"start: {args.start}, {mapping.describe()}")
+    print(f"start: {args.start}, {start_mapping(candidate).describe()}")
     return candidate
 
 
-def _baseline_verdict(result: Any) -> str:
+def _baseline_verdict(result: Any, name: Callable[[int], str]) -> str:
     """One line comparing the best with the unscheduled program, re-timed beside it."""
     baseline = result.baseline
     if baseline is None:
         return "no unscheduled baseline in this run (made before runs measured one)"
     if result.baseline_secs is None:
-        return (
-            f"the unscheduled program (measurement {baseline.id}) gave no timing: "
-            f"{baseline.status.value}"
-        )
+        return f"{name(baseline.id)} gave no timing: {baseline.status.value}"
     if result.best_is_baseline:
         return (
             f"no schedule beat the unscheduled program ({format_secs(result.baseline_secs)}); "
@@ -484,17 +486,18 @@ def _baseline_verdict(result: Any) -> str:
     )
 
 
-def _start_verdict(result: Any) -> str:
+def _start_verdict(result: Any, name_of: Callable[[int], str]) -> str:
     start = result.start
+    name = name_of(start.id)
     if result.start_secs is None:
-        return f"your start (trial {start.id}) gave no timing: {start.status.value}"
+        return f"your start ({name}) gave no timing: {start.status.value}"
     if result.best_is_start:
         return (
-            f"no faster schedule found: your start (trial {start.id}, median "
+            f"no faster schedule found: your start ({name}, median "
             f"{format_secs(result.start_secs)} re-measured) is the answer"
         )
     return (
-        f"{result.speedup_over_start:.2f}x faster than your start (trial {start.id}, median "
+        f"{result.speedup_over_start:.2f}x faster than your start ({name}, median "
         f"{format_secs(result.start_secs)} re-measured)"
     )
 
