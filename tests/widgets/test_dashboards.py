@@ -163,13 +163,19 @@ def test_clicking_a_prediction_opens_that_trial(dash, dctx, candidates):
     i = 2
     dash._on_pred_click(pvm, Points(point_inds=[i], trace_index=0))
     assert [r.id for r in opened] == [pvm.customdata[i]]
-    assert dctx.session is not old_session
-    assert dctx.session.workload == MATMUL
+    # Issue 21: opened as one more step of the session on screen, whose history stays
+    assert dctx.session is old_session
+    assert dctx.session.candidate().trace == opened[0].candidate.trace
     assert opened[0].candidate.trace == next(
         r.candidate.trace for r in records if r.id == pvm.customdata[i]
     )
-    # Issue 10: the click gave no visible feedback on the dashboards tab
-    assert f"Opened trial {opened[0].id} (run {opened[0].run_id}, autotvm" in dash.notice.value
+    # Issue 10: the click gave no visible feedback on the dashboards tab; issue 21: the trial
+    # is named in its run
+    number = [r.id for r in records].index(opened[0].id) + 1
+    assert dash.notice.value == (
+        f"Opened trial {number} of run {opened[0].run_id} as step 1 in the editor (Undo goes "
+        f"back to step 0) (autotvm, {opened[0].median_secs * 1e3:.4g} ms; Schedule tab)."
+    )
 
 
 def test_clicking_a_convergence_step_opens_the_improving_trial(dash, dctx, candidates):
