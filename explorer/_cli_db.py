@@ -88,7 +88,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if total == 0:
         where = f"run {args.run}" if args.run is not None else getattr(store, "path", args.db)
         raise UsageError(f"nothing to export: {where} has no trials")
-    remeasures = total - store.count_trials(run_id=args.run, remeasures=False)
+    remeasures = storage.count_trials(store, args.run)[1]  # as `explorer runs` counts
     if args.format == "metaschedule":
         n = storage.export_metaschedule(store, out, run_id=args.run)
         # Records, not trials: failures are left out, and records already in `out` too; both
@@ -159,7 +159,13 @@ def _merge(args: argparse.Namespace) -> int:
 
 
 def cmd_backup(args: argparse.Namespace) -> int:
-    from explorer.storage import SQLiteStore, copy_records, get_store, is_postgres_url
+    from explorer.storage import (
+        SQLiteStore,
+        copy_records,
+        count_trials,
+        get_store,
+        is_postgres_url,
+    )
     from explorer.storage._copy import copy_to_file
 
     source, dest = _db_path(args), args.dest
@@ -179,10 +185,9 @@ def cmd_backup(args: argparse.Namespace) -> int:
         else:
             dest = copy_to_file(store, dest, overwrite=args.force)
     with get_store(dest, read_only=True) as copy:  # the copy reads back, and says what it holds
-        runs, total = len(copy.runs()), copy.count_trials()
-        trials = copy.count_trials(remeasures=False)
+        runs, (trials, remeasures) = len(copy.runs()), count_trials(copy)  # as `runs` counts
         where = getattr(copy, "path", dest)
-    print(f"backed up {plural(runs, 'run')}, {_counted(trials, total - trials)} to {where}")
+    print(f"backed up {plural(runs, 'run')}, {_counted(trials, remeasures)} to {where}")
     return EXIT_OK
 
 

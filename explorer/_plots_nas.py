@@ -137,6 +137,7 @@ def update_nas_pareto_figure(fig: go.FigureWidget, info: NasFrontInfo | None) ->
         if info is not None
         else [],
     }
+    layout.update(_latency_axis([p.latency_ms for p in points if p.is_legal and p.is_timed]))
     if info is None:
         layout.update(_heading("NAS: latency vs Fisher Potential", []))
     else:
@@ -181,6 +182,17 @@ def _points(
         yaxis="y" if col == 1 else "y2",
         meta=f"nas|{kind}",
     )
+
+
+def _latency_axis(latencies: Sequence[float | None]) -> dict[str, Any]:
+    """The wide pane's latency axis: around the points, never below 0 ms (plotly's own range
+    around a single point ran from -0.5 ms)."""
+    values = [v for v in latencies if v is not None and math.isfinite(v)]
+    if not values:
+        return {"xaxis.autorange": True}
+    lo, hi = min(values), max(values)
+    pad = max(0.08 * (hi - lo), 0.1 * hi)  # room for the markers, even for one point
+    return {"xaxis.range": [max(0.0, lo - pad), hi + pad]}
 
 
 def _sizes(points: Sequence[NasPointInfo]) -> dict[int, float]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from explorer._cli_args import format_secs
@@ -112,23 +113,22 @@ class TuneResult:
     def best_is_start(self) -> bool:
         return self.start is not None and self.best is not None and self.best.id == self.start.id
 
-    def verdicts(self) -> list[str]:
+    def verdicts(self, name: Callable[[int], str]) -> list[str]:
         """The best against the unscheduled program, then against the start (a run given
-        one), a sentence each: what ``explorer tune`` prints and the Search tab says."""
-        lines = [self._baseline_verdict()]
+        one), a sentence each: what ``explorer tune`` prints and the Search tab says.
+        ``name`` names a trial by its id (``explorer.storage.trial_name``: "trial 12 of run
+        5")."""
+        lines = [self._baseline_verdict(name)]
         if self.start is not None:
-            lines.append(self._start_verdict(self.start))
+            lines.append(self._start_verdict(name(self.start.id), self.start))
         return lines
 
-    def _baseline_verdict(self) -> str:
+    def _baseline_verdict(self, name: Callable[[int], str]) -> str:
         baseline = self.baseline
         if baseline is None:
             return "no unscheduled baseline in this run (made before runs measured one)"
         if self.baseline_secs is None:
-            return (
-                f"the unscheduled program (measurement {baseline.id}) gave no timing: "
-                f"{baseline.status.value}"
-            )
+            return f"{name(baseline.id)} gave no timing: {baseline.status.value}"
         how = _PAIRED[self.is_conclusive]
         if self.best_is_baseline:
             return (
@@ -140,17 +140,17 @@ class TuneResult:
             f"({format_secs(self.baseline_secs)}; {how})"
         )
 
-    def _start_verdict(self, start: TrialRecord) -> str:
+    def _start_verdict(self, name: str, start: TrialRecord) -> str:
         if self.start_secs is None:
-            return f"your start (trial {start.id}) gave no timing: {start.status.value}"
+            return f"your start ({name}) gave no timing: {start.status.value}"
         how = _PAIRED[self.is_conclusive_over_start]
         if self.best_is_start:
             return (
-                f"no faster schedule found: your start (trial {start.id}, median "
+                f"no faster schedule found: your start ({name}, median "
                 f"{format_secs(self.start_secs)}; {how}) is the answer"
             )
         return (
-            f"{self.speedup_over_start:.2f}x faster than your start (trial {start.id}, median "
+            f"{self.speedup_over_start:.2f}x faster than your start ({name}, median "
             f"{format_secs(self.start_secs)}; {how})"
         )
 

@@ -353,7 +353,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from explorer.search import make_strategy
-    from explorer.storage import default_store, get_store, is_postgres_url
+    from explorer.storage import default_store, get_store, is_postgres_url, trial_name
     from explorer.tuner import RunBudget, Tuner
 
     only_with(args, "--refit", "--start")
@@ -434,16 +434,19 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print("no successful trial")
         return EXIT_FAILED
     gflops = f", {result.best_gflops:.2f} GFLOPS" if result.best_gflops is not None else ""
-    which = f"trial {result.best.id}"
-    if result.best_is_baseline:
-        which = f"the unscheduled program (measurement {result.best.id})"
+    # Trials are named in their run ("trial 12 of run 5"), never by their database-wide id.
+    rows = store.trial_rows(run_id=result.run.id)
+
+    def name(trial_id: int) -> str:
+        return trial_name(rows, trial_id)
+
     how = (
         "re-timed side by side"
         if result.is_confirmed
         else "not confirmed: re-timing it failed, this is the search's own timing"
     )
-    print(f"best: {which}, median {format_secs(result.best_secs)} ({how}){gflops}")
-    for line in result.verdicts():
+    print(f"best: {name(result.best.id)}, median {format_secs(result.best_secs)} ({how}){gflops}")
+    for line in result.verdicts(name):
         print(line)
     if args.save_trace:
         Path(args.save_trace).write_text(json.dumps(result.best.candidate.trace))
@@ -456,23 +459,25 @@ def _start_candidate(args: argparse.Namespace, workload: Any, target: Any) -> An
     strategy does not take a start), refused before anything is stored when the schedule does
     not apply; prints what mapping it onto the knob space approximated."""
     from explorer.measure import Candidate
-    from explorer.space import DesignSpace, KnobSpace, nearest_point
+    from explorer.space import start_mapping
 
     trace = _read_trace(Path(args.start), workload, refit=args.refit)
     candidate = Candidate(workload, target, trace)
-    mapping = nearest_point(KnobSpace(DesignSpace.of(workload, target)), candidate)
-    print(f"start: {args.start}, {mapping.describe()}")
+    print(f"start: {args.start}, {start_mapping(candidate).describe()}")
     return candidate
 
 
 def _failures(store: Any, result: Any) -> str:
     """``", 16 of them failed (16 run_error)"``, or nothing when every trial gave a timing."""
+    from explorer.storage._counting import remeasurements
+
     if not result.num_failed:
         return ""
+    rows = store.trial_rows(run_id=result.run.id)
     counts = collections.Counter(
         row.status.value
-        for row in store.trial_rows(run_id=result.run.id)
-        if not row.is_remeasure and not row.is_ok and not row.status.is_inconclusive
+        for row, again in zip(rows, remeasurements(rows), strict=True)
+        if not again and not row.is_ok and not row.status.is_inconclusive
     )
     kinds = ", ".join(f"{n} {status}" for status, n in counts.most_common())
     return f", {result.num_failed} of them failed ({kinds})"

@@ -34,6 +34,7 @@ from explorer.analysis import (
     StrategyComparisonInfo,
     TransferInfo,
 )
+from explorer.search import prediction_sources
 
 MAX_PARCOORDS_KNOBS = 8
 """Knobs drawn as parallel axes (the most important); more make the plot unreadable."""
@@ -221,10 +222,20 @@ def _run_lines(runs: Sequence[RunSeries], axis: str) -> tuple[list[Any], list[An
 
 
 # -- predicted vs measured --------------------------------------------------------------------
-NO_PREDICTIONS = (
-    "No predictions yet: searches with a cost model (autotvm, evolutionary, droplet, static, "
-    "value)<br>record them with each trial; random search does not."
-)
+def _no_predictions_text() -> str:
+    """Which searches store predictions, read from the strategies' declared capabilities."""
+    records, never = prediction_sources()
+    head = f"No predictions yet: searches with a cost model ({', '.join(records)})"
+    if not never:
+        return f"{head}<br>record them with each trial."
+    if len(never) == 1:
+        return f"{head}<br>record them with each trial; {never[0]} does not."
+    return (
+        f"{head}<br>record them with each trial; {', '.join(never[:-1])} and {never[-1]} do not."
+    )
+
+
+NO_PREDICTIONS = _no_predictions_text()
 
 
 def make_predicted_vs_measured_figure(

@@ -21,7 +21,15 @@ from typing import Any
 
 from explorer.measure import LocalMeasurer, Measurer
 from explorer.session import ScheduleSession
-from explorer.storage import MANUAL, NewTrial, RecordStore, RunInfo, TrialRecord, get_store
+from explorer.storage import (
+    MANUAL,
+    NewTrial,
+    RecordStore,
+    RunInfo,
+    TrialRecord,
+    get_store,
+    name_trial,
+)
 from explorer.target import Target
 from explorer.workloads import Workload
 from widgets._jobs import JobRunner
@@ -92,11 +100,40 @@ class Context:
         self._emit("session", session)
 
     def open_record(self, record: TrialRecord) -> ScheduleSession:
-        """Make a stored trial's schedule the current session (its steps become the history)."""
-        session = ScheduleSession(record.candidate.workload, record.candidate.target)
-        session.load_trace(record.candidate.trace)
+        """Show a stored trial's schedule in the editor, without losing the history.
+
+        Of the current session's workload and target, it is loaded as one more step of that
+        session (``load_trace``): a branch from the step on screen, so Undo goes back there
+        and every earlier step stays in the history. Of another workload or target, it starts
+        a new session, which becomes current.
+        """
+        candidate = record.candidate
+        current = self.session
+        if (
+            current is not None
+            and current.workload == candidate.workload
+            and current.target.key() == candidate.target.key()
+        ):
+            current.load_trace(candidate.trace)
+            return current
+        session = ScheduleSession(candidate.workload, candidate.target)
+        session.load_trace(candidate.trace)
         self.set_session(session)
         return session
+
+    def open_trial(self, record: TrialRecord) -> str:
+        """``open_record``, and what a panel says about it: ``"trial 12 of run 5 as step 38 in
+        the editor (Undo goes back to step 37)"``, the trial named in its run."""
+        before = self.session
+        step = before.snapshot.step_id if before is not None else None
+        session = self.open_record(record)
+        name = name_trial(self.store, record)
+        if session is before:
+            return (
+                f"{name} as step {session.snapshot.step_id} in the editor (Undo goes back to "
+                f"step {step})"
+            )
+        return f"{name} in the editor"
 
     # -- measurement --------------------------------------------------------------------------
     @property

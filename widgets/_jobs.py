@@ -70,6 +70,7 @@ class JobRunner:
     def __init__(self, name: str = "explorer-job") -> None:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
         self._lock = threading.Lock()
+        self._when_free: list[Callable[[], None]] = []
         self.current: Job | None = None
 
     @property
@@ -77,6 +78,18 @@ class JobRunner:
         """A job runs, or its result has not reached the UI yet (its ``on_done`` has not
         started): the UI never sees a runner idle before it has seen the job's end."""
         return self.current is not None and not self.current._settled
+
+    def when_free(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback()`` on the UI thread each time a job has ended and its ``on_done``
+        ran (the runner is free then, unless ``on_done`` submitted the next job), so a panel
+        can start what waited for another panel's job; returns a function that unsubscribes."""
+        self._when_free.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._when_free:
+                self._when_free.remove(callback)
+
+        return unsubscribe
 
     def submit(
         self,
@@ -100,8 +113,9 @@ class JobRunner:
         del future  # errors are kept on the job, never raised from the future
         return job
 
-    @staticmethod
-    def _run(job: Job, fn: Callable[[Job], Any], on_done: Callable[[Job], None] | None) -> None:
+    def _run(
+        self, job: Job, fn: Callable[[Job], Any], on_done: Callable[[Job], None] | None
+    ) -> None:
         job.state = JobState.RUNNING
         try:
             job.result = fn(job)
@@ -110,10 +124,9 @@ class JobRunner:
             job.exception = exc
             job.state = JobState.ERROR
             log.warning("job %r failed: %s", job.name, exc)
-        _ui.call_soon(JobRunner._settle, job, on_done)
+        _ui.call_soon(self._settle, job, on_done)
 
-    @staticmethod
-    def _settle(job: Job, on_done: Callable[[Job], None] | None) -> None:
+    def _settle(self, job: Job, on_done: Callable[[Job], None] | None) -> None:
         """The job's end, on the UI thread."""
         job._settled = True
         try:
@@ -123,6 +136,11 @@ class JobRunner:
             log.exception("on_done callback of job %r failed", job.name)
         finally:
             job._done.set()  # after on_done, so `wait()` returns once the UI is updated
+        for callback in list(self._when_free):
+            try:
+                callback()
+            except Exception:
+                log.exception("when_free callback of runner after %r failed", job.name)
 
     def shutdown(self) -> None:
         if self.current is not None:

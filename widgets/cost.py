@@ -8,6 +8,19 @@ answer is shown before the edit's callback returns (the handler waits up to ``sy
 slow one arrives when ready, and edits made meanwhile collapse into one follow-up. Measurements
 run on ``ctx.measure_jobs`` and are stored in the workload's ``manual`` run. Every widget write
 happens on the UI thread (``widgets._ui``).
+
+What the panel promises about Measure:
+
+* A reading on screen belongs to the schedule on screen: the latency line is about the
+  schedule the editor shows, never about the one a running measurement was started for.
+* "Measuring step N" stays on screen until step N's reading arrives (in the status line when
+  another schedule is shown meanwhile), and says so when it does.
+* A click measures the schedule on screen when the click is handled: in a kernel that is after
+  every earlier click, an Apply clicked just before it included.
+* A click while another measurement runs is queued, and the panel says so ("Queued: step 4"):
+  the user asked for that schedule's reading, and it comes without a second click. A click on a
+  schedule that is being measured or is queued already is refused with a notice saying so: a
+  second reading of it is not what the click can have meant while the first is on its way.
 """
 
 from __future__ import annotations
@@ -20,69 +33,39 @@ from dataclasses import dataclass
 import ipywidgets as w
 
 from explorer.cost_models._predictor import MODELS, Prediction, Predictor
-from explorer.machine import MachinePeak, PeakMeasureError, measured_peak
-from explorer.measure import Candidate, MeasureResult, trace_key
+from explorer.measure import Candidate, trace_key
 from explorer.session import ScheduleSession, Snapshot
-from explorer.storage import NewTrial, RecordStore, TrialRecord
-from explorer.types import MeasureStatus
-from explorer.workloads import Workload
+from explorer.storage import NewTrial, TrialRecord, name_trial
 from widgets import _ui
 from widgets._context import Context
+from widgets._cost_views import (
+    STATUS_WORDS,
+    Measurement,
+    details_html,
+    error_html,
+    format_secs,
+    latency_html,
+    latency_text,
+    measurement,
+    predictions_html,
+    rank_text,
+    roofline_text,
+)
 from widgets._jobs import Job, JobRunner
 from widgets._style import themed
 
 log = logging.getLogger(__name__)
 
-_NOTES = {
-    "static": "analytical (no training)",
-    "xgb-rank": "XGBoost, pairwise rank",
-    "xgb-reg": "XGBoost, regression",
-    "metaschedule-xgb": "MetaSchedule's XGBoost",
-}
-STATUS_WORDS = {
-    MeasureStatus.OK: "correct: the output matches NumPy's",
-    MeasureStatus.WRONG_RESULT: "wrong result: it ran, but the output differs from NumPy's",
-    MeasureStatus.BUILD_ERROR: "did not compile",
-    MeasureStatus.RUN_ERROR: "crashed while running (or ran out of memory)",
-    MeasureStatus.TIMEOUT: "took too long and was stopped",
-    MeasureStatus.INVALID: "is not a valid schedule",
-    MeasureStatus.UNCHECKED: (
-        "was timed by MetaSchedule, but its output was never checked against NumPy "
-        "(`explorer check` checks it)"
-    ),
-}
-
 
 @dataclass(frozen=True)
-class Measurement:
-    """A stored measurement of a schedule and where it ranks among this workload's records."""
+class _Order:
+    """One accepted Measure: the schedule on screen when the click was handled."""
 
-    record: TrialRecord
-    label: str  # which step was measured, e.g. "step 3", or "stored trial 12"
-    rank: int  # 1 = the fastest correct schedule known for this workload and target
-    num_ok: int
-    best_secs: float | None
-    peak: MachinePeak | None = None  # the CPU's measured roofline (None for a GPU)
-    peak_note: str = ""  # why there is no peak, when measuring it failed
-
-    @property
-    def result(self) -> MeasureResult:
-        return self.record.result
-
-
-def measurement(store: RecordStore, record: TrialRecord, label: str) -> Measurement:
-    """A record with its rank and the machine's roofline (blocking: store reads, and the peak
-    is measured once per machine)."""
-    candidate, result = record.candidate, record.result
-    rank = store.rank(candidate.workload, candidate.target, result.median_secs)
-    peak, note = None, ""
-    if candidate.target.kind == "llvm":
-        try:
-            peak = measured_peak(candidate.target)
-        except PeakMeasureError as exc:
-            note = str(exc)
-    position = rank.position if result.is_ok else 0
-    return Measurement(record, label, position, rank.num_ok, rank.best_secs, peak, note)
+    candidate: Candidate
+    key: str  # candidate_key(candidate)
+    label: str  # "step 3"
+    scores: dict[str, float]  # what the models predicted for it (stored with the reading)
+    is_auto: bool = False  # asked by "Measure after every edit" (only the latest edit counts)
 
 
 @dataclass(frozen=True)
@@ -108,7 +91,9 @@ class CostPanel:
         predictions: ``HTML`` table of the models' predictions.
         measure_button, auto_measure: the Measure button and the measure-after-every-edit box.
         latency, details, message: the current schedule's measurement (latency, GFLOPS), its
-            correctness, rank and roofline, and notices (a refused second Measure).
+            correctness, rank and roofline, and notices (a refused Measure).
+        measure_status: measurements that are not of the schedule on screen: one running, the
+            queued ones, and the last reading that arrived for another schedule.
         predict_job, measure_job: the latest background jobs (``job.wait(t)`` in scripts).
         predictor: the ``Predictor`` the panel asks.
 
@@ -160,6 +145,8 @@ class CostPanel:
         self.details.add_class("se-measure-details")
         self.message = w.HTML(layout=w.Layout(display="none"))
         self.message.add_class("se-cost-message")
+        self.measure_status = w.HTML()
+        self.measure_status.add_class("se-measure-status")
         measured = w.HTML("<b>Measured</b> (built and timed on the target)")
         measured.add_class("se-section")
         self.widget = w.VBox(
@@ -175,6 +162,7 @@ class CostPanel:
                 self.message,
                 self.latency,
                 self.details,
+                self.measure_status,
             ]
         )
         self.widget.add_class("se-cost")
@@ -185,8 +173,13 @@ class CostPanel:
         self._scores: tuple[str, dict[str, float]] | None = None  # candidate key -> raw scores
         self._current_key: str | None = None
         self._pending: Candidate | None = None
+        self._running: _Order | None = None  # this panel's measurement on ctx.measure_jobs
+        self._queue: list[_Order] = []  # accepted while busy, measured in click order
+        self._failed: dict[str, tuple[str, BaseException]] = {}  # key -> (label, why)
+        self._arrived = ""  # the last reading that arrived for a schedule not on screen
         self._closed = False
         self._runner = JobRunner("explorer-predict")
+        self._unsubscribe_free = ctx.measure_jobs.when_free(lambda: self._guard(self._next))
         self._unsubscribe_session: Callable[[], None] | None = None
         self._unsubscribe_store = ctx.store.subscribe(
             lambda records: _ui.call_soon(self._on_records, records)
@@ -220,6 +213,7 @@ class CostPanel:
         assert self.session is not None
         candidate = self.session.candidate()
         self._current_key = candidate_key(candidate)
+        self._clear_notice()  # a refusal was about the schedule on screen before
         self._show_measurement()
         self.refresh_predictions()
         if self.auto_measure.value:
@@ -256,7 +250,9 @@ class CostPanel:
         # Worker thread: no widget, no session.
         stored = self.ctx.store.measurements_of(candidate)
         found = (
-            measurement(self.ctx.store, stored[-1], f"stored trial {stored[-1].id}")
+            measurement(
+                self.ctx.store, stored[-1], f"stored: {name_trial(self.ctx.store, stored[-1])}"
+            )
             if stored
             else None
         )
@@ -269,7 +265,7 @@ class CostPanel:
         if self._closed:
             return
         if job.exception is not None:
-            self.predictions.value = _error_html("Prediction failed", job.exception)
+            self.predictions.value = error_html("Prediction failed", job.exception)
         else:
             look: _Look = job.result
             scores = {n: p.score for n, p in look.predictions.items() if p.score is not None}
@@ -290,63 +286,107 @@ class CostPanel:
 
     # -- measurement --------------------------------------------------------------------------
     def measure(self) -> Job | None:
-        """Build and time the current schedule in the background (refused while one runs)."""
+        """Build and time the schedule on screen in the background, or queue it behind the
+        measurement that runs; a schedule being measured or queued already is refused. Every
+        outcome is said on screen. Returns the job when one started now (``None``: queued,
+        refused, or no workload)."""
         session = self.session
         if session is None:
             self._notice("Build a workload first.")
             return None
-        runner = self.ctx.measure_jobs
-        if runner.busy:
-            current = runner.current.name if runner.current is not None else "a measurement"
-            self._notice(
-                f"Already busy ({current}): wait until it finishes, then press Measure again."
-            )
-            return None
+        return self._ask(self._order(session))
+
+    def _order(self, session: ScheduleSession, *, is_auto: bool = False) -> _Order:
         candidate = session.candidate()
-        label = f"step {session.snapshot.step_id}"
+        key = candidate_key(candidate)
         # Store what the models said about exactly this schedule alongside its measurement.
         known = self._scores
-        scores = known[1] if known is not None and known[0] == candidate_key(candidate) else {}
-        self._clear_notice()
-        self.latency.value = f"<i>Measuring {html.escape(label)}\u2026</i>"
-        self.measure_button.description = "Measure"
-        self.details.value = ""
-        self.measure_job = runner.submit(
-            f"measuring {label}",
-            lambda _job: self._measure(candidate, scores, label),
-            on_done=self._measured_done,
-        )
-        return self.measure_job
+        scores = known[1] if known is not None and known[0] == key else {}
+        return _Order(candidate, key, f"step {session.snapshot.step_id}", scores, is_auto)
 
-    def _measure(self, candidate: Candidate, scores: dict[str, float], label: str) -> Measurement:
+    def _ask(self, order: _Order) -> Job | None:
+        same = (
+            self._running if self._running is not None and self._running.key == order.key else None
+        )
+        if same is not None:
+            self._notice(
+                f"Not measured twice: {same.label} is being measured now"
+                f"{self._same_schedule(same, order)}; its reading shows here when it arrives."
+            )
+            return None
+        queued = next((q for q in self._queue if q.key == order.key), None)
+        if queued is not None:
+            self._notice(
+                f"Not queued twice: {queued.label} is queued already"
+                f"{self._same_schedule(queued, order)}; it is measured when its turn comes."
+            )
+            return None
+        self._clear_notice()
+        self._arrived = ""
+        self._failed.pop(order.key, None)
+        if order.is_auto:  # only the latest edit's schedule is worth measuring automatically
+            self._queue = [q for q in self._queue if not q.is_auto]
+        self._queue.append(order)
+        self._next()
+        self._show_measurement()
+        return self.measure_job if self._running is order else None
+
+    @staticmethod
+    def _same_schedule(earlier: _Order, order: _Order) -> str:
+        # " (step 5 is the same schedule)" when the click was on another step of it
+        return "" if earlier.label == order.label else f" ({order.label} is the same schedule)"
+
+    def _next(self) -> None:
+        """Start the first queued measurement when ``ctx.measure_jobs`` is free (it is shared:
+        the dashboards' check of unchecked timings may hold it)."""
+        if self._closed or not self._queue or self.ctx.measure_jobs.busy:
+            return
+        order = self._queue.pop(0)
+        self._running = order
+        self.measure_job = self.ctx.measure_jobs.submit(
+            f"measuring {order.label}",
+            lambda _job: self._measure(order),
+            on_done=lambda job: self._measured_done(order, job),
+        )
+        self._show_measurement()
+
+    def _measure(self, order: _Order) -> Measurement:
         # Worker thread: no widget, no session.
+        candidate = order.candidate
         (result,) = self.ctx.measurer.measure([candidate])
         record = self.ctx.record_manual(
-            NewTrial(candidate, result, scores), candidate.workload, candidate.target
+            NewTrial(candidate, result, order.scores), candidate.workload, candidate.target
         )
-        return measurement(
-            self.ctx.store, record, label
-        )  # the peak after the timing, never during
+        return measurement(self.ctx.store, record, order.label)  # the peak after the timing
 
-    def _measured_done(self, job: Job) -> None:
+    def _measured_done(self, order: _Order, job: Job) -> None:
+        self._running = None
         if self._closed:
             return
-        self._clear_notice()  # a "still busy" notice is moot now
         if job.exception is not None:
-            self.latency.value = _error_html("Measurement failed", job.exception)
-            return
-        measured: Measurement = job.result
-        self._measured[candidate_key(measured.record.candidate)] = measured
+            self._failed[order.key] = (order.label, job.exception)
+            reading = "failed"
+        else:
+            measured: Measurement = job.result
+            self._measured[order.key] = measured
+            reading = latency_text(measured.result)
+        if order.key != self._current_key:
+            self._arrived = f"{order.label[0].upper()}{order.label[1:]} measured: {reading}."
+        self._next()
         self._show_measurement()
         self.refresh_predictions(wait=False)  # a new record may train the learned models
         if self.auto_measure.value:
             self._auto()
 
     def _auto(self) -> None:
-        """Measure the current schedule unless it was measured already or a run is on."""
-        if self._current_key in self._measured or self.ctx.measure_jobs.busy:
-            return  # a busy runner calls back here when it is done
-        self.measure()
+        """Measure the schedule on screen unless it was measured already (or is on its way)."""
+        if self.session is None or self._current_key in self._measured:
+            return
+        if self._running is not None and self._running.key == self._current_key:
+            return
+        if any(q.key == self._current_key for q in self._queue):
+            return
+        self._ask(self._order(self.session, is_auto=True))
 
     def _on_auto(self, change: dict[str, object]) -> None:
         if change["new"]:
@@ -361,19 +401,56 @@ class CostPanel:
             self.refresh_predictions(wait=False)
 
     def _show_measurement(self) -> None:
-        current = self._measured.get(self._current_key or "")
+        """The latency line for the schedule on screen; the status line for the others."""
+        key = self._current_key or ""
+        current = self._measured.get(key)
+        running = self._running
         noisy = current is not None and current.result.is_noisy
         # A busy machine spread the repeats: the button offers to measure again.
         self.measure_button.description = "Measure again" if noisy else "Measure"
-        if current is not None:  # measured before (also after an undo back to it)
+        queued = next((q for q in self._queue if q.key == key), None)
+        if running is not None and running.key == key:
+            self.latency.value = f"<i>Measuring {html.escape(running.label)}\u2026</i>"
+            self.details.value = ""
+        elif queued is not None:
+            ahead = running.label if running is not None else "the measurement that runs"
+            self.latency.value = (
+                f"<i>Queued: {html.escape(queued.label)} is measured after "
+                f"{html.escape(ahead)}.</i>"
+            )
+            self.details.value = ""
+        elif key in self._failed:
+            label, exc = self._failed[key]
+            self.latency.value = error_html(f"Measuring {label} failed", exc)
+            self.details.value = ""
+        elif current is not None:  # measured before (also after an undo back to it)
             self.latency.value = latency_html(current.result, label=current.label)
             self.details.value = details_html(current)
-        elif self.measure_job is not None and not self.measure_job._settled:
-            return  # "Measuring..." stays until the job reports
         else:
             # Never another schedule's number: what is shown belongs to what is displayed.
             self.latency.value = "<i>This schedule is not measured yet: press Measure.</i>"
             self.details.value = ""
+        self.measure_status.value = self._status_html(key)
+
+    def _status_html(self, key: str) -> str:
+        """What is measured besides the schedule on screen, and the last reading that arrived
+        for another schedule ("" when there is nothing to say)."""
+        parts = []
+        running = self._running
+        if running is not None and running.key != key:
+            parts.append(f"Measuring {running.label}\u2026 (not the schedule on screen)")
+        elif running is None and self.ctx.measure_jobs.busy:
+            other = self.ctx.measure_jobs.current
+            parts.append(f"Waiting for {other.name if other else 'another job'}\u2026")
+        others = [q.label for q in self._queue if q.key != key]
+        if others:
+            parts.append(f"Queued: {', '.join(others)}.")
+        if self._arrived:
+            parts.append(self._arrived)
+        if not parts:
+            return ""
+        text = " ".join(html.escape(p) for p in parts)
+        return f"<div style='font-size:90%;color:#555'>{text}</div>"
 
     # -- misc ---------------------------------------------------------------------------------
     def _notice(self, text: str) -> None:
@@ -395,6 +472,8 @@ class CostPanel:
 
     def close(self) -> None:
         self._closed = True
+        self._queue.clear()
+        self._unsubscribe_free()
         self._unsubscribe_ctx()
         self._unsubscribe_store()
         if self._unsubscribe_session is not None:
@@ -408,94 +487,18 @@ def candidate_key(candidate: Candidate) -> str:
     return f"{candidate.workload.key()}|{candidate.target.key()}|{trace_key(candidate.trace)}"
 
 
-# -- rendering ----------------------------------------------------------------------------------
-def format_secs(secs: float) -> str:
-    """``"0.123 ms"``; microseconds below a microsecond-ish millisecond."""
-    ms = secs * 1e3
-    if ms < 0.001:
-        return f"{ms * 1e3:.3f} \u00b5s"
-    return f"{ms:.3f} ms"
-
-
-def predictions_html(predictions: dict[str, Prediction]) -> str:
-    rows = []
-    for p in predictions.values():
-        if p.score is None:
-            value = "\u2014"
-        elif p.latency_secs is not None:
-            value = f"\u2248 {format_secs(p.latency_secs)}"
-            if p.model == "static":
-                value += f" ({p.score:.2f} GFLOPS)"
-        elif p.beats is None or not p.beats[1]:
-            value = f"score {p.score:.3g}"
-        else:
-            value = ""  # a rank model's scores only order schedules: show the order
-        if p.beats is not None and p.beats[1]:
-            beats = f"faster than {p.beats[0]} of {p.beats[1]} measured"
-            value = f"{value}; {beats}" if value else beats
-        note = p.note or _NOTES.get(p.model, "")
-        style = "color:#888;" if p.score is None else ""
-        # Flowing text, not table columns: a narrow panel wrapped the value and the note into
-        # columns a few words wide. The note gets a line of its own.
-        rows.append(
-            f"<div class='se-prediction' style='{style}margin:0 0 4px 0'>"
-            f"<b>{html.escape(p.model)}</b>&nbsp; {html.escape(value)}"
-            f"<div style='font-size:85%;color:#777'>{html.escape(note)}</div></div>"
-        )
-    return "".join(rows)
-
-
-def latency_html(result: MeasureResult, *, label: str | None = None) -> str:
-    """The latency line; ``label`` says which measurement it is (``"step 3"``)."""
-    prefix = f"Latency ({html.escape(label)}): " if label else "Latency: "
-    secs = result.median_secs
-    if result.is_ok and secs:
-        gflops = result.gflops
-        rate = f" \u00b7 {gflops:.2f} GFLOPS" if gflops is not None else ""
-        line = f"{prefix}<b>{format_secs(secs)}</b> (median of {len(result.run_secs)}){rate}"
-        if result.noise_note:  # correct and ranked: the spread is information
-            note = html.escape(result.noise_note)
-            line += f"<br><span class='se-noisy' style='color:#a60'>Note: {note}.</span>"
-        return line
-    words = STATUS_WORDS.get(result.status, result.status.value)
-    return f"{prefix}<b style='color:#a00'>no valid timing</b>: the schedule {words}"
-
-
-def details_html(m: Measurement) -> str:
-    result = m.result
-    lines = [f"Check: {html.escape(STATUS_WORDS.get(result.status, result.status.value))}."]
-    if result.is_ok and result.median_secs:
-        if m.rank == 1:
-            lines.append(f"Rank: the fastest of {m.num_ok} correct schedule(s) known here.")
-        elif m.best_secs:
-            lines.append(
-                f"Rank: #{m.rank} of {m.num_ok} correct schedules; the best known takes "
-                f"{format_secs(m.best_secs)} (this one is {result.median_secs / m.best_secs:.2f}"
-                "\u00d7 slower)."
-            )
-        lines.append(html.escape(roofline_text(m.record.candidate.workload, result, m.peak)))
-        if m.peak_note:
-            lines.append(html.escape(f"No roofline: {m.peak_note}."))
-    if result.build_secs is not None:
-        lines.append(f"Built in {result.build_secs:.2f} s.")
-    body = "<br>".join(lines)
-    if result.error_msg:
-        body += (
-            "<details><summary>Details</summary><pre style='white-space:pre-wrap'>"
-            f"{html.escape(result.error_msg[:4000])}</pre></details>"
-        )
-    return f"<div style='font-size:90%'>{body}</div>"
-
-
-def roofline_text(workload: Workload, result: MeasureResult, peak: MachinePeak | None) -> str:
-    """Where the schedule sits under this CPU's measured roofline (``None``: no peak known)."""
-    secs = result.median_secs or 0.0
-    gflops = workload.flops() / secs / 1e9 if secs else 0.0
-    intensity = workload.flops() / max(workload.bytes_moved(), 1)
-    if peak is None:
-        return f"Arithmetic intensity {intensity:.2f} FLOP/byte."
-    return peak.describe(gflops, intensity)
-
-
-def _error_html(head: str, exc: BaseException) -> str:
-    return f"<span style='color:#a00'><b>{html.escape(head)}:</b> {html.escape(str(exc))}</span>"
+__all__ = [
+    "MODELS",
+    "STATUS_WORDS",
+    "CostPanel",
+    "Measurement",
+    "candidate_key",
+    "details_html",
+    "format_secs",
+    "latency_html",
+    "latency_text",
+    "measurement",
+    "predictions_html",
+    "rank_text",
+    "roofline_text",
+]

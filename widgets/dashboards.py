@@ -434,7 +434,7 @@ class Dashboards:
         """Open a trial in the editor; a click must never raise into the front end."""
         try:
             record = self.ctx.store.get_trial(trial_id())
-            self.ctx.open_record(record)
+            opened = self.ctx.open_trial(record)
         except Exception as exc:
             log.exception("opening a clicked trial failed")
             self.notice.value = f"Could not open that trial: {type(exc).__name__}: {exc}"
@@ -442,10 +442,7 @@ class Dashboards:
         secs = record.median_secs
         timing = f", {secs * 1e3:.4g} ms" if secs else ""
         run = self.ctx.store.get_run(record.run_id)
-        self.notice.value = (
-            f"Opened trial {record.id} (run {run.id}, {run.strategy}{timing}) in the editor "
-            "(Schedule tab)."
-        )
+        self.notice.value = f"Opened {opened} ({run.strategy}{timing}; Schedule tab)."
         if self.on_open is not None:
             self.on_open(record)
 

@@ -64,6 +64,7 @@ class ScheduleEditor:
         self._shown: Snapshot | None = None  # what the script view shows (its marks: the change)
 
         self.title = w.HTML(layout=w.Layout(margin="0 0 6px 0"))
+        self.title.add_class("se-editor-title")
         # The table scrolls sideways inside its column (fused loop names get long).
         self.loop_table = w.HTML(layout=w.Layout(overflow="auto hidden", **_FILL))
         self.loop_table.add_class("se-loops")

@@ -44,7 +44,7 @@ from explorer.nas import (
 from explorer.plots import on_point_click
 from explorer.search import STRATEGIES
 from explorer.session import ScheduleSession
-from explorer.storage import summarize_run
+from explorer.storage import name_trial, summarize_run
 from widgets import _ui
 from widgets._context import Context
 from widgets._jobs import Job, JobState
@@ -331,15 +331,16 @@ class NasPanel(Panel):
         if best is not None:
             session = self.ctx.open_record(best)
             secs = best.median_secs
-            timing = f", {secs * 1e3:.4g} ms" if secs else ""
+            # named in its run ("trial 3 of run 7"), never by its database-wide id
+            timing = name_trial(self.ctx.store, best) + (f", {secs * 1e3:.4g} ms" if secs else "")
             if point.is_timed:
-                what = f"its tuning's best schedule (trial {best.id}{timing})"
+                what = f"its tuning's best schedule ({timing})"
             elif point.is_legal:  # a stopped search: the network, not this shape, is untimed
-                what = f"the best schedule of run {focus.run_id} (trial {best.id}{timing})"
+                what = f"the best schedule of run {focus.run_id} ({timing})"
             else:  # never tuned: the shape was, for another network (or by an earlier run)
                 what = (
                     f"the best schedule of run {focus.run_id}, which tuned the same shape "
-                    f"(trial {best.id}{timing}); this network itself was not tuned"
+                    f"({timing}); this network itself was not tuned"
                 )
         else:
             session = ScheduleSession(focus.conv.workload(), self.ctx.target)

@@ -14,6 +14,7 @@ key without devices is one sentence, and no run is created); the panel closes th
 
 from __future__ import annotations
 
+import html
 import logging
 import os
 from dataclasses import replace
@@ -26,6 +27,8 @@ from explorer.fleet import TrackerAddress, read_fleet, tracker_summary
 from explorer.measure import MeasureConfig, Measurer, RemoteMeasurer
 from explorer.measure._remote import TargetNotReported
 from explorer.search import STRATEGIES, SearchStrategy, capabilities, make_strategy
+from explorer.space import StartMapping, start_mapping
+from explorer.storage import trial_name
 from explorer.target import Target
 from explorer.tuner import TuneProgress, Tuner, TuneResult
 from widgets import _ui
@@ -135,6 +138,9 @@ class SearchPanel(Panel):
             "se-from-session",
         )
         self.from_session_note = _tagged(w.Label(value=""), "se-from-session-note")
+        # Where "Start from my schedule" put it in the space (what `explorer tune --start`
+        # prints): a hand-made schedule is approximated, and the notes say how.
+        self.start_mapping = _tagged(w.HTML(value=""), "se-start-mapping")
         self.start_button = _tagged(
             w.Button(description="Start", button_style="primary", icon="play"), "se-start"
         )
@@ -166,6 +172,7 @@ class SearchPanel(Panel):
                 w.HBox([self.measure_on, self.target_note]),
                 self.fleet_row,
                 w.HBox([self.from_session, self.from_session_note]),
+                self.start_mapping,
                 w.HBox([self.start_button, self.stop_button, self.open_best_button]),
                 self.progress,
                 self.status,
@@ -216,8 +223,10 @@ class SearchPanel(Panel):
         kwargs: dict[str, Any] = {}
         if not self.cost_model.disabled:  # one the strategy declares (capabilities)
             kwargs["cost_model"] = str(self.cost_model.value)
+        start_step = None
         if self.from_session.value and not self.from_session.disabled:
             kwargs["start"] = session.candidate()
+            start_step = session.snapshot.step_id
         strategy = make_strategy(name, **kwargs)  # a bad setting is refused here, not later
         fleet = self._fleet_choice()
         if isinstance(fleet, str):
@@ -228,6 +237,10 @@ class SearchPanel(Panel):
         def tune(
             job: Job, measurer: Measurer, target: Target, strategy: SearchStrategy
         ) -> TuneResult:
+            start = kwargs.get("start")
+            if start is not None:  # said before the search measures anything
+                mapping = start_mapping(replace(start, target=target))
+                _ui.call_soon(self._show_start_mapping, start_step, mapping)
             tuner = Tuner(measurer=measurer, store=self.ctx.store, batch_size=self.batch_size)
             return tuner.run(
                 workload,
@@ -271,6 +284,11 @@ class SearchPanel(Panel):
             where = f"asking the devices of key {key} at {address} for their target..."
 
         self.result = None
+        self.start_mapping.value = (
+            f"<i>Mapping your schedule (step {start_step}) into the search space\u2026</i>"
+            if start_step is not None
+            else ""
+        )
         self.progress.max, self.progress.value = max_trials, 0
         self.progress.bar_style = "info"
         self._set_running(True)
@@ -292,8 +310,7 @@ class SearchPanel(Panel):
         if self.result is None or self.result.best is None:
             self._say("No successful trial to open yet.")
             return
-        self.ctx.open_record(self.result.best)
-        self._say(f"Opened trial {self.result.best.id} (the search's best) in the editor.")
+        self._say(f"Opened the search's best, {self.ctx.open_trial(self.result.best)}.")
 
     def close(self) -> None:
         self._unsubscribe()
@@ -332,8 +349,25 @@ class SearchPanel(Panel):
             else f"best {result.best_secs * 1e3:.4g} ms ({result.best_gflops or 0:.3g} GFLOPS)"
         )
         how = "Stopped" if job.state is JobState.CANCELLED else "Done"
-        versus = "".join(f" {line[0].upper()}{line[1:]}." for line in result.verdicts())
+        rows = self.ctx.store.trial_rows(run_id=result.run.id)
+        verdicts = result.verdicts(lambda trial_id: trial_name(rows, trial_id))
+        versus = "".join(f" {line[0].upper()}{line[1:]}." for line in verdicts)
         self._say(f"{how}: {result.num_trials} trials ({result.why_stopped}), {best}." + versus)
+
+    def _show_start_mapping(self, step: int | None, mapping: StartMapping) -> None:
+        point = html.escape(mapping.point.key())
+        if mapping.exact:
+            self.start_mapping.value = (
+                f"Your schedule (step {step}) is the point {point} of the search space: the "
+                "search starts there, nothing of it changed."
+            )
+            return
+        notes = "".join(f"<li>{html.escape(n)}</li>" for n in mapping.notes)
+        self.start_mapping.value = (
+            f"Your schedule (step {step}) is measured first, as the run's reference; the "
+            f"search starts at the nearest point of its space, {point}"
+            + (f", which differs from it:<ul style='margin:2px 0'>{notes}</ul>" if notes else ".")
+        )
 
     def _show_fleet_target(self, target: Target, key: str, assumed: bool) -> None:
         self.fleet_target = target

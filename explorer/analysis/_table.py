@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from explorer.storage._base import TrialRecord, TrialRow
+from explorer.storage._counting import is_remeasurement
 from explorer.storage._marks import BASELINE_MARK, START_MARK, has_mark
 from explorer.types import MeasureStatus
 
@@ -54,9 +55,10 @@ class TrialTable:
         latency_secs: median latency; NaN unless the trial succeeded with a positive timing.
         created_at: when each trial was stored (unix seconds).
         trace_hashes: ``TrialRow.trace_hash`` of each trial.
-        is_remeasure: whether the trial's trace appeared earlier in its run, or the row is the
-            run's baseline (see the module docstring); rows must come in order within each run
-            for this to hold.
+        is_remeasure: whether the row is a re-measurement, not a trial (stored as one, the
+            run's baseline, or a trace measured earlier in its run: the rule of
+            ``explorer.storage.is_remeasurement``); rows must come in order within each run for
+            this to hold.
         is_baseline: whether the row measures its run's baseline, the unscheduled program.
         is_start: whether the row measures its run's start, the user's own schedule.
         predicted: cost model name -> predicted score per trial (NaN where that model made no
@@ -261,13 +263,7 @@ def _build(base: Any, rows: list[TrialRow]) -> TrialTable:
         if r.run_id not in copied:
             seen[r.run_id] = set(seen.get(r.run_id, ()))
             copied.add(r.run_id)
-        traces = seen[r.run_id]
-        if baseline[i]:  # measured, never a trial (and a start may share its empty trace)
-            again[i] = True
-        elif r.trace_hash in traces:
-            again[i] = True
-        else:
-            traces.add(r.trace_hash)
+        again[i] = is_remeasurement(r, seen[r.run_id])  # the rule `explorer runs` counts by
 
     return TrialTable(
         ids=_frozen(np.concatenate([base.ids, ids])),

@@ -54,6 +54,19 @@ def capabilities(strategy: str | SearchStrategy | type[SearchStrategy]) -> Capab
     return strategy.capabilities
 
 
+def prediction_sources() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The strategies that store a cost model's predictions with each trial (those declaring
+    ``capabilities.cost_models``), and those that store none.
+
+    Example:
+        >>> prediction_sources()[1]
+        ('random', 'droplet')
+    """
+    names = list(STRATEGIES)
+    records = tuple(n for n in names if capabilities(n).takes_cost_model)
+    return records, tuple(n for n in names if n not in records)
+
+
 def check_capabilities(
     strategy: str, *, start: bool = False, cost_model: str | None = None
 ) -> None:
@@ -148,4 +161,5 @@ __all__ = [
     "capabilities",
     "check_capabilities",
     "make_strategy",
+    "prediction_sources",
 ]

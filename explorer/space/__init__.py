@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from explorer.space._design_space import DesignSpace, Knob, Sample
 from explorer.space._knob_space import KnobDomain, KnobSpace, Point, factorizations
-from explorer.space._nearest import StartMapping, nearest_point
+from explorer.space._nearest import StartMapping, nearest_point, start_mapping
 
 __all__ = [
     "DesignSpace",
@@ -16,4 +16,5 @@ __all__ = [
     "StartMapping",
     "factorizations",
     "nearest_point",
+    "start_mapping",
 ]

@@ -45,7 +45,7 @@ from typing import Any
 from explorer import _tvm
 from explorer.errors import SearchError
 from explorer.measure._base import Candidate
-from explorer.space._design_space import SAMPLING_KINDS
+from explorer.space._design_space import SAMPLING_KINDS, DesignSpace
 from explorer.space._knob_space import KnobDomain, KnobSpace, Point
 from explorer.types import JSON
 
@@ -143,6 +143,19 @@ def nearest_point(space: KnobSpace, candidate: Candidate) -> StartMapping:
     if instance is not None:
         return instance
     return _map_hand_schedule(space, sch)
+
+
+def start_mapping(candidate: Candidate) -> StartMapping:
+    """Where ``candidate``'s schedule starts a search of its workload on its target: the
+    nearest point of the space every strategy searches, with the notes on what was changed.
+
+    What ``explorer tune --start`` prints and the notebook's search panel shows.
+
+    Raises:
+        TraceError: as ``nearest_point``.
+    """
+    space = KnobSpace(DesignSpace.of(candidate.workload, candidate.target))
+    return nearest_point(space, candidate)
 
 
 # -- a searched record ---------------------------------------------------------------------------

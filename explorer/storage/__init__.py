@@ -28,6 +28,13 @@ from explorer.storage._base import (
 )
 from explorer.storage._check import CheckSummary, check_unchecked
 from explorer.storage._copy import MergeSummary, copy_records, merge_records
+from explorer.storage._counting import (
+    count_trials,
+    is_remeasurement,
+    name_trial,
+    remeasurements,
+    trial_name,
+)
 from explorer.storage._environment import environment
 from explorer.storage._export import export_csv, export_jsonl
 from explorer.storage._metaschedule import (
@@ -127,6 +134,7 @@ __all__ = [
     "check_unchecked",
     "check_work_dir",
     "copy_records",
+    "count_trials",
     "default_store",
     "default_store_path",
     "environment",
@@ -136,7 +144,11 @@ __all__ = [
     "get_store",
     "import_metaschedule",
     "is_postgres_url",
+    "is_remeasurement",
     "merge_records",
+    "name_trial",
+    "remeasurements",
     "summarize_run",
     "trace_hash",
+    "trial_name",
 ]

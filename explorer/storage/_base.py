@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 import hashlib
 import json
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -356,6 +357,22 @@ class RecordStore(abc.ABC):
         times = [r.median_secs for r in rows if r.median_secs is not None and not r.is_remeasure]
         faster = sum(t < secs for t in times) if secs is not None else len(times)
         return Rank(1 + faster, len(times), min(times, default=None))
+
+    def rank_of(self, record: TrialRecord) -> Rank:
+        """Where a stored measurement ranks among its workload's correct timings on its
+        target (``rank``), itself counted once: a re-timing or a baseline, which ``rank``
+        leaves out, is added, so a correct measurement is never "the fastest of 0".
+
+        Raises ``ValueError`` for a measurement that is not correct (it has no rank).
+        """
+        if not record.result.is_ok or record.median_secs is None:
+            raise ValueError(f"trial {record.id} is {record.status.value}: it has no rank")
+        candidate = record.candidate
+        rank = self.rank(candidate.workload, candidate.target, record.median_secs)
+        if not record.is_remeasure:
+            return rank  # counted by ``rank`` already
+        best = min(record.median_secs, rank.best_secs or math.inf)
+        return Rank(rank.position, rank.num_ok + 1, best)
 
     @abc.abstractmethod
     def best_so_far(self, run_id: int) -> BestSoFar:

@@ -3,9 +3,10 @@
 ``explorer tune`` (through ``Tuner``) and ``explorer runs`` both report a run through
 ``summarize_run``, so they cannot disagree. The rules:
 
-* Re-measurements (``TrialRow.is_remeasure``: the re-timings of the best candidates at the end of
-  a run, and the run's baseline, the unscheduled program) are measurements, not trials: they are
-  not counted, and spend no budget.
+* Re-measurements (the re-timings of the best candidates at the end of a run, the run's
+  baseline, the unscheduled program, and any schedule the run measured before:
+  ``explorer.storage._counting``) are measurements, not trials: they are not counted, and spend
+  no budget.
 * A run's verdict comes from its latest *confirmation*: the best candidates, the baseline and
   the user's start re-timed side by side at the end of a search, in interleaved rounds, stored
   as one batch (the re-timings after the run's last trial that share one ``created_at``; a
@@ -31,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from explorer.storage._base import TrialRow
+from explorer.storage._counting import remeasurements
 from explorer.storage._marks import BASELINE_MARK, START_MARK, has_mark
 
 
@@ -120,9 +122,13 @@ def summarize_run(run_id: int, rows: Sequence[TrialRow]) -> RunSummary:
         if row.is_ok:
             timings.setdefault(row.trace_hash, []).extend(row.run_secs)
     baseline = next((r.trace_hash for r in rows if has_mark(r.decisions, BASELINE_MARK)), None)
-    num_remeasured = sum(row.is_remeasure for row in rows)
+    # Counted by the one rule every screen uses (``explorer.storage._counting``).
+    again = remeasurements(rows)
+    num_remeasured = sum(again)
     num_failed = sum(
-        1 for r in rows if not r.is_remeasure and not r.is_ok and not r.status.is_inconclusive
+        1
+        for r, is_again in zip(rows, again, strict=True)
+        if not is_again and not r.is_ok and not r.status.is_inconclusive
     )
 
     # Step 1. The latest confirmation decides, among the schedules it re-timed successfully:

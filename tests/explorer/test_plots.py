@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import plotly.graph_objects as go
@@ -27,6 +28,7 @@ from explorer.plots import (
     update_predicted_vs_measured_figure,
     update_strategy_comparison_figure,
 )
+from explorer.search import STRATEGIES, capabilities
 from explorer.space import DesignSpace, KnobSpace
 from explorer.storage import NewTrial, get_store
 from explorer.target import Target
@@ -255,3 +257,14 @@ def test_long_headings_wrap_into_the_margin_they_get() -> None:
     assert long["margin.t"] - short["margin.t"] >= 17 * (len(lines) - 1) + 24
     assert HEADER["modebar"]["orientation"] == "v"  # off the heading
     assert HEADER["title"]["yref"] == "container" and HEADER["title"]["yanchor"] == "top"
+
+
+def test_the_empty_predictions_note_follows_the_strategies_declarations():
+    """Issue 21: the empty plot said droplet records predictions (it stores none): the note is
+    read from each strategy's declared capabilities."""
+    recorded, rest = plots.NO_PREDICTIONS.split(";")
+    for name in STRATEGIES:
+        half = recorded if capabilities(name).takes_cost_model else rest
+        other = rest if half is recorded else recorded
+        word = rf"(?<![\w+]){re.escape(name)}(?![\w+])"  # droplet is not evolutionary+droplet
+        assert re.search(word, half) and not re.search(word, other), (name, plots.NO_PREDICTIONS)

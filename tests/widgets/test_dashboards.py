@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -160,13 +162,19 @@ def test_clicking_a_prediction_opens_that_trial(dash, dctx, candidates):
     i = 2
     dash._on_pred_click(pvm, Points(point_inds=[i], trace_index=0))
     assert [r.id for r in opened] == [pvm.customdata[i]]
-    assert dctx.session is not old_session
-    assert dctx.session.workload == MATMUL
+    # Issue 21: opened as one more step of the session on screen, whose history stays
+    assert dctx.session is old_session
+    assert dctx.session.candidate().trace == opened[0].candidate.trace
     assert opened[0].candidate.trace == next(
         r.candidate.trace for r in records if r.id == pvm.customdata[i]
     )
-    # Issue 10: the click gave no visible feedback on the dashboards tab
-    assert f"Opened trial {opened[0].id} (run {opened[0].run_id}, autotvm" in dash.notice.value
+    # Issue 10: the click gave no visible feedback on the dashboards tab; issue 21: the trial
+    # is named in its run
+    number = [r.id for r in records].index(opened[0].id) + 1
+    assert dash.notice.value == (
+        f"Opened trial {number} of run {opened[0].run_id} as step 1 in the editor (Undo goes "
+        f"back to step 0) (autotvm, {opened[0].median_secs * 1e3:.4g} ms; Schedule tab)."
+    )
 
 
 def test_clicking_a_convergence_step_opens_the_improving_trial(dash, dctx, candidates):
@@ -326,3 +334,34 @@ def test_every_target_adds_the_other_targets_runs_as_groups(dash, dctx, candidat
     dash.all_targets.value = False
     dash.refresh()
     assert {g.target_key for g in dash.infos["convergence"].groups} == {dctx.target.key()}
+
+
+def test_a_manual_run_is_counted_alike_on_the_dashboard_and_by_explorer_runs(
+    tmp_path, dctx, candidates
+):
+    """Issue 21: ten Measure presses on two schedules counted 10 trials in `explorer runs`
+    and "2 trials + 8 re-measurements" on the dashboard; both count by one rule now."""
+    db = tmp_path / "records.db"
+    ctx = Context(store=str(db), make_measurer=LocalMeasurer)  # never started here
+    try:
+        ctx.set_session(ScheduleSession(MATMUL, ctx.target))
+        dash = Dashboards(ctx, refresh_secs=0.2)
+        first, second = candidates[MATMUL.key()][:2]
+        for i in range(10):  # what the cost panel stores for each Measure press
+            c = first if i < 5 else second
+            timed = MeasureResult(MeasureStatus.OK, (1e-3 + i * 1e-5,), flops=MATMUL.flops())
+            ctx.record_manual(NewTrial(c, timed), MATMUL)
+        dash.refresh()
+        assert "2 trials + 8 re-measurements (0 failed) in 1 run" in dash.status.value
+        dash.close()
+    finally:
+        ctx.close()
+    listing = subprocess.run(
+        [sys.executable, "-m", "explorer", "runs", "--db", str(db)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert listing.returncode == 0, listing.stderr
+    (row,) = [line.split() for line in listing.stdout.splitlines() if "manual" in line]
+    assert row[1:3] == ["manual", "2"], listing.stdout  # id, strategy, trials

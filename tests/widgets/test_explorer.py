@@ -183,5 +183,5 @@ def test_a_point_clicked_in_the_dashboards_shows_the_editor(explorer: Explorer) 
         run.id, [NewTrial(session.candidate(), MeasureResult(MeasureStatus.OK, (1e-3,), flops=1))]
     )
     ex.dashboards._open(lambda: record.id)
-    assert ex.tabs.selected_index == 0 and ex.ctx.session is not session
-    assert f"Opened trial {record.id}" in ex.dashboards.notice.value
+    assert ex.tabs.selected_index == 0 and ex.ctx.session is session  # its history kept
+    assert f"Opened trial 1 of run {run.id}" in ex.dashboards.notice.value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import threading
 import time
 from collections.abc import Sequence
@@ -11,7 +12,7 @@ import pytest
 from explorer.measure import Candidate, LocalMeasurer, MeasureConfig, Measurer, MeasureResult
 from explorer.search import STRATEGIES, capabilities
 from explorer.session import ScheduleSession
-from explorer.space import DesignSpace, KnobSpace, Point
+from explorer.space import DesignSpace, KnobSpace, Point, start_mapping
 from explorer.types import MeasureStatus
 from explorer.workloads import get_workload
 from widgets import SearchPanel, _ui
@@ -104,12 +105,25 @@ def test_a_real_search_runs_to_the_end(make_panel, real_measurer):
     assert [m.closed for m in lent] == [1]
     assert not panel.start_button.disabled and panel.stop_button.disabled
 
-    old = ctx.session
+    # Issue 21: "Open best in editor" replaced the history; it is one more step of it now.
+    session = ctx.session
+    session.apply("split", loop="i", factors=[None, 16])
+    session.apply("split", loop="j", factors=[None, 8])
+    mine = session.snapshot.step_id
     assert not panel.open_best_button.disabled
     panel.open_best_button.click()
-    assert ctx.session is not old and ctx.session.workload == MATMUL
-    assert panel.result.best.run_id == run.id
-    assert "Opened trial" in panel.status.value
+    assert ctx.session is session
+    best = panel.result.best
+    assert best.run_id == run.id
+    assert session.candidate().trace == best.candidate.trace
+    rows = ctx.store.trial_rows(run_id=run.id)
+    number = 1 + sum(1 for r in rows if r.id < best.id and not r.is_remeasure)
+    assert panel.status.value == (
+        f"Opened the search's best, trial {number} of run {run.id} as step "
+        f"{session.snapshot.step_id} in the editor (Undo goes back to step {mine})."
+    )
+    assert session.undo().step_id == mine  # back where the user was, every step kept
+    assert len(session.history) == 2
 
 
 def test_stop_mid_run(make_panel, real_measurer):
@@ -197,6 +211,13 @@ def test_a_hand_made_schedule_starts_droplet_and_is_the_reference(make_panel):
     )
     # ...and as fast as the unscheduled program, measured as the run's baseline
     assert "No schedule beat the unscheduled program (" in status and "it is the answer." in status
+    # Issue 21: how the schedule was mapped into the space is shown, as the CLI prints it
+    mapping = start_mapping(ctx.session.candidate())
+    assert not mapping.exact and mapping.notes
+    shown = html.unescape(panel.start_mapping.value)
+    assert "Your schedule (step 2) is measured first, as the run's reference" in shown
+    assert f"the nearest point of its space, {mapping.point.key()}" in shown
+    assert all(note in shown for note in mapping.notes), shown
 
 
 def test_cost_model_and_start_options_follow_the_strategy(make_panel):
@@ -244,6 +265,10 @@ def test_droplet_starts_from_my_schedule(make_panel):
     assert run.strategy == "droplet"
     first = ctx.store.trials(run_id=run.id)[1]  # after the unscheduled baseline
     assert first.candidate.decisions["point"] == [3, 2, 1, 0]  # droplet measured its start
+    assert panel.start_mapping.value == (
+        "Your schedule (step 1) is the point 1:3,2,1,0 of the search space: the search "
+        "starts there, nothing of it changed."
+    )
 
 
 def test_dom_classes_and_labels(make_panel):

@@ -292,3 +292,21 @@ def test_the_pareto_figure_places_every_network_once() -> None:
     assert len(empty.layout.shapes) == 1
     update_nas_pareto_figure(empty, None)
     assert empty.layout.shapes == ()
+
+
+def test_the_latency_axis_holds_a_single_point_and_no_negative_latency() -> None:
+    """Issue 21: with one timed network the x-axis ran from -0.5 ms (plotly's range around a
+    lone point)."""
+    pytest.importorskip("plotly")
+    from explorer._plots_nas import make_nas_pareto_figure
+
+    result, _ = build_result()
+    info = nas_front_info(result)
+    original = info.points[0]
+    assert original.is_timed
+    one = replace(info, points=(original,), front=(0,), front_line=(0,), fastest=0)
+    lo, hi = make_nas_pareto_figure(one, widget=False).layout.xaxis.range
+    assert 0 <= lo < original.latency_ms < hi
+    lo, hi = make_nas_pareto_figure(info, widget=False).layout.xaxis.range
+    timed = [p.latency_ms for p in info.points if p.is_timed and p.is_legal]
+    assert 0 <= lo < min(timed) <= max(timed) < hi

@@ -207,8 +207,8 @@ def test_cli_starts_from_a_saved_session(name, session, tmp_path):
     assert out.returncode == 0, out.stderr
     assert "C.i: your split 8 x 8 kept as tile [8, 1, 1, 8]" in out.stdout
     assert "your reorder is not a knob and was dropped" in out.stdout
-    # trial 2: the run's unscheduled baseline is measurement 1
-    assert "faster than your start" in out.stdout or "your start (trial 2" in out.stdout
+    # named in its run: the first trial after the unscheduled baseline
+    assert "faster than your start" in out.stdout or "your start (trial 1 of run" in out.stdout
     store = get_store(db)
     (run,) = store.runs()
     assert is_start(store.trials(run_id=run.id)[1].candidate)  # after the baseline

@@ -1,0 +1,178 @@
+"""What the cost panel shows: a measurement with its rank and roofline, and the HTML of the
+predictions, the latency line and the details (pure rendering, no widget)."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+from explorer.cost_models._predictor import Prediction
+from explorer.machine import MachinePeak, PeakMeasureError, measured_peak
+from explorer.measure import MeasureResult
+from explorer.storage import RecordStore, TrialRecord
+from explorer.types import MeasureStatus
+from explorer.workloads import Workload
+
+_NOTES = {
+    "static": "analytical (no training)",
+    "xgb-rank": "XGBoost, pairwise rank",
+    "xgb-reg": "XGBoost, regression",
+    "metaschedule-xgb": "MetaSchedule's XGBoost",
+}
+STATUS_WORDS = {
+    MeasureStatus.OK: "correct: the output matches NumPy's",
+    MeasureStatus.WRONG_RESULT: "wrong result: it ran, but the output differs from NumPy's",
+    MeasureStatus.BUILD_ERROR: "did not compile",
+    MeasureStatus.RUN_ERROR: "crashed while running (or ran out of memory)",
+    MeasureStatus.TIMEOUT: "took too long and was stopped",
+    MeasureStatus.INVALID: "is not a valid schedule",
+    MeasureStatus.UNCHECKED: (
+        "was timed by MetaSchedule, but its output was never checked against NumPy "
+        "(`explorer check` checks it)"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """A stored measurement of a schedule and where it ranks among this workload's records."""
+
+    record: TrialRecord
+    label: str  # which step was measured, e.g. "step 3", or "stored: trial 12 of run 5"
+    rank: int  # 1 = the fastest correct timing stored for this workload and target; 0: none
+    num_ok: int  # correct timings stored for it (this one included when it is correct)
+    best_secs: float | None
+    peak: MachinePeak | None = None  # the CPU's measured roofline (None for a GPU)
+    peak_note: str = ""  # why there is no peak, when measuring it failed
+
+    @property
+    def result(self) -> MeasureResult:
+        return self.record.result
+
+
+def measurement(store: RecordStore, record: TrialRecord, label: str) -> Measurement:
+    """A record with its rank and the machine's roofline (blocking: store reads, and the peak
+    is measured once per machine)."""
+    candidate, result = record.candidate, record.result
+    rank = store.rank_of(record) if result.is_ok and result.median_secs else None
+    peak, note = None, ""
+    if candidate.target.kind == "llvm":
+        try:
+            peak = measured_peak(candidate.target)
+        except PeakMeasureError as exc:
+            note = str(exc)
+    if rank is None:
+        return Measurement(record, label, 0, 0, None, peak, note)
+    return Measurement(record, label, rank.position, rank.num_ok, rank.best_secs, peak, note)
+
+
+# -- rendering ----------------------------------------------------------------------------------
+def format_secs(secs: float) -> str:
+    """``"0.123 ms"``; microseconds below a microsecond-ish millisecond."""
+    ms = secs * 1e3
+    if ms < 0.001:
+        return f"{ms * 1e3:.3f} \u00b5s"
+    return f"{ms:.3f} ms"
+
+
+def predictions_html(predictions: dict[str, Prediction]) -> str:
+    rows = []
+    for p in predictions.values():
+        if p.score is None:
+            value = "\u2014"
+        elif p.latency_secs is not None:
+            value = f"\u2248 {format_secs(p.latency_secs)}"
+            if p.model == "static":
+                value += f" ({p.score:.2f} GFLOPS)"
+        elif p.beats is None or not p.beats[1]:
+            value = f"score {p.score:.3g}"
+        else:
+            value = ""  # a rank model's scores only order schedules: show the order
+        if p.beats is not None and p.beats[1]:
+            beats = f"faster than {p.beats[0]} of {p.beats[1]} measured"
+            value = f"{value}; {beats}" if value else beats
+        note = p.note or _NOTES.get(p.model, "")
+        style = "color:#888;" if p.score is None else ""
+        # Flowing text, not table columns: a narrow panel wrapped the value and the note into
+        # columns a few words wide. The note gets a line of its own.
+        rows.append(
+            f"<div class='se-prediction' style='{style}margin:0 0 4px 0'>"
+            f"<b>{html.escape(p.model)}</b>&nbsp; {html.escape(value)}"
+            f"<div style='font-size:85%;color:#777'>{html.escape(note)}</div></div>"
+        )
+    return "".join(rows)
+
+
+def latency_text(result: MeasureResult) -> str:
+    """A reading in a few plain words: ``"0.123 ms"``, or what went wrong."""
+    secs = result.median_secs
+    if result.is_ok and secs:
+        return format_secs(secs)
+    if secs:
+        return f"{format_secs(secs)}, {result.status.value}"
+    return f"no valid timing ({result.status.value})"
+
+
+def latency_html(result: MeasureResult, *, label: str | None = None) -> str:
+    """The latency line; ``label`` says which measurement it is (``"step 3"``)."""
+    prefix = f"Latency ({html.escape(label)}): " if label else "Latency: "
+    secs = result.median_secs
+    if result.is_ok and secs:
+        gflops = result.gflops
+        rate = f" \u00b7 {gflops:.2f} GFLOPS" if gflops is not None else ""
+        line = f"{prefix}<b>{format_secs(secs)}</b> (median of {len(result.run_secs)}){rate}"
+        if result.noise_note:  # correct and ranked: the spread is information
+            note = html.escape(result.noise_note)
+            line += f"<br><span class='se-noisy' style='color:#a60'>Note: {note}.</span>"
+        return line
+    words = STATUS_WORDS.get(result.status, result.status.value)
+    return f"{prefix}<b style='color:#a00'>no valid timing</b>: the schedule {words}"
+
+
+def details_html(m: Measurement) -> str:
+    result = m.result
+    lines = [f"Check: {html.escape(STATUS_WORDS.get(result.status, result.status.value))}."]
+    if result.is_ok and result.median_secs:
+        lines.append(html.escape(rank_text(m)))
+        lines.append(html.escape(roofline_text(m.record.candidate.workload, result, m.peak)))
+        if m.peak_note:
+            lines.append(html.escape(f"No roofline: {m.peak_note}."))
+    if result.build_secs is not None:
+        lines.append(f"Built in {result.build_secs:.2f} s.")
+    body = "<br>".join(lines)
+    if result.error_msg:
+        body += (
+            "<details><summary>Details</summary><pre style='white-space:pre-wrap'>"
+            f"{html.escape(result.error_msg[:4000])}</pre></details>"
+        )
+    return f"<div style='font-size:90%'>{body}</div>"
+
+
+def rank_text(m: Measurement) -> str:
+    """Where a correct measurement ranks among the correct timings stored for its workload and
+    target (``RecordStore.rank_of``: it is one of them, so there is always at least one)."""
+    secs = m.result.median_secs or 0.0
+    if m.num_ok <= 1:
+        return "Rank: the only correct timing stored for this workload here."
+    if m.rank == 1:
+        return f"Rank: the fastest of the {m.num_ok} correct timings stored for this workload."
+    slower = f" (this one is {secs / m.best_secs:.2f}\u00d7 slower)" if m.best_secs else ""
+    best = format_secs(m.best_secs) if m.best_secs else "?"
+    return (
+        f"Rank: #{m.rank} of the {m.num_ok} correct timings stored for this workload; the "
+        f"fastest takes {best}{slower}."
+    )
+
+
+def roofline_text(workload: Workload, result: MeasureResult, peak: MachinePeak | None) -> str:
+    """Where the schedule sits under this CPU's measured roofline (``None``: no peak known)."""
+    secs = result.median_secs or 0.0
+    gflops = workload.flops() / secs / 1e9 if secs else 0.0
+    intensity = workload.flops() / max(workload.bytes_moved(), 1)
+    if peak is None:
+        return f"Arithmetic intensity {intensity:.2f} FLOP/byte."
+    return peak.describe(gflops, intensity)
+
+
+def error_html(head: str, exc: BaseException) -> str:
+    return f"<span style='color:#a00'><b>{html.escape(head)}:</b> {html.escape(str(exc))}</span>"
