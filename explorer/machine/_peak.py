@@ -45,6 +45,9 @@ CACHE_ENV = "SCHEDULE_EXPLORER_PEAK_CACHE"
 MEASURE_TIMEOUT_SECS = 300.0
 REMEASURE_HINT = "re-measure it with `explorer peak --remeasure`"
 BUSY = 0.25  # as _peak_kernels.QUIET
+# A peak kept from a busy machine is measured again when asked for, but at most this often: the
+# cost panel asks at every Measure, and on a machine that stays busy each attempt cost ~18 s.
+BUSY_RETRY_SECS = 600.0
 
 
 class PeakMeasureError(ExplorerError):
@@ -168,13 +171,16 @@ def measured_peak(
     on this machine or on ``device``.
 
     ``remeasure=True`` measures even when a cached value exists and replaces it. A kept value
-    measured while other processes kept the CPUs busy (``was_busy``) is measured again too,
-    each time it is asked for until a quieter attempt; the better of the two is kept.
+    measured while other processes kept the CPUs busy (``was_busy``) is measured again too when
+    it is asked for, at most once every ``BUSY_RETRY_SECS``, until a quieter attempt; the
+    better of the two is kept.
     """
     _check_cpu(target)
     cached = None if remeasure else cached_peak(target, device)
-    if cached is not None and not cached.was_busy:
-        return cached
+    if cached is not None:
+        recent = time.time() - cached.measured_at < BUSY_RETRY_SECS
+        if not cached.was_busy or recent:
+            return cached
     peak = measure_peak(target, device)
     if cached is not None:
         # Kept while other processes were busy: measured again now, and the best of both kept

@@ -178,10 +178,11 @@ def test_a_tuner_run_counts_its_budget_not_its_confirmations(tmp_path):
     tuner = Tuner(measurer=replay_measurer(store, TINY), store=store, confirm_top=3)
     result = tuner.run(TINY, target, "random", max_trials=8, seed=0)
     assert result.num_trials == 8
-    # 8 trials, the baseline (unrecorded here: no timing, so not re-timed), 3 re-measurements
-    assert store.count_trials(run_id=result.run.id) == 12
+    # 8 trials, the baseline (unrecorded here: no timing, so not re-timed), then the 3 best
+    # re-timed side by side in 3 rounds (a replay reads the same every round: all 3 take part)
+    assert store.count_trials(run_id=result.run.id) == 8 + 1 + 3 * 3
     curve = run_curve(store, result.run)
-    assert curve.num_trials == 8 and curve.num_remeasured == 4 and curve.baseline_secs is None
+    assert curve.num_trials == 8 and curve.num_remeasured == 10 and curve.baseline_secs is None
     info = convergence_info([curve])
     assert info.groups[0].by_trials.x[-1] == 8
     store.close()
