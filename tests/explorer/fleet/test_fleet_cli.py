@@ -9,6 +9,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import time
 
 import psutil
 import pytest
@@ -205,3 +206,28 @@ def test_up_takes_the_port_asked_for_even_in_time_wait_and_refuses_a_taken_one(t
     assert busy.returncode == 3, busy.stderr
     assert "port 9390 on 127.0.0.1 is in use by another program" in busy.stderr
     assert not (tmp_path / "fleet.json").exists()  # nothing was started, nothing recorded
+
+
+def test_what_an_interrupted_up_started_is_stopped_by_down(tmp_path) -> None:
+    """`fleet up` killed while its server still starts: that server and the tracker were
+    already recorded, so `down` stops them (recorded only at the end, they ran on, unknown)."""
+    env = _fleet_env(tmp_path)
+    state = tmp_path / "fleet.json"
+    up = subprocess.Popen(
+        [sys.executable, "-m", "explorer", "fleet", "up", "--servers", "1", "--port", "9395"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not state.exists() or len(_recorded_pids(tmp_path)) < 2:
+            assert up.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+        up.kill()
+        up.wait(timeout=30)
+        pids = _recorded_pids(tmp_path)
+    finally:
+        down = explorer("fleet", "down", env=env)
+    assert down.returncode == 0 and "stopped 2 processes" in down.stdout, down.stdout
+    assert not [pid for pid in pids + _pids_in_logs(tmp_path) if _running(pid)]
