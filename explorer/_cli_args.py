@@ -144,7 +144,7 @@ def trial_count(text: str) -> int:
     return _int(text, minimum=1, maximum=MAX_TRIALS, why=TOO_MANY_TRIALS)
 
 
-def batch_size(text: str) -> int:
+def batch_count(text: str) -> int:
     return _int(text, minimum=1, maximum=MAX_TRIALS)
 
 

@@ -33,7 +33,7 @@ from explorer._cli_args import (
     STRATEGY_NAMES,
     Parser,
     UsageError,
-    batch_size,
+    batch_count,
     check_tune_options,
     describe,
     file_name,
@@ -675,7 +675,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--seed", type=non_negative_int, default=None, help="random seed (default 0)")
     p.add_argument(
-        "--batch", type=batch_size, default=None, help="candidates per batch (default 8)"
+        "--batch", type=batch_count, default=None, help="candidates per batch (default 8)"
     )
     p.add_argument(
         "--resume",

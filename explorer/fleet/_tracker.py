@@ -174,10 +174,11 @@ class NoDevice(FleetError):
     """No device is registered under the key any more: its servers went away."""
 
 
-NO_DEVICE_GRACE_SECS = 10.0
-"""How long a key may have no device registered before a request for one gives up: servers
-whose tracker restarted register again within about 5 s (TVM's servers retry every 5 s)."""
-_POLL_SECS = 1.0
+ALONE_SECS = 2.0
+"""How long a request waits while its key has no device registered at all, before it gives
+up with ``NoDevice``. Short: a caller that retries (``RemoteMeasurer``) gives the servers of a
+restarted tracker the seconds they take to register again before it retries."""
+_POLL_SECS = 0.5
 
 
 def open_session(
@@ -190,7 +191,7 @@ def open_session(
 
     Raises:
         QueueTimeout: no device of the key became free within ``queue_timeout``.
-        NoDevice: while waiting, the key had no device at all for ``NO_DEVICE_GRACE_SECS``.
+        NoDevice: while waiting, the key had no device at all for ``ALONE_SECS``.
         FleetError: the tracker cannot be reached, or the server it offered refused.
     """
     base = _rpc().base
@@ -237,7 +238,7 @@ def _reply_while_served(
             alone_since = None
         elif alone_since is None:
             alone_since = now
-        elif now - alone_since >= NO_DEVICE_GRACE_SECS:
+        elif now - alone_since >= ALONE_SECS:
             raise NoDevice(
                 f"no device is registered under key {key!r} at the tracker {address} any more"
             )

@@ -35,7 +35,6 @@ from typing import Any
 
 from explorer.errors import FleetError
 from explorer.fleet._tracker import (
-    NO_DEVICE_GRACE_SECS,
     NoDevice,
     ServerEntry,
     TrackerAddress,
@@ -55,10 +54,15 @@ SESSION_SLACK_SECS = 10.0  # connecting, uploading, loading and NumPy's referenc
 RETRY_PAUSE_SECS = 2.0  # before the n-th retry, n times this: a restarting tracker comes back
 _DEFAULT_PARALLEL = 2  # when the tracker cannot say how many devices there are
 ENVIRONMENT_QUEUE_SECS = 5.0  # a run's record waits no longer than this for a device's info
+NO_DEVICE_GRACE_SECS = 10.0
+"""How long a key may have no device registered before measuring on it stops: servers whose
+tracker restarted register again within about 5 s (TVM's servers retry every 5 s)."""
 
 
 class TargetNotReported(FleetError):
     """The device is a plain TVM ``rpc_server``, which does not say what it is."""
+
+    environment_problem = False  # the fleet works: what it cannot do is asked of it
 
 
 class NoSuchKey(FleetError):

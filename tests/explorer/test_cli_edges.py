@@ -47,7 +47,7 @@ def _options() -> list[tuple[str, argparse.Action]]:
 
 
 NUMERIC = [(name, a) for name, a in _options() if "int" in a.type.__name__ or "count" in
-           a.type.__name__ or a.type.__name__ in ("batch_size", "port_number",
+           a.type.__name__ or a.type.__name__ in ("batch_count", "port_number",
                                                   "positive_seconds", "_tau")]  # fmt: skip
 BOUNDS = {"--trials": MAX_TRIALS, "--batch": MAX_TRIALS, "--budget": MAX_TRIALS,
           "--port": 65535, "--repeat": MAX_REPEAT, "--seconds": MAX_SECS,
