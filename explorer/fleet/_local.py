@@ -274,6 +274,8 @@ def stop_fleet(state: str | os.PathLike[str] | None = None) -> int:
     """Stop every process of the recorded fleet with its process group; how many were
     running. The state file is removed."""
     file = state_path(state)
+    if not file.exists():  # nothing recorded: nothing to lock either
+        return 0
     with _locked(file):
         fleet = _recorded(file)
         if fleet is None:

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from explorer import cli
-from explorer._cli_args import MAX_INT, MAX_REPEAT
+from explorer._cli_args import MAX_INT, MAX_REPEAT, file_name
 from explorer.errors import SettingError
 from explorer.storage import get_store
 from explorer.target import cuda_available
@@ -46,12 +46,16 @@ def _options() -> list[tuple[str, argparse.Action]]:
     return found
 
 
-NUMERIC = [(name, a) for name, a in _options() if "int" in a.type.__name__ or "count" in
-           a.type.__name__ or a.type.__name__ in ("batch_count", "port_number",
-                                                  "positive_seconds", "_tau")]  # fmt: skip
-BOUNDS = {"--trials": MAX_TRIALS, "--batch": MAX_TRIALS, "--budget": MAX_TRIALS,
-          "--port": 65535, "--repeat": MAX_REPEAT, "--seconds": MAX_SECS,
-          "--tau": math.inf}  # a ratio: any finite one above 0 is a line to draw  # fmt: skip
+NUMERIC = [(name, action) for name, action in _options() if action.type is not file_name]
+BOUNDS = {
+    "--trials": MAX_TRIALS,
+    "--batch": MAX_TRIALS,
+    "--budget": MAX_TRIALS,
+    "--port": 65535,
+    "--repeat": MAX_REPEAT,
+    "--seconds": MAX_SECS,
+    "--tau": math.inf,  # a ratio: any finite one above 0 is a line to draw
+}
 
 
 def test_the_numeric_options_are_found() -> None:
