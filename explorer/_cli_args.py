@@ -18,7 +18,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from explorer._urls import redact
 from explorer.errors import ExplorerError, UnknownPluginError
+from explorer.types import MAX_SECS, MAX_TRIALS, TOO_LONG, TOO_MANY_TRIALS
 
 # The registered strategies, for `tune --help` without importing the search package (and TVM)
 # whenever the parser is built; tests/explorer/test_cli_errors.py keeps it equal to STRATEGIES.
@@ -108,33 +110,53 @@ _PLAIN_NUMBER = re.compile(
 MAX_REPEAT = 100
 """``measure --repeat`` at most: each repeat lasts at least ``min_repeat_secs`` (20 ms), so more
 would run into the measurer's kernel timeout and store a junk run."""
+MAX_INT = 2**63 - 1
+"""Any whole-number option at most: the databases' largest integer (a run id, a seed or a count
+above it cannot be stored or looked up)."""
 
 
-def _int(text: str) -> int:
+def _int(text: str, *, minimum: int, maximum: int = MAX_INT, why: str = "") -> int:
     if not _PLAIN_INT.fullmatch(text):
         raise argparse.ArgumentTypeError(f"expected an integer (digits 0-9), got {text!r}")
-    return int(text)
+    value = int(text)
+    if value < minimum:
+        at_least = "be 0 or more" if minimum == 0 else f"be at least {minimum}"
+        raise argparse.ArgumentTypeError(f"must {at_least} (got {value})")
+    if value > maximum:
+        raise argparse.ArgumentTypeError(f"must be at most {maximum} (got {value}){why}")
+    return value
 
 
 def positive_int(text: str) -> int:
-    value = _int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
-    return value
+    return _int(text, minimum=1)
 
 
 def non_negative_int(text: str) -> int:
-    value = _int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more (got {value})")
-    return value
+    return _int(text, minimum=0)
 
 
 def repeat_count(text: str) -> int:
-    value = positive_int(text)
-    if value > MAX_REPEAT:
-        raise argparse.ArgumentTypeError(f"must be at most {MAX_REPEAT} (got {value})")
-    return value
+    return _int(text, minimum=1, maximum=MAX_REPEAT)
+
+
+def trial_count(text: str) -> int:
+    """A trial budget: at most ``MAX_TRIALS`` (``explorer.types``)."""
+    return _int(text, minimum=1, maximum=MAX_TRIALS, why=TOO_MANY_TRIALS)
+
+
+def batch_count(text: str) -> int:
+    return _int(text, minimum=1, maximum=MAX_TRIALS)
+
+
+def port_number(text: str) -> int:
+    return _int(text, minimum=1, maximum=65535)
+
+
+def plain_number(text: str) -> float:
+    """A number as written on a command line: digits, a point, an exponent (no "1_000")."""
+    if not _PLAIN_NUMBER.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}")
+    return float(text)
 
 
 def positive_seconds(text: str) -> float:
@@ -143,6 +165,8 @@ def positive_seconds(text: str) -> float:
     value = float(text)
     if not math.isfinite(value) or value <= 0:  # nan compares false to everything: test it
         raise argparse.ArgumentTypeError(f"must be a positive, finite number (got {text})")
+    if value > MAX_SECS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_SECS:.0f} (got {text}){TOO_LONG}")
     return value
 
 
@@ -317,8 +341,9 @@ def format_secs(secs: float | None) -> str:
 
 
 def shown(value: object) -> str:
-    """An option's parsed value as the user wrote it: ``--seconds 1`` is 1, not 1.0."""
-    return f"{value:g}" if isinstance(value, float) else str(value)
+    """An option's parsed value as the user wrote it: ``--seconds 1`` is 1, not 1.0 (and a
+    database URL without its password)."""
+    return f"{value:g}" if isinstance(value, float) else redact(str(value))
 
 
 def plural(n: int, word: str) -> str:

@@ -20,6 +20,7 @@ from explorer._cli_args import (
     UsageError,
     non_negative_int,
     plural,
+    port_number,
     positive_int,
 )
 
@@ -103,7 +104,7 @@ def _ensure_peak(measurer: Any) -> None:
 
 # -- explorer fleet ---------------------------------------------------------------------------
 def cmd_fleet_up(args: argparse.Namespace) -> int:
-    from explorer.fleet import ServerSpec, default_servers, start_fleet
+    from explorer.fleet import DEFAULT_PORT, ServerSpec, default_servers, read_fleet, start_fleet
     from explorer.target import available_cores
 
     if args.cores and args.servers != 1:
@@ -118,12 +119,21 @@ def cmd_fleet_up(args: argparse.Namespace) -> int:
                 specs = [ServerSpec(s.key, s.threads, s.cores, args.mcpu) for s in specs]
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    before = read_fleet(args.state)
+    if before is not None and not before.has_tracker:
+        print(
+            f"the fleet's tracker at {before.tracker} had stopped while "
+            f"{plural(len(before.servers), 'device server')} still ran; starting it again there "
+            "(they register with it again)"
+        )
     try:
         fleet = start_fleet(
             specs, host=args.host, port=args.port, allow_remote=args.allow_remote, state=args.state
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if before is None and args.port is None and fleet.tracker.port != DEFAULT_PORT:
+        print(f"note: port {DEFAULT_PORT} is in use; the tracker listens on {fleet.tracker.port}")
     if args.allow_remote:
         print(
             f"warning: the fleet listens on {args.host}; anyone who reaches it can run code "
@@ -169,6 +179,14 @@ def cmd_fleet_status(args: argparse.Namespace) -> int:
         if fleet is None:
             print("no fleet is running here (`explorer fleet up` starts one)")
             return EXIT_FAILED
+        if not fleet.has_tracker:
+            print(
+                f"the fleet's tracker at {fleet.tracker} has stopped; "
+                f"{plural(len(fleet.servers), 'device server')} of it still run (pids "
+                f"{', '.join(str(p.identity.pid) for p in fleet.servers)}): `explorer fleet up` "
+                "starts the tracker again, `explorer fleet down` stops them"
+            )
+            return EXIT_FAILED
         address = fleet.tracker
     summary = tracker_summary(address)
     print(f"tracker {address}: {plural(len(summary.servers), 'device server')}")
@@ -211,7 +229,12 @@ def add_fleet_parser(sub: Any) -> None:
     p.add_argument("--cores", default="", help="pin the one server to these CPU ids, e.g. 0")
     p.add_argument("--mcpu", default="", help="compile their kernels for this LLVM CPU name")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
-    p.add_argument("--port", type=non_negative_int, default=DEFAULT_PORT, help="tracker port")
+    p.add_argument(
+        "--port",
+        type=port_number,
+        default=None,
+        help=f"the tracker's port (default: the first free one from {DEFAULT_PORT})",
+    )
     p.add_argument(
         "--allow-remote",
         action="store_true",

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from explorer._cli_args import EXIT_ENVIRONMENT, EXIT_OK, UsageError, file_name, positive_int
+from explorer._cli_args import EXIT_ENVIRONMENT, EXIT_OK, UsageError, file_name, port_number
 
 DEFAULT_FOLDER_NAME = "schedule-explorer-notebooks"
 TOUR = "00_tour.ipynb"
@@ -229,5 +229,5 @@ def add_lab_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     )
     p.add_argument("--copy-only", action="store_true", help="copy, but do not start JupyterLab")
     p.add_argument("--no-browser", action="store_true", help="do not open a browser")
-    p.add_argument("--port", type=positive_int, default=None, help="JupyterLab's port")
+    p.add_argument("--port", type=port_number, default=None, help="JupyterLab's port")
     p.set_defaults(func=cmd_lab)

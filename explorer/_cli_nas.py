@@ -25,19 +25,20 @@ from explorer._cli_args import (
     file_name,
     format_secs,
     non_negative_int,
+    plain_number,
     plural,
     positive_int,
+    trial_count,
 )
 from explorer._cli_fleet import add_tracker_args, fleet_target, measurer_for
 
 
 def _tau(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0 (got {text})")
+    value = plain_number(text)
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(
+            f"must be a finite number above 0 (got {text}); at 0 every candidate is legal"
+        )
     return value
 
 
@@ -78,6 +79,8 @@ def _network(args: argparse.Namespace) -> Any:
         raise UsageError(
             f"--width does not apply to {args.network} (its widths are fixed)"
         ) from None
+    except ValueError as exc:
+        raise UsageError(f"--{exc}") from None
 
 
 def _row(point: Any, original_secs: float | None) -> str:
@@ -133,6 +136,7 @@ def _as_json(result: Any) -> dict[str, Any]:
 def cmd_nas(args: argparse.Namespace) -> int:
     from explorer.nas import nas_search
     from explorer.nas._data import NUM_DIGITS
+    from explorer.nas._sample import check_count
     from explorer.storage import get_store
 
     # Step 1. Everything that can be refused is refused before any work.
@@ -140,6 +144,10 @@ def cmd_nas(args: argparse.Namespace) -> int:
     kinds = _kinds(args.kinds)
     args.start, args.cost_model = None, None
     check_tune_options(args)  # the strategy's name, one sentence if unknown
+    try:
+        check_count("--samples", args.samples)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     if args.batch_size > NUM_DIGITS:
         raise UsageError(
             f"--batch-size: the data set has {NUM_DIGITS} digits (got {args.batch_size})"
@@ -257,7 +265,7 @@ def add_nas_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     )
     p.add_argument(
         "--budget",
-        type=positive_int,
+        type=trial_count,
         default=16,
         help="trials per distinct convolution shape (default 16)",
     )

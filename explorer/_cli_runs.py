@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from explorer._cli_args import shown
+from explorer._urls import redact
 from explorer.errors import ExplorerError
 
 TUNE_DEFAULTS = {"strategy": "random", "trials": 64, "seconds": None, "seed": 0, "batch": 8}
@@ -45,9 +46,10 @@ def sigterm_interrupts() -> Iterator[None]:
 
 
 def resume_command(run_id: int, db: str | None) -> str:
-    """The exact command that resumes run ``run_id``."""
+    """The exact command that resumes run ``run_id``; a database URL's password shows as
+    ``***`` (``~/.pgpass`` or ``$PGPASSWORD`` can hold it)."""
     command = f"explorer tune --resume {run_id}"
-    return command + (f" --db {shlex.quote(db)}" if db else "")
+    return command + (f" --db {shlex.quote(redact(db))}" if db else "")
 
 
 def apply_tune_defaults(args: argparse.Namespace) -> None:

@@ -34,6 +34,7 @@ from explorer._cli_args import (
     STRATEGY_NAMES,
     Parser,
     UsageError,
+    batch_count,
     check_tune_options,
     describe,
     file_name,
@@ -47,6 +48,8 @@ from explorer._cli_args import (
     positive_int,
     positive_seconds,
     repeat_count,
+    shown,
+    trial_count,
 )
 from explorer._cli_db import cmd_backup, cmd_check, cmd_export, cmd_import, cmd_runs
 from explorer._cli_fleet import add_fleet_parser, add_tracker_args, fleet_target, measurer_for
@@ -61,6 +64,7 @@ from explorer._cli_runs import (
     sigterm_interrupts,
 )
 from explorer.errors import ExplorerError
+from explorer.types import MAX_TRIALS
 
 # The exit codes are part of the command's interface (scripts and tests read them here).
 __all__ = [
@@ -138,6 +142,7 @@ def _main(argv: Sequence[str] | None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
+        _take_db_before_command(args)
         with sigterm_interrupts():
             return int(args.func(args))
     except KeyboardInterrupt as exc:
@@ -159,6 +164,21 @@ def _main(argv: Sequence[str] | None) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILED
+
+
+def _take_db_before_command(args: argparse.Namespace) -> None:
+    """``explorer --db X runs`` means ``explorer runs --db X`` (it read as a command "X")."""
+    db = args.db_before_command
+    del args.db_before_command
+    if db is None:
+        return
+    if not hasattr(args, "db"):
+        raise UsageError(f"{args.command_name} uses no database: remove --db")
+    if args.db is not None:
+        raise UsageError(
+            f"--db is given twice ({shown(db)} before the command, {shown(args.db)} after it)"
+        )
+    args.db = db
 
 
 def _fail(exc: BaseException | None) -> int:
@@ -319,7 +339,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
         workload = _workload(args)
         target = _target(args) if args.tracker is None else fleet_target(args, measurer)
         trace = (
-            _read_trace(Path(args.trace), workload, refit=args.refit)
+            _read_trace(Path(args.trace), workload, target, refit=args.refit)
             if args.trace
             else _empty_trace(workload)
         )
@@ -354,7 +374,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     from explorer.search import make_strategy
     from explorer.storage import default_store, get_store, is_postgres_url, trial_name
-    from explorer.tuner import RunBudget, Tuner
+    from explorer.tuner import RunBudget, Tuner, strategy_of
 
     only_with(args, "--refit", "--start")
     if args.resume is None:
@@ -371,7 +391,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             options["start"] = _start_candidate(args, workload, target)
         strategy = make_strategy(args.strategy, cost_model=args.cost_model, **options)
         store = get_store(args.db)
-        total, batch_size = args.trials, args.batch
+        total, batch_size, done = args.trials, args.batch, 0
     else:
         # Everything comes from the stored run; explicit options may only repeat its own.
         where = args.db or default_store()
@@ -390,23 +410,30 @@ def cmd_tune(args: argparse.Namespace) -> int:
         args.strategy = run.strategy
         check_tune_options(args)
         total, batch_size = budget.max_trials, budget.batch_size
+        done = store.count_trials(run_id=run.id, remeasures=False)  # the bar starts there
+        strategy = strategy_of(run, store.trials(run_id=run.id))  # the run's own, as resume does
         measurer = measurer_for(args)
     tuner: Tuner | None = None
     try:
         with (
             measurer,
-            tqdm(total=total, unit="trial", disable=args.quiet, file=sys.stderr) as bar,
+            tqdm(
+                total=total, initial=done, unit="trial", disable=args.quiet, file=sys.stderr
+            ) as bar,
         ):
             tuner = Tuner(measurer=measurer, store=store, batch_size=batch_size)
 
             def progress(p: Any) -> None:
                 bar.n = p.num_trials
+                bar.set_description_str("", refresh=False)  # measuring now
                 if p.best_secs:
                     bar.set_postfix_str(f"best {format_secs(p.best_secs)}")
                 bar.refresh()
 
+            # A strategy that works long before it measures says what it does on the bar.
+            strategy.on_working = bar.set_description_str
             if args.resume is not None:
-                result = tuner.resume(args.resume, on_progress=progress)
+                result = tuner.resume(args.resume, strategy=strategy, on_progress=progress)
             else:
                 result = tuner.run(
                     workload,
@@ -426,6 +453,16 @@ def cmd_tune(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
+    except ExplorerError as exc:
+        if tuner is None or tuner.run_id is None:  # refused before any run existed
+            raise
+        # The run failed midway (a fleet whose devices went away): it is kept, resumable.
+        print(
+            f"error: {describe(exc)}; run {tuner.run_id} keeps every stored trial "
+            f"(`{resume_command(tuner.run_id, args.db)}` goes on)",
+            file=sys.stderr,
+        )
+        return EXIT_ENVIRONMENT if is_environment_problem(exc) else EXIT_FAILED
     print(
         f"run {result.run.id}: {plural(result.num_trials, 'trial')} ({result.why_stopped})"
         f"{_failures(store, result)}"
@@ -461,7 +498,7 @@ def _start_candidate(args: argparse.Namespace, workload: Any, target: Any) -> An
     from explorer.measure import Candidate
     from explorer.space import start_mapping
 
-    trace = _read_trace(Path(args.start), workload, refit=args.refit)
+    trace = _read_trace(Path(args.start), workload, target, refit=args.refit)
     candidate = Candidate(workload, target, trace)
     print(f"start: {args.start}, {start_mapping(candidate).describe()}")
     return candidate
@@ -483,14 +520,24 @@ def _failures(store: Any, result: Any) -> str:
     return f", {result.num_failed} of them failed ({kinds})"
 
 
-def _read_trace(path: Path, workload: Any, *, refit: bool = False) -> Any:
+def _read_trace(path: Path, workload: Any, target: Any, *, refit: bool = False) -> Any:
     """The file's trace, checked: bad input never reaches TVM or the database. ``--refit``
-    re-fits a trace of another shape, and what it changed is printed."""
+    re-fits a trace of another shape, and what it changed is printed; a file saved for another
+    target (a session, a record) is measured for ``target``, and that is said too."""
     from explorer.session import read_trace_file
 
     checked = read_trace_file(path, workload, refit=refit)
     for note in checked.notes:
         print(f"refit: {note}")
+    saved = checked.target
+    if saved is not None and saved.kind != target.kind:
+        raise UsageError(
+            f"{path} was saved for the {saved.kind} target {saved.key()}: a schedule for one "
+            f"kind of device does not run on another (--target "
+            f"{'cuda' if saved.kind == 'cuda' else 'cpu'} measures it)"
+        )
+    if saved is not None and saved.key() != target.key():
+        print(f"note: {path} was saved for {saved.key()}; measuring it for {target.key()}")
     return checked.trace
 
 
@@ -559,7 +606,14 @@ def _parser() -> argparse.ArgumentParser:
         prog="explorer",
         description="Schedule Explorer: build, schedule, measure and tune tensor programs.",
     )
-    sub = parser.add_subparsers(metavar="COMMAND")
+    parser.add_argument(
+        "--db",
+        dest="db_before_command",
+        type=file_name,
+        metavar="DB",
+        help="the record database of the command (as its own --db)",
+    )
+    sub = parser.add_subparsers(metavar="COMMAND", dest="command_name")
 
     p = sub.add_parser("workloads", help="list operator families and named shapes")
     p.set_defaults(func=cmd_workloads)
@@ -594,13 +648,18 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help=f"search strategy: {', '.join(STRATEGY_NAMES)} (default: random)",
     )
-    p.add_argument("--trials", type=positive_int, default=None, help="trial budget (default 64)")
+    p.add_argument(
+        "--trials",
+        type=trial_count,
+        default=None,
+        help=f"trial budget (default 64, at most {MAX_TRIALS})",
+    )
     p.add_argument(
         "--seconds", type=positive_seconds, default=None, help="wall-clock budget in seconds"
     )
     p.add_argument("--seed", type=non_negative_int, default=None, help="random seed (default 0)")
     p.add_argument(
-        "--batch", type=positive_int, default=None, help="candidates per batch (default 8)"
+        "--batch", type=batch_count, default=None, help="candidates per batch (default 8)"
     )
     p.add_argument(
         "--resume",

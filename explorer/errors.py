@@ -88,6 +88,13 @@ class TargetError(ExplorerError, ValueError):
     """A target description is invalid or names hardware that is not present."""
 
 
+class DeviceMissingError(TargetError):
+    """The target names hardware this machine does not have (``Target.cuda()`` without a
+    GPU): the machine's lack, not the command's mistake, so the command line exits 3."""
+
+    environment_problem = True
+
+
 class StoreError(ExplorerError):
     """The record database cannot be opened or written: corrupt, foreign, or too new a schema."""
 
@@ -132,3 +139,5 @@ class UnknownPluginError(ExplorerError, KeyError):
 
 class FleetError(ExplorerError):
     """A tracker or device server cannot be reached or started (``explorer.fleet``)."""
+
+    environment_problem = True  # the machine's or the network's state, not the command's

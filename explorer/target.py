@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from explorer.errors import TargetError
+from explorer.errors import DeviceMissingError, TargetError
 
 # LLVM CPU names TVM 0.27 accepts here, with the widest SIMD register (bits) code for each may use.
 # `native` or a typo silently falls back to `generic`, which is about 6x slower (field guide,
@@ -77,11 +77,11 @@ class Target:
 
     @classmethod
     def cuda(cls, device_id: int = 0) -> Target:
-        """Describe a local CUDA GPU; raises ``TargetError`` when none is present."""
+        """Describe a local CUDA GPU; raises ``DeviceMissingError`` when none is present."""
         from explorer import _tvm
 
         if not cuda_available(device_id):
-            raise TargetError(f"no CUDA device {device_id} on this machine")
+            raise DeviceMissingError(f"no CUDA device {device_id} on this machine")
         dev = _tvm.tvm.cuda(device_id)
         major, minor = str(dev.compute_version).split(".")
         return cls(

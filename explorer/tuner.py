@@ -34,6 +34,7 @@ from explorer.storage._environment import environment
 from explorer.storage._marks import BASELINE_MARK, has_mark
 from explorer.storage._summary import confirmation_rows, summarize_run
 from explorer.target import Target
+from explorer.types import MAX_SECS, MAX_TRIALS, TOO_LONG, TOO_MANY_TRIALS
 from explorer.workloads import Workload
 
 log = logging.getLogger(__name__)
@@ -270,6 +271,7 @@ class Tuner:
         stopped_because = "budget"
         status = RunStatus.FAILED
         error: BaseException | None = None
+        searched_secs: float | None = None
         try:
             if self._measure_baseline(run):
                 # The baseline is not a trial: its time is not the search's either.
@@ -314,6 +316,13 @@ class Tuner:
                             tuple(batch),
                         )
                     )
+            searched_secs = active_secs()  # re-timing the best is not searching time
+            # The run stays `running` until its best is re-timed: a re-timing that waits (a
+            # fleet whose devices went away) or fails must not read as `finished` meanwhile.
+            # A run resumed with nothing left to do keeps its confirmation: re-timing it again
+            # at every resume would only pile up re-measurements.
+            if num_new or not confirmation_rows(self.store.trial_rows(run_id=run.id)):
+                self._confirm_best(run)
             status = RunStatus.CANCELLED if stopped_because == "cancelled" else RunStatus.FINISHED
         except BaseException as exc:
             status, error = _status_after(exc), exc
@@ -323,12 +332,10 @@ class Tuner:
             # and released, so a later call can resume it. A lost lease is not ours to end.
             if not isinstance(error, RunInUseError):
                 with contextlib.suppress(RunInUseError):
-                    self.store.heartbeat(run.id, active_secs())
+                    self.store.heartbeat(
+                        run.id, active_secs() if searched_secs is None else searched_secs
+                    )
                 run = self.store.finish_run(run.id, status)
-        # A run resumed with nothing left to do keeps its confirmation: re-timing it again at
-        # every resume would only pile up re-measurements.
-        if num_new or not confirmation_rows(self.store.trial_rows(run_id=run.id)):
-            self._confirm_best(run)
         return self._result(run, stopped_because)
 
     def _result(self, run: RunInfo, stopped_because: str) -> TuneResult:
@@ -545,6 +552,10 @@ _REAL = (int, float, np.integer, np.floating)
 def _check_budget(max_trials: object, max_secs: object, seed: object) -> None:
     """``Tuner.run``'s budget and seed, checked before anything is built or stored."""
     _check_int("max_trials", max_trials, minimum=1)
+    if isinstance(max_trials, (int, np.integer)) and max_trials > MAX_TRIALS:
+        raise SettingError(
+            f"max_trials must be at most {MAX_TRIALS} (got {max_trials}){TOO_MANY_TRIALS}"
+        )
     _check_int("seed", seed, minimum=0)
     if max_secs is None:
         return
@@ -552,6 +563,8 @@ def _check_budget(max_trials: object, max_secs: object, seed: object) -> None:
         raise SettingTypeError(f"max_secs must be a number of seconds or None (got {max_secs!r})")
     if not max_secs >= 0:  # nan too
         raise SettingError(f"max_secs must be a number >= 0 (got {max_secs})")
+    if max_secs > MAX_SECS:
+        raise SettingError(f"max_secs must be at most {MAX_SECS:.0f} (got {max_secs}){TOO_LONG}")
 
 
 def _status_after(exc: BaseException | None) -> RunStatus:

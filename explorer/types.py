@@ -8,6 +8,15 @@ from typing import Any
 JSON = Any
 """A value made of dicts, lists, str, int, float, bool and None only."""
 
+MAX_TRIALS = 1_000_000
+"""A run's trial budget at most. The smallest kernels measure about 5 trials a second here, so
+this is days of measuring; a larger number is a slip of the keyboard (``--trials
+99999999999999999999`` once started a run with an ETA of 8e16 hours)."""
+TOO_MANY_TRIALS = ": a million trials take days; split the work into several runs"
+MAX_SECS = 30 * 24 * 3600.0
+"""A run's wall-clock budget at most (30 days), for the same reason."""
+TOO_LONG = ": 30 days; resume the run to go on longer"
+
 
 class MeasureStatus(str, Enum):
     """What happened to one candidate. Everything but ``OK`` carries an error message.

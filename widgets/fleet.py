@@ -29,7 +29,6 @@ import ipywidgets as w
 
 from explorer.errors import FleetError
 from explorer.fleet import (
-    DEFAULT_PORT,
     DeviceTally,
     FleetStatus,
     KeyStatus,
@@ -80,7 +79,8 @@ class FleetPanel(Panel):
         ctx: the shared context (its store's trials say what each device measured).
         state: the local fleet's state file (default: ``explorer fleet``'s, see
             ``explorer.fleet.state_path``).
-        port: the tracker port "Start a local fleet" tries first.
+        port: the tracker port "Start a local fleet" uses (default: the first free one from
+            ``explorer.fleet.DEFAULT_PORT`` on).
         num_servers: device servers "Start a local fleet" starts (each of ``threads`` threads,
             under key ``local``, pinned to their own cores when there are enough).
         threads: TVM threads of each of those servers.
@@ -106,7 +106,7 @@ class FleetPanel(Panel):
         ctx: Context,
         *,
         state: str | os.PathLike[str] | None = None,
-        port: int = DEFAULT_PORT,
+        port: int | None = None,
         num_servers: int = 2,
         threads: int = 1,
         poll_secs: float = 3.0,

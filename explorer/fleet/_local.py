@@ -5,7 +5,11 @@ and adds device servers (``explorer.fleet._server``); ``stop_fleet`` stops them 
 process groups (a server forks one process per session and TVM's tracker runs in a child
 process: killing the pids alone left those behind). What is running is kept in a small JSON
 state file, so that ``explorer fleet down`` in another shell finds it; each process is
-recorded with its start time, so a pid reused by an unrelated process is never signalled.
+recorded with its start time, so a pid reused by an unrelated process is never signalled, and
+as soon as it starts, so that nothing ``start_fleet`` started can outlive ``stop_fleet`` (not
+even when ``start_fleet`` itself is killed half-way). A tracker that died while its servers
+run is started again on its own port, where the servers look for it; the fleet is never
+forgotten and replaced by another.
 
 TVM RPC has no authentication: anyone who reaches a server can run code on it. Everything
 binds to 127.0.0.1 unless told otherwise, and another address is refused unless the caller
@@ -16,6 +20,7 @@ the tracker (README).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import ipaddress
 import json
 import os
@@ -25,7 +30,8 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import psutil
@@ -122,6 +128,11 @@ class LocalFleet:
     def servers(self) -> tuple[FleetProcess, ...]:
         return tuple(p for p in self.processes if p.role == "server")
 
+    @property
+    def has_tracker(self) -> bool:
+        """Whether the fleet's tracker runs (its servers may outlive it: ``read_fleet``)."""
+        return any(p.role == "tracker" for p in self.processes)
+
     def to_json(self) -> dict[str, object]:
         return {
             "host": self.host,
@@ -151,25 +162,53 @@ def state_path(path: str | os.PathLike[str] | None = None) -> Path:
 
 def read_fleet(path: str | os.PathLike[str] | None = None) -> LocalFleet | None:
     """The fleet recorded at ``path`` (``state_path``), its dead processes left out; ``None``
-    when none is recorded or its tracker is gone."""
-    file = state_path(path)
+    when none is recorded or none of its processes runs.
+
+    A fleet whose tracker died while its servers run is returned too (``has_tracker`` is
+    false): those servers are still this machine's fleet, which ``start_fleet`` mends and
+    ``stop_fleet`` stops.
+    """
+    fleet = _recorded(state_path(path))
+    if fleet is None:
+        return None
+    alive = tuple(p for p in fleet.processes if p.is_alive())
+    return replace(fleet, processes=alive) if alive else None
+
+
+def _recorded(file: Path) -> LocalFleet | None:
     try:
-        fleet = LocalFleet.from_json(json.loads(file.read_text()))
+        return LocalFleet.from_json(json.loads(file.read_text()))
     except FileNotFoundError:
         return None
     except (ValueError, KeyError, TypeError, AssertionError) as exc:
         raise FleetError(f"{file} is not a fleet state file ({exc}); delete it") from None
-    alive = tuple(p for p in fleet.processes if p.is_alive())
-    if not any(p.role == "tracker" for p in alive):
-        return None
-    return LocalFleet(fleet.host, fleet.tracker, alive)
+
+
+def _record(file: Path, fleet: LocalFleet) -> None:
+    file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = file.with_suffix(".tmp")
+    tmp.write_text(json.dumps(fleet.to_json(), indent=1))
+    os.replace(tmp, file)
+
+
+@contextlib.contextmanager
+def _locked(file: Path) -> Iterator[None]:
+    """One ``start_fleet``/``stop_fleet`` at a time on a state file (two shells, or a notebook
+    and a shell): each reads the state, starts or stops processes, and writes it back."""
+    file.parent.mkdir(parents=True, exist_ok=True)
+    with open(file.with_name(file.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def start_fleet(
     servers: list[ServerSpec],
     *,
     host: str = "127.0.0.1",
-    port: int = DEFAULT_PORT,
+    port: int | None = None,
     allow_remote: bool = False,
     state: str | os.PathLike[str] | None = None,
     timeout: float = START_TIMEOUT_SECS,
@@ -177,54 +216,86 @@ def start_fleet(
     """Start a tracker (unless the recorded one still runs) and ``servers``, wait until every
     server has registered, and record them all in the state file.
 
+    ``port`` is the tracker's: exactly that one (a port in TIME_WAIT is free, as for any
+    server), or, when ``None``, the first free one from ``DEFAULT_PORT`` on. A recorded fleet
+    whose tracker died while its servers run gets its tracker back on its own port, where those
+    servers look for it, and they register again.
+
     Raises:
-        ValueError: ``host`` is not a loopback address and ``allow_remote`` is not set.
+        ValueError: ``host`` is not a loopback address and ``allow_remote`` is not set, or a
+            fleet already runs here on another ``port`` or ``host``.
         FleetError: a process did not start or register within ``timeout`` seconds (what was
-            started is stopped again).
+            started is stopped again), or the port is taken.
     """
     _check_host(host, allow_remote)
     file = state_path(state)
-    fleet = read_fleet(file)
-    started: list[FleetProcess] = []
-    try:
+    with _locked(file):
+        fleet = read_fleet(file)
         if fleet is None:
-            tracker_port = _free_port(host, port)
-            started.append(_start_tracker(host, tracker_port, file.parent))
-            fleet = LocalFleet(host, TrackerAddress(host, tracker_port))
-            _wait_for_tracker(fleet.tracker, timeout)
-        for spec in servers:
-            started.append(_start_server(fleet, spec, file.parent, timeout))
-        counts: dict[str, int] = {}
-        for p in (*fleet.servers, *(p for p in started if p.role == "server")):
-            assert p.spec is not None
-            counts[p.spec.key] = counts.get(p.spec.key, 0) + 1
-        for key, count in counts.items():
-            wait_for_devices(fleet.tracker, key, count, timeout=timeout)
-    except BaseException:
-        _stop(started)
-        raise
-    fleet = LocalFleet(fleet.host, fleet.tracker, (*fleet.processes, *started))
-    file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = file.with_suffix(".tmp")
-    tmp.write_text(json.dumps(fleet.to_json(), indent=1))
-    os.replace(tmp, file)
-    return fleet
+            fleet = LocalFleet(host, TrackerAddress(host, _tracker_port(host, port)))
+        else:
+            _check_same_place(fleet, host, port)
+            if not fleet.has_tracker:  # its servers look for it there: nowhere else will do
+                _check_port_free_for(fleet)
+        started: list[FleetProcess] = []
+
+        def record() -> None:  # each process as soon as it runs (module docs)
+            _record(file, replace(fleet, processes=(*fleet.processes, *started)))
+
+        try:
+            if not fleet.has_tracker:
+                started.append(_start_tracker(fleet.host, fleet.tracker.port, file.parent))
+                record()
+                _wait_for_tracker(fleet.tracker, started[-1], timeout)
+            for spec in servers:
+                proc, process = _spawn_server(fleet, spec, file.parent)
+                started.append(process)
+                record()
+                started[-1] = _server_port(proc, process, file.parent, timeout)
+            counts: dict[str, int] = {}
+            for p in (*fleet.servers, *(p for p in started if p.role == "server")):
+                assert p.spec is not None
+                counts[p.spec.key] = counts.get(p.spec.key, 0) + 1
+            for key, count in counts.items():
+                wait_for_devices(fleet.tracker, key, count, timeout=timeout)
+        except BaseException:
+            _stop(started)
+            started.clear()
+            if fleet.processes:
+                record()
+            else:
+                file.unlink(missing_ok=True)
+            raise
+        record()
+    return replace(fleet, processes=(*fleet.processes, *started))
 
 
 def stop_fleet(state: str | os.PathLike[str] | None = None) -> int:
     """Stop every process of the recorded fleet with its process group; how many were
     running. The state file is removed."""
     file = state_path(state)
-    try:
-        fleet = LocalFleet.from_json(json.loads(file.read_text()))
-    except FileNotFoundError:
+    if not file.exists():  # nothing recorded: nothing to lock either
         return 0
-    except (ValueError, KeyError, TypeError, AssertionError) as exc:
-        raise FleetError(f"{file} is not a fleet state file ({exc}); delete it") from None
-    alive = [p for p in fleet.processes if p.is_alive()]
-    _stop(alive)
-    file.unlink(missing_ok=True)
+    with _locked(file):
+        fleet = _recorded(file)
+        if fleet is None:
+            return 0
+        alive = [p for p in fleet.processes if p.is_alive()]
+        _stop(alive)
+        file.unlink(missing_ok=True)
     return len(alive)
+
+
+def _check_same_place(fleet: LocalFleet, host: str, port: int | None) -> None:
+    """Servers join the fleet that runs here; a tracker elsewhere would be a second fleet,
+    which ``stop_fleet`` could not tell from the first."""
+    wanted = TrackerAddress(host, fleet.tracker.port if port is None else port)
+    if wanted != fleet.tracker:
+        raise ValueError(
+            f"a fleet already runs here with its tracker at {fleet.tracker}; new servers join "
+            f"it (leave --port/--host out), or stop it first (`explorer fleet down`) to start "
+            f"one at {wanted}"
+        )
 
 
 # -- processes ----------------------------------------------------------------------------------
@@ -262,9 +333,10 @@ def _start_tracker(host: str, port: int, state_dir: Path) -> FleetProcess:
     return FleetProcess("tracker", _identity(proc), port, str(log))
 
 
-def _start_server(
-    fleet: LocalFleet, spec: ServerSpec, state_dir: Path, timeout: float
-) -> FleetProcess:
+def _spawn_server(
+    fleet: LocalFleet, spec: ServerSpec, state_dir: Path
+) -> tuple[subprocess.Popen[bytes], FleetProcess]:
+    """A device server started, its port not known yet (``_server_port`` reads it)."""
     argv = [
         sys.executable,
         "-m",
@@ -288,19 +360,25 @@ def _start_server(
         argv += ["--mcpu", spec.mcpu]
     log = state_dir / f"server-{spec.key}-{time.time_ns()}.log"
     proc = _spawn(argv, log, reply=True)
-    identity = _identity(proc)
-    process = FleetProcess("server", identity, 0, str(log), spec)
+    return proc, FleetProcess("server", _identity(proc), 0, str(log), spec)
+
+
+def _server_port(
+    proc: subprocess.Popen[bytes], process: FleetProcess, state_dir: Path, timeout: float
+) -> FleetProcess:
+    """``process`` with the port it listens on, which it prints once it does."""
+    spec, log = process.spec, Path(process.log_path)
+    assert spec is not None
     try:
         line = _first_line(proc, timeout)
         port = int(json.loads(line)["port"])
     except (ValueError, KeyError, TypeError) as exc:
-        _stop([process])
         tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
         raise FleetError(
             f"a device server with key {spec.key!r} did not start ({exc}):\n{tail}"
         ) from None
     log = log.rename(state_dir / f"server-{spec.key}-{port}.log")
-    return FleetProcess("server", identity, port, str(log), spec)
+    return replace(process, port=port, log_path=str(log))
 
 
 def _first_line(proc: subprocess.Popen[bytes], timeout: float) -> str:
@@ -314,13 +392,16 @@ def _first_line(proc: subprocess.Popen[bytes], timeout: float) -> str:
     return line
 
 
-def _wait_for_tracker(address: TrackerAddress, timeout: float) -> None:
+def _wait_for_tracker(address: TrackerAddress, tracker: FleetProcess, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while True:
         try:
             tracker_summary(address, timeout=2.0)
             return
         except FleetError:
+            if not tracker.is_alive():
+                tail = Path(tracker.log_path).read_text(errors="replace")[-1500:]
+                raise FleetError(f"the tracker did not start on {address}:\n{tail}") from None
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
@@ -356,15 +437,40 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
-def _free_port(host: str, start: int) -> int:
-    for port in range(start, start + 100):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind((host, port))
-            except OSError:
-                continue
-            return port
-    raise FleetError(f"no free port in {start}-{start + 99} on {host}")
+def _tracker_port(host: str, port: int | None) -> int:
+    """``port`` if it is free, or the first free port from ``DEFAULT_PORT`` on."""
+    if port is not None:
+        if not _can_bind(host, port):
+            raise FleetError(
+                f"port {port} on {host} is in use by another program: choose another --port, or "
+                f"leave it out (the first free port from {DEFAULT_PORT} on is taken)"
+            )
+        return port
+    for candidate in range(DEFAULT_PORT, DEFAULT_PORT + 100):
+        if _can_bind(host, candidate):
+            return candidate
+    raise FleetError(f"no free port in {DEFAULT_PORT}-{DEFAULT_PORT + 99} on {host}")
+
+
+def _check_port_free_for(fleet: LocalFleet) -> None:
+    if not _can_bind(fleet.host, fleet.tracker.port):
+        raise FleetError(
+            f"the fleet's tracker stopped and its port {fleet.tracker.port} is now used by "
+            f"another program; its {len(fleet.servers)} device server(s) still run and look "
+            "for the tracker there: `explorer fleet down` stops them"
+        )
+
+
+def _can_bind(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # As TVM's tracker binds: a port whose last connection is in TIME_WAIT is free (it
+        # stays so for a minute after a tracker stops; without this, "--port N" took N + 1).
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def _check_host(host: str, allow_remote: bool) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import select
 import socket
 import struct
 import time
@@ -169,6 +170,17 @@ class QueueTimeout(FleetError):
     """No device of the key became free in time."""
 
 
+class NoDevice(FleetError):
+    """No device is registered under the key any more: its servers went away."""
+
+
+ALONE_SECS = 2.0
+"""How long a request waits while its key has no device registered at all, before it gives
+up with ``NoDevice``. Short: a caller that retries (``RemoteMeasurer``) gives the servers of a
+restarted tracker the seconds they take to register again before it retries."""
+_POLL_SECS = 0.5
+
+
 def open_session(
     address: TrackerAddress, key: str, *, session_timeout: float, queue_timeout: float
 ) -> tuple[Any, str]:
@@ -179,19 +191,15 @@ def open_session(
 
     Raises:
         QueueTimeout: no device of the key became free within ``queue_timeout``.
+        NoDevice: while waiting, the key had no device at all for ``ALONE_SECS``.
         FleetError: the tracker cannot be reached, or the server it offered refused.
     """
     base = _rpc().base
     sock = _tracker_socket(address, timeout=min(queue_timeout, 10.0))
     try:
-        sock.settimeout(queue_timeout)
         try:
-            reply = _ask(sock, [base.TrackerCode.REQUEST, key, "", 1])
-        except TimeoutError:
-            raise QueueTimeout(
-                f"no device with key {key!r} became free at the tracker {address} within "
-                f"{queue_timeout:g} s"
-            ) from None
+            base.sendjson(sock, [base.TrackerCode.REQUEST, key, "", 1])
+            reply = _reply_while_served(sock, address, key, queue_timeout)
         except (OSError, RuntimeError, ValueError) as exc:
             raise FleetError(f"the tracker at {address} dropped the request: {exc}") from None
     finally:
@@ -205,6 +213,35 @@ def open_session(
     except Exception as exc:  # noqa: BLE001  (TVM raises RuntimeError/TVMError/OSError)
         raise FleetError(f"device {device} refused the session: {_first_line(exc)}") from None
     return session, device
+
+
+def _reply_while_served(
+    sock: socket.socket, address: TrackerAddress, key: str, queue_timeout: float
+) -> Any:
+    """The tracker's answer to a request, waiting at most ``queue_timeout``; meanwhile the
+    tracker is asked every second whether the key still has devices. (It queues a request for
+    a key without any, silently: a fleet whose servers all died held a search for minutes.)"""
+    deadline = time.monotonic() + queue_timeout
+    alone_since: float | None = None
+    while True:
+        wait = max(0.0, min(_POLL_SECS, deadline - time.monotonic()))
+        if select.select([sock], [], [], wait)[0]:
+            sock.settimeout(10.0)  # the answer is on its way: a few bytes
+            return _rpc().base.recvjson(sock)
+        now = time.monotonic()
+        if now >= deadline:
+            raise QueueTimeout(
+                f"no device with key {key!r} became free at the tracker {address} within "
+                f"{queue_timeout:g} s"
+            )
+        if any(s.key == key for s in tracker_summary(address).servers):
+            alone_since = None
+        elif alone_since is None:
+            alone_since = now
+        elif now - alone_since >= ALONE_SECS:
+            raise NoDevice(
+                f"no device is registered under key {key!r} at the tracker {address} any more"
+            )
 
 
 def device_info(session: Any) -> dict[str, Any]:

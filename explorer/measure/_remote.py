@@ -15,6 +15,9 @@ Pipeline for one ``measure`` call:
    try found a device that could run it. A kernel that hangs is ended by the device at the
    session's time limit: ``TIMEOUT``, not retried. A kernel that crashes its session cannot be
    told apart from a device that vanished, so it is retried too, then ``RUN_ERROR``.
+4. A key left without any device (every server of it gone for ``NO_DEVICE_GRACE_SECS``) is
+   not a property of the kernels: ``measure`` raises ``NoDevice`` within seconds, instead of
+   queueing every candidate at the tracker until its queue timeout and calling them failures.
 
 Every result names the device that measured it (``MeasureResult.device``). While kernels of a
 fleet on this machine are timed, ``TIMING_GATE`` holds this process's cost models back, as for
@@ -32,6 +35,7 @@ from typing import Any
 
 from explorer.errors import FleetError
 from explorer.fleet._tracker import (
+    NoDevice,
     ServerEntry,
     TrackerAddress,
     device_info,
@@ -50,14 +54,21 @@ SESSION_SLACK_SECS = 10.0  # connecting, uploading, loading and NumPy's referenc
 RETRY_PAUSE_SECS = 2.0  # before the n-th retry, n times this: a restarting tracker comes back
 _DEFAULT_PARALLEL = 2  # when the tracker cannot say how many devices there are
 ENVIRONMENT_QUEUE_SECS = 5.0  # a run's record waits no longer than this for a device's info
+NO_DEVICE_GRACE_SECS = 10.0
+"""How long a key may have no device registered before measuring on it stops: servers whose
+tracker restarted register again within about 5 s (TVM's servers retry every 5 s)."""
 
 
 class TargetNotReported(FleetError):
     """The device is a plain TVM ``rpc_server``, which does not say what it is."""
 
+    environment_problem = False  # the fleet works: what it cannot do is asked of it
+
 
 class NoSuchKey(FleetError):
     """No server is registered under the key at the tracker (a typo, or none started yet)."""
+
+    environment_problem = False  # a key nobody serves is, first of all, a key to check
 
 
 class RemoteMeasurer(LocalMeasurer):
@@ -74,6 +85,9 @@ class RemoteMeasurer(LocalMeasurer):
             a tracker restarted within about 12 s loses nothing.
         queue_timeout_secs: how long one try waits for a free device.
         seed: seed of the inputs for the correctness check and the timing.
+
+    ``measure`` and ``remeasure`` raise ``NoDevice`` (a ``FleetError``) when the key has no
+    device left at all: the fleet is gone, which says nothing about the kernels.
 
     Example (a fleet started by ``explorer fleet up --servers 2``)::
 
@@ -239,6 +253,13 @@ class RemoteMeasurer(LocalMeasurer):
             if not pending:
                 break
             time.sleep(RETRY_PAUSE_SECS * attempt)
+            if not self._key_has_devices():
+                raise NoDevice(
+                    f"the devices of key {self.key!r} went away: none is registered at the "
+                    f"tracker {self.tracker} any more, and {len(pending)} candidate(s) could "
+                    f"not be measured; start them again (`explorer fleet up --key "
+                    f"{self.key}`) to go on"
+                )
             # Measuring: one candidate a session, so a batch spreads over the devices and a
             # hang costs one run timeout. Re-measuring: all rounds of a share of the batch in
             # one session per device, round-robin: a fresh session process timed the same
@@ -280,6 +301,21 @@ class RemoteMeasurer(LocalMeasurer):
             )
 
     # -- internals ----------------------------------------------------------------------------
+    def _key_has_devices(self) -> bool:
+        """Whether a device of the key is registered, waiting up to ``NO_DEVICE_GRACE_SECS``
+        for one (servers register again a few seconds after their tracker restarted). A
+        tracker that does not answer counts as yes: the tries say what is wrong with it."""
+        deadline = time.monotonic() + NO_DEVICE_GRACE_SECS
+        while True:
+            try:
+                if self.devices():
+                    return True
+            except FleetError:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.5)
+
     def _remote_request(self, batch: _Batch, chunk: list[int], rounds: int) -> dict[str, Any]:
         cfg = self.config
         # The bar: the caller's best, or the fastest kernel already back from any device of

@@ -95,20 +95,49 @@ def format_ratio(ratio: float) -> str:
 
 
 def check_tau(tau: float) -> float:
-    """``tau`` if it is a usable threshold, else ``ValueError`` (misuse, raised before work)."""
+    """``tau`` if it is a usable threshold, else ``ValueError`` (misuse, raised before work).
+
+    0 is not one: every Fisher Potential is at least 0, so every network, however little
+    capacity it kept, would be legal without a word.
+    """
     if (
         isinstance(tau, bool)
         or not isinstance(tau, (int, float))
         or not math.isfinite(tau)
-        or tau < 0
+        or tau <= 0
     ):
-        raise ValueError(f"tau must be a finite number >= 0 (got {tau!r})")
+        raise ValueError(
+            f"tau must be a finite number above 0 (got {tau!r}); at 0 every candidate is legal "
+            "whatever its Fisher Potential"
+        )
     return float(tau)
+
+
+DTYPES = ("float32", "float64")
+"""What the Fisher Potential computes in (float64 in JAX's 64-bit mode, switched on for it)."""
+
+
+def check_seed(name: str, seed: object) -> None:
+    """``ValueError`` naming ``name`` unless ``seed`` is a whole number >= 0 (misuse)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"{name} must be an integer >= 0 (got {seed!r})")
+
+
+def _check_dtype(dtype: object) -> str:
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)} (got {dtype!r})")
+    return str(dtype)
 
 
 # -- the network as a JAX function ----------------------------------------------------------------
 def init_params(network: Network, seed: int = 0, dtype: str = "float32") -> Params:
-    """The network's weights at initialisation (NumPy arrays; ``seed`` fixes every value)."""
+    """The network's weights at initialisation (NumPy arrays; ``seed`` fixes every value).
+
+    Raises:
+        ValueError: ``seed`` is not an integer >= 0, or ``dtype`` not one of ``DTYPES``.
+    """
+    check_seed("seed", seed)
+    dtype = _check_dtype(dtype)
     rng = np.random.default_rng(seed)
     layers: dict[str, list[np.ndarray]] = {}
     for layer in network.layers():
@@ -326,15 +355,19 @@ def fisher_potential(
     seed and 1.32 under the next): ``inits=k`` averages k initialisations and minibatches
     (seeds ``seed`` to ``seed + k - 1``), at k times the cost.
 
-    ``dtype="float64"`` needs JAX's 64-bit mode (``with jax.enable_x64(True):``).
+    ``dtype="float64"`` computes in float64: JAX's 64-bit mode is switched on for it (JAX
+    alone would compute float32 and only warn).
 
     Raises:
         MissingExtraError: JAX or scikit-learn is not installed (the ``nas`` extra).
-        ValueError: ``inits`` < 1 (misuse).
+        ValueError: ``inits`` < 1, ``seed`` < 0 or ``dtype`` not one of ``DTYPES`` (misuse).
     """
     if isinstance(inits, bool) or not isinstance(inits, int) or inits < 1:
         raise ValueError(f"inits must be an integer >= 1 (got {inits!r})")
-    draws = [_one_draw(network, batch_size, seed + i, dtype) for i in range(inits)]
+    check_seed("seed", seed)
+    dtype = _check_dtype(dtype)
+    with _jax().enable_x64(dtype == "float64"):
+        draws = [_one_draw(network, batch_size, seed + i, dtype) for i in range(inits)]
     blocks = tuple(float(np.mean(b)) for b in zip(*(d[1] for d in draws), strict=True))
     return FisherPotential(
         float(np.mean([d[0] for d in draws])),

@@ -175,6 +175,9 @@ class Network:
 
 # -- builders -----------------------------------------------------------------------------------
 _STAGES = {18: (2, 2, 2, 2), 34: (3, 4, 6, 3)}
+MAX_WIDTH = 512
+"""A CIFAR ResNet's first-stage channels at most: 8 times the paper's 64 (its last stage then
+has 4096 channels, 150 M weights in each of its convolutions)."""
 
 
 def _stages(
@@ -202,8 +205,8 @@ def _stages(
 def resnet_cifar(depth: int = 18, width: int = 64) -> Network:
     """ResNet-18 or -34 at CIFAR size (3x32x32, batch 1, 10 classes), stage widths
     ``width * (1, 2, 4, 8)``."""
-    if width < 1:
-        raise ValueError(f"width must be at least 1 (got {width})")
+    if isinstance(width, bool) or not isinstance(width, int) or not 1 <= width <= MAX_WIDTH:
+        raise ValueError(f"width must be an integer from 1 to {MAX_WIDTH} (got {width!r})")
     stem = Layer.dense("stem", 3, width, 32, 32, 3, 1)
     return Network(
         f"resnet{depth}_cifar(width={width})", 3, 32, 32, stem, _stages(depth, width, 32, width)

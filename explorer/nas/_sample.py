@@ -26,6 +26,7 @@ import numpy as np
 
 from explorer.nas._fisher import (
     FisherPotential,
+    check_seed,
     check_tau,
     fisher_potential,
     format_ratio,
@@ -63,6 +64,17 @@ UNROLL_GROUPS = (1, 2, 3, 4)
 GROUPS = (2, 4, 8, 16)
 BOTTLENECKS = (2, 4, 8)
 MAX_DRAWS = 20
+MAX_SAMPLES = 100_000
+"""Candidates one sample draws at most (each is a Fisher Potential: seconds apiece)."""
+
+
+def check_count(name: str, n: object) -> None:
+    """``ValueError`` naming ``name`` unless ``n`` is a number of candidates to draw (misuse)."""
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_SAMPLES:
+        raise ValueError(
+            f"{name} must be an integer from 0 to {MAX_SAMPLES} (got {n!r}); each candidate's "
+            "Fisher Potential takes seconds"
+        )
 
 
 def _pick(rng: np.random.Generator, values: Sequence[int]) -> int:
@@ -105,11 +117,19 @@ def draw_plan(block: Block, rng: np.random.Generator, kinds: Sequence[str] = KIN
         shared = (Depthwise(),)
     elif kind == "split_group":
         sf = _pick(rng, SPLIT_FACTORS)
-        shared = (SplitGroup(tuple(_pick(rng, SPLIT_GROUPS) for _ in range(sf))),)
+        groups = tuple(_pick(rng, SPLIT_GROUPS) for _ in range(sf))
+        # Dense slices of a convolution are that convolution: as the authors' sampler, such a
+        # draw keeps the block (it would read as a change that changes nothing).
+        if set(groups) == {1}:
+            return ((),) * n
+        shared = (SplitGroup(groups),)
     elif kind == "unroll_group":
         shared = (UnrollGroup(_pick(rng, UNROLL_FACTORS), _pick(rng, UNROLL_GROUPS)),)
     else:
-        shared = (SpatialSplit(_pick(rng, SPLIT_FACTORS)),)
+        parts = _pick(rng, SPLIT_FACTORS)
+        if parts == 1:  # one strip is the layer itself
+            return ((),) * n
+        shared = (SpatialSplit(parts),)
     return (shared,) * n
 
 
@@ -200,8 +220,10 @@ def sample_candidates(
         MissingExtraError: JAX or scikit-learn is not installed (the ``nas`` extra).
         ValueError: ``n < 0``, a bad ``tau`` or an unknown kind.
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"n must be an integer >= 0 (got {n!r})")
+    check_count("n", n)
+    if not isinstance(rng, np.random.Generator):
+        check_seed("rng", rng)
+    check_seed("seed", seed)
     generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     check_tau(tau)
     check_kinds(kinds)

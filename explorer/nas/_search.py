@@ -30,13 +30,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from explorer.nas._fisher import format_ratio
+from explorer.nas._fisher import check_seed, format_ratio
 from explorer.nas._layer import Conv, Layer
 from explorer.nas._network import Network
-from explorer.nas._sample import KINDS, NasCandidate, NasSample, sample_candidates
+from explorer.nas._sample import KINDS, NasCandidate, NasSample, check_count, sample_candidates
 from explorer.storage._base import RecordStore, RunInfo, RunStatus
 from explorer.storage._summary import summarize_run
 from explorer.target import Target
+from explorer.types import MAX_TRIALS
 
 if TYPE_CHECKING:  # the measurer package imports TVM; describing a search does not need it
     from explorer.measure import Measurer
@@ -286,9 +287,11 @@ def nas_search(
 
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise ValueError(f"budget must be an integer >= 1 trials per shape (got {budget!r})")
-    for name, value in (("seed", seed), ("tune_seed", tune_seed)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} must be an integer >= 0 (got {value!r})")
+    if budget > MAX_TRIALS:
+        raise ValueError(f"budget must be at most {MAX_TRIALS} trials per shape (got {budget})")
+    check_count("samples", samples)
+    check_seed("seed", seed)
+    check_seed("tune_seed", tune_seed)
     make_strategy(strategy)  # an unknown name fails before the Fisher Potentials are computed
     # Step 1-2. Sample and judge.
     start = time.perf_counter()

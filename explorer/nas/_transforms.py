@@ -74,7 +74,10 @@ class Transformation(abc.ABC):
 
 def _positive(owner: str, name: str, value: int, minimum: int = 1) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{owner}: {name} must be an integer >= {minimum} (got {value!r})")
+        nothing = "; 1 would leave the layer as it is" if value == 1 and minimum == 2 else ""
+        raise ValueError(
+            f"{owner}: {name} must be an integer >= {minimum} (got {value!r}){nothing}"
+        )
 
 
 def _needs_dense(step: Transformation, layer: Layer) -> Refusal | None:
@@ -101,7 +104,7 @@ class Group(Transformation):
     groups: int = 2
 
     def __post_init__(self) -> None:
-        _positive("Group", "groups", self.groups)
+        _positive("Group", "groups", self.groups, minimum=2)
 
     def label(self) -> str:
         return f"group({self.groups})"
@@ -162,7 +165,7 @@ class Bottleneck(Transformation):
     factor: int = 2
 
     def __post_init__(self) -> None:
-        _positive("Bottleneck", "factor", self.factor)
+        _positive("Bottleneck", "factor", self.factor, minimum=2)
 
     def label(self) -> str:
         return f"bottleneck({self.factor})"
@@ -221,6 +224,11 @@ class SplitGroup(Transformation):
             raise ValueError(f"SplitGroup: groups must be a non-empty tuple (got {self.groups!r})")
         for g in self.groups:
             _positive("SplitGroup", "every group count", g)
+        if set(self.groups) == {1}:
+            raise ValueError(
+                f"SplitGroup: groups {self.groups} would leave the layer as it is (dense slices "
+                "of a convolution are the convolution): one count must be above 1"
+            )
 
     def label(self) -> str:
         return f"split_group({','.join(map(str, self.groups))})"
@@ -305,7 +313,7 @@ class SpatialSplit(Transformation):
     parts: int = 2
 
     def __post_init__(self) -> None:
-        _positive("SpatialSplit", "parts", self.parts)
+        _positive("SpatialSplit", "parts", self.parts, minimum=2)
 
     def label(self) -> str:
         return f"spatial_split({self.parts})"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import inspect
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -90,6 +90,10 @@ class SearchStrategy(abc.ABC):
     accepts_start: ClassVar[bool] = False
     """``capabilities.start``, kept for older callers (set from ``capabilities``; a subclass
     that declares only ``accepts_start = True`` gets ``Capabilities(start=True)``)."""
+    on_working: Callable[[str], None] | None = None
+    """Set by whoever shows progress (the command line's bar): told, in a few words, what an
+    ``ask`` that takes long is doing before it measures anything (``static`` scores about a
+    thousand candidates with its model first: minutes on 2 cores). Never required."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -129,6 +133,10 @@ class SearchStrategy(abc.ABC):
         self.trial_budget_ = budget
         self.resolved_: dict[str, JSON] = {}
         self.tell(self._start(list(history)))
+
+    def _working(self, what: str) -> None:
+        if self.on_working is not None:
+            self.on_working(what)
 
     def _start(self, history: list[TrialRecord]) -> Sequence[TrialRecord]:
         """Build the per-run state; ``reset`` calls it once ``space``, ``rng`` and

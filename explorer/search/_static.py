@@ -110,6 +110,8 @@ class StaticSearch(SearchStrategy):
         ks = self.knob_space_
         archive: dict[Point, tuple[float, Candidate | None]] = {}
 
+        most = self.num_offspring * (self.num_generations + 1)
+
         def score(points: list[Point]) -> None:
             fresh = [p for p in dict.fromkeys(points) if p not in archive]
             cands = [ks.materialize(p) for p in fresh]
@@ -118,6 +120,9 @@ class StaticSearch(SearchStrategy):
             for p, c in zip(fresh, cands, strict=True):
                 archive[p] = (float(next(values)) if c is not None else 0.0, c)
             self.num_scored_ += len(fresh)
+            self._working(f"static model: {self.num_scored_} of up to {most} candidates scored")
+
+        self._working(f"static model: scoring up to {most} candidates before measuring")
 
         # Step 1. Random initial population.
         initial = self._fresh(lambda: ks.random_point(self.rng), archive, self.num_offspring)

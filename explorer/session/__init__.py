@@ -24,9 +24,9 @@ from explorer.session._trace_check import (
     check_trace,
     check_trace_json,
     check_trace_on_module,
-    read_trace_file,
     refit_trace,
 )
+from explorer.session._trace_file import read_trace_file
 
 __all__ = [
     "ANNOTATION_KEYS",

@@ -31,6 +31,7 @@ from typing import Any
 
 from explorer import _tvm
 from explorer.errors import TraceError
+from explorer.target import Target
 from explorer.types import JSON
 from explorer.workloads import Workload
 
@@ -42,6 +43,10 @@ SAMPLING_KINDS = (
     "SampleComputeLocation",
 )
 MAX_INSTRUCTIONS = 10_000  # a real trace has tens; this bounds the work spent on a hostile file
+MAX_TRACE_NESTING = 8
+"""Lists within lists a trace may hold: a real one is 5 deep (trace, instructions, instruction,
+its inputs, a list input). A deeper one is refused before it is copied or sent to a worker
+(a 900-deep one ended in a RecursionError, exit 1)."""
 _INT64 = 2**63
 _INT32 = 2**31  # TVM's loop extents and tile factors are int32
 _VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -55,6 +60,14 @@ def check_trace_json(trace_json: Any) -> JSON:
     Raises:
         TraceError: the first problem found, in one sentence naming the instruction at fault.
     """
+    # The cheap checks first: a hostile trace must not cost its size in copying.
+    is_pair = isinstance(trace_json, (list, tuple)) and len(trace_json) == 2
+    if is_pair and isinstance(trace_json[0], (list, tuple)):
+        if len(trace_json[0]) > MAX_INSTRUCTIONS:
+            raise TraceError(
+                f"a trace has at most {MAX_INSTRUCTIONS} instructions (got {len(trace_json[0])})"
+            )
+    check_nesting(trace_json, MAX_TRACE_NESTING, "a trace", TraceError)  # before json, pickle
     try:
         plain = json.loads(json.dumps(trace_json, allow_nan=False))
     except (TypeError, ValueError, RecursionError):
@@ -69,8 +82,6 @@ def check_trace_json(trace_json: Any) -> JSON:
             f"not {_describe(plain)}"
         )
     insts, decisions = plain
-    if len(insts) > MAX_INSTRUCTIONS:
-        raise TraceError(f"a trace has at most {MAX_INSTRUCTIONS} instructions (got {len(insts)})")
     defined: set[str] = set()
     for index, inst in enumerate(insts):
         _check_instruction(index, inst, defined)
@@ -281,10 +292,13 @@ def _short(value: Any, limit: int = 40) -> str:
 # -- re-fitting to another shape ------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class CheckedTrace:
-    """A trace that replays exactly as written, and what re-fitting it changed (if asked to)."""
+    """A trace that replays exactly as written, and what re-fitting it changed (if asked to);
+    ``target`` is the one the file says it was made for (a saved session or a record), if any.
+    """
 
     trace: JSON
     notes: tuple[str, ...]
+    target: Target | None = None
 
 
 def refit_trace(workload: Workload, trace_json: Any) -> CheckedTrace:
@@ -327,54 +341,22 @@ def _log_distance(factors: Iterable[int], old: Iterable[int]) -> float:
 
 
 # -- files ----------------------------------------------------------------------------------------
-def read_trace_file(
-    path: str | os.PathLike[str], workload: Workload, *, refit: bool = False
-) -> CheckedTrace:
-    """The checked trace in a file: a bare trace, a saved session, or a record's JSON.
-
-    A file that says which workload it was made for (a session, a record) must name
-    ``workload``: a trace recorded for another shape would be "repaired" into another schedule.
-    With ``refit=True`` a file made for another shape of the same operator is re-fitted
-    (``refit_trace``) and the notes say what changed.
-
-    Raises:
-        TraceError: unreadable, not JSON, not a trace, made for another workload, or a trace
-            that would not replay as written (``check_trace``).
-    """
-    name = os.fspath(path)
-    data = read_json_file(path, what="a trace or a saved session", error=TraceError)
-    if isinstance(data, dict) and isinstance(data.get("candidate"), dict):
-        data = data["candidate"]  # a record, as `explorer export --format jsonl` writes one
-    if isinstance(data, dict):  # a saved session or a candidate: take its trace
-        if "trace" not in data:
-            raise TraceError(f"{name}: a JSON object without a 'trace' field is not a trace")
-        saved_for = data.get("workload")
-        same_family = isinstance(saved_for, dict) and saved_for.get("family") == workload.family
-        exact = saved_for == json.loads(json.dumps(workload.to_json()))
-        if saved_for is not None and not exact and not (refit and same_family):
-            hint = " (--refit re-fits one to another shape of its operator)" if same_family else ""
-            raise TraceError(
-                f"{name} was saved for {_workload_key(saved_for)}, not {workload.key()}; "
-                f"a schedule does not carry over to another workload{hint}"
-            )
-        data = data["trace"]
-    try:
-        if refit:
-            return refit_trace(workload, data)
-        return CheckedTrace(check_trace(workload, data), ())
-    except TraceError as exc:
-        raise TraceError(f"{name}: {exc}", detail=exc.detail) from None
-
-
-MAX_FILE_BYTES = 64 << 20
-"""The largest trace or session file read: a real one is kilobytes (``/dev/zero`` is endless)."""
+MAX_FILE_BYTES = 4 << 20
+"""The largest trace or session file read. A trace is about 120 bytes an instruction as a
+session saves it, so the most a trace may hold (``MAX_INSTRUCTIONS``) is about 1.2 MB; a larger
+file is refused by its size, before anything is parsed (a 50 MB one was parsed for 38 s and
+1.4 GB of memory before its instructions were counted; ``/dev/zero`` is endless)."""
+MAX_FILE_NESTING = 32
+"""Lists and objects within each other a trace, session or record file may hold (a saved
+session with a loaded trace is about 10 deep)."""
 
 
 def read_json_file(path: str | os.PathLike[str], *, what: str, error: type[Exception]) -> Any:
     """The JSON value in a file, or ``error`` naming the file and what is wrong with it.
 
-    Reads at most ``MAX_FILE_BYTES`` (a device or a huge file is refused, not read whole) and
-    accepts a UTF-8 byte-order mark, as editors on some systems write one.
+    Reads at most ``MAX_FILE_BYTES`` (a device or a huge file is refused, not read whole),
+    refuses values nested deeper than ``MAX_FILE_NESTING``, and accepts a UTF-8 byte-order
+    mark, as editors on some systems write one.
     """
     name = os.fspath(path)
     if os.path.exists(f"{name}-shm"):
@@ -391,16 +373,29 @@ def read_json_file(path: str | os.PathLike[str], *, what: str, error: type[Excep
     if len(raw) > MAX_FILE_BYTES:
         raise error(f"{name} is larger than {MAX_FILE_BYTES >> 20} MiB: not {what}")
     try:
-        return json.loads(raw.decode("utf-8-sig"))
+        data = json.loads(raw.decode("utf-8-sig"))
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise error(f"{name}: not a JSON file ({what})") from None
+    check_nesting(data, MAX_FILE_NESTING, f"{name}: its JSON", error)
+    return data
 
 
-def _workload_key(data: Any) -> str:
-    try:
-        return Workload.from_json(data).key()
-    except Exception:  # noqa: BLE001  (only for the message)
-        return "another workload"
+def check_nesting(value: Any, limit: int, what: str, error: type[Exception]) -> None:
+    """Refuse (``error``) a value with lists, tuples or dicts nested deeper than ``limit``;
+    iterative, so that no depth reaches Python's recursion limit here (or later, in ``json``
+    or ``pickle``)."""
+    level: list[Any] = [value]
+    for _ in range(limit):
+        level = [
+            child
+            for item in level
+            if isinstance(item, (list, tuple, dict))
+            for child in (item.values() if isinstance(item, dict) else item)
+        ]
+        if not level:
+            return
+    if any(isinstance(item, (list, tuple, dict)) for item in level):
+        raise error(f"{what} nests lists or objects more than {limit} levels deep")
 
 
 # -- gates 2 and 3: replay in an isolated worker, compare decisions ------------------------------

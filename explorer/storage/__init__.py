@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from explorer._urls import is_postgres_url
 from explorer.storage._base import (
     MANUAL,
     BestSoFar,
@@ -43,7 +44,7 @@ from explorer.storage._metaschedule import (
     export_metaschedule,
     import_metaschedule,
 )
-from explorer.storage._postgres import PostgresStore, is_postgres_url
+from explorer.storage._postgres import PostgresStore
 from explorer.storage._schema import SCHEMA_VERSION
 from explorer.storage._sqlite import SQLiteStore
 from explorer.storage._summary import RunSummary, summarize_run

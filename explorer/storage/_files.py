@@ -185,6 +185,9 @@ def corrupt(path: str, exc: BaseException | None = None) -> StoreError:
     return StoreError(f"{path} is corrupt ({exc}); {_CORRUPT_HINT}")
 
 
+_SQLITE_READONLY = 8  # SQLite's primary result code (its extended codes add higher bits)
+
+
 def checkpoint(conn: sqlite3.Connection, path: str) -> None:
     """Merge the ``-wal`` file into the database file as far as readers allow, without waiting.
 
@@ -195,6 +198,8 @@ def checkpoint(conn: sqlite3.Connection, path: str) -> None:
     try:
         conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
     except sqlite3.Error as exc:  # a checkpoint is an optimisation; closing must not fail
+        if getattr(exc, "sqlite_errorcode", 0) & 0xFF == _SQLITE_READONLY:
+            return  # a read-only file: its -wal is its owner's to merge, nothing to report
         logger.warning("%s: checkpoint on close failed: %s", path, exc)
 
 

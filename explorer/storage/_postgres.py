@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
+from explorer._urls import is_postgres_url, redact
 from explorer.errors import StoreError
 from explorer.storage._base import TrialRecord
 from explorer.storage._schema import APPLICATION, SCHEMA_VERSION
@@ -26,29 +27,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-URL_SCHEMES = ("postgresql://", "postgres://")
 _LOCK_ID = 0x53457852  # the advisory lock that serialises creating the tables (SQLite's app id)
 _WRITE_LOCK = "LOCK TABLE runs, trials IN SHARE ROW EXCLUSIVE MODE"
 # Environment problems (the same command works once they are fixed: exit code 3), by SQLSTATE
 # class or code: a connection lost, no resources, no privilege, a read-only server, a lock.
 _ENVIRONMENT_STATES = ("08", "53", "57", "58", "42501", "25006", "55P03")
-
-
-def is_postgres_url(location: object) -> bool:
-    """Whether ``location`` names a PostgreSQL database (``postgresql://...``)."""
-    return isinstance(location, str) and location.startswith(URL_SCHEMES)
-
-
-def redact(url: str) -> str:
-    """``url`` with its password (if any) replaced by ``***``: what messages show."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        netloc = parts.netloc.rsplit("@", 1)[1]
-        return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{netloc}"))
-    except ValueError:
-        return url.split("@", 1)[-1] if "@" in url else url
 
 
 class ServerError(StoreError):
@@ -498,6 +481,13 @@ def _first_line(exc: BaseException) -> str:
     return " ".join(str(exc).strip().splitlines()[:1]) or type(exc).__name__
 
 
+# What libpq says of a URL parameter it refuses ("invalid sslmode value", "invalid integer
+# value ... for connection option"), and the server of one in ``options``.
+_BAD_PARAMETER = re.compile(
+    r"invalid (uri|\w+ value|value for parameter)|connection option|unrecognized configuration"
+)
+
+
 def _connect_error(where: str, exc: Exception) -> StoreError:
     """One sentence for a failed connection: what was wrong, from libpq's words."""
     text = " ".join(str(exc).split())
@@ -519,6 +509,6 @@ def _connect_error(where: str, exc: Exception) -> StoreError:
         return ServerError(f"cannot connect to {where}: the host name is unknown ({detail})")
     if "timeout expired" in lowered:
         return ServerError(f"cannot connect to {where}: no answer from the server (timed out)")
-    if "invalid" in lowered and ("option" in lowered or "uri" in lowered):
+    if _BAD_PARAMETER.search(lowered):  # the URL's fault, checked by libpq or the server
         return StoreError(f"{where} is not a valid PostgreSQL URL ({detail})")
     return ServerError(f"cannot connect to {where}: {detail}")

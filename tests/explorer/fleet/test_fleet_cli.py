@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
 import sqlite3
 import subprocess
 import sys
+import time
 
 import psutil
+import pytest
 
 
 def explorer(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -102,3 +106,128 @@ def test_misuse_is_one_sentence(tmp_path) -> None:
     nobody = explorer("measure", "matmul", "--tracker", "127.0.0.1:9", env=env)
     assert nobody.returncode != 0 and "no tracker answers at 127.0.0.1:9" in nobody.stderr
     assert len(nobody.stderr.strip().splitlines()) == 1
+
+
+# -- a fleet's processes are never forgotten (issue 21) -----------------------------------------
+def _fleet_env(tmp_path) -> dict[str, str]:
+    return {**os.environ, "EXPLORER_FLEET_STATE": str(tmp_path / "fleet.json")}
+
+
+def _recorded_pids(tmp_path) -> list[int]:
+    data = json.loads((tmp_path / "fleet.json").read_text())
+    return [p["identity"]["pid"] for p in data["processes"]]
+
+
+def _running(pid: int) -> bool:
+    return psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+
+
+def test_a_fleet_whose_tracker_died_gets_it_back_on_its_port_and_down_stops_everything(
+    tmp_path,
+) -> None:
+    env = _fleet_env(tmp_path)
+    up = explorer("fleet", "up", "--servers", "1", "--threads", "1", "--port", "9360", env=env)
+    assert up.returncode == 0, up.stderr
+    first = _recorded_pids(tmp_path)
+    try:
+        tracker = json.loads((tmp_path / "fleet.json").read_text())["processes"][0]
+        assert tracker["role"] == "tracker"
+        os.killpg(os.getpgid(tracker["identity"]["pid"]), signal.SIGKILL)
+        psutil.Process(tracker["identity"]["pid"]).wait(30)
+
+        # Seen: "no fleet is running here" while its server ran.
+        status = explorer("fleet", "status", env=env)
+        assert status.returncode == 1
+        assert "tracker at 127.0.0.1:9360 has stopped; 1 device server of it still run" in (
+            status.stdout
+        )
+        # Seen: a second tracker on another port, the first server forgotten (down left it).
+        again = explorer("fleet", "up", "--servers", "1", "--threads", "1", env=env)
+        assert again.returncode == 0, again.stderr
+        assert "had stopped while 1 device server still ran; starting it again there" in (
+            again.stdout
+        )
+        assert "tracker 127.0.0.1:9360: 2 device servers" in again.stdout  # its own port
+        status = explorer("fleet", "status", env=env)
+        assert status.returncode == 0 and "key local: 2 devices" in status.stdout, status.stdout
+        assert all(pid in _recorded_pids(tmp_path) for pid in first[1:])  # the first server
+    finally:
+        down = explorer("fleet", "down", env=env)
+    assert down.returncode == 0 and "stopped 3 processes" in down.stdout, down.stdout
+    assert not [pid for pid in first + _pids_in_logs(tmp_path) if _running(pid)]
+
+
+def _pids_in_logs(tmp_path) -> list[int]:
+    """Every server's pid, also of those started after the state file was read last."""
+    return [p.pid for p in psutil.process_iter() if _is_our_server(p, tmp_path)]
+
+
+def _is_our_server(proc: psutil.Process, tmp_path) -> bool:
+    try:
+        return "explorer.fleet._server" in " ".join(proc.cmdline()) and str(tmp_path) in (
+            proc.environ().get("EXPLORER_FLEET_STATE", "")
+        )
+    except psutil.Error:
+        return False
+
+
+def _time_wait(port: int) -> None:
+    """Leave 127.0.0.1:``port`` in TIME_WAIT, as a tracker that just stopped does (TVM's
+    tracker listens with SO_REUSEADDR, which its connections' TIME_WAIT entries keep)."""
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", port))
+        listener.listen(1)
+        client = socket.create_connection(("127.0.0.1", port))
+        conn, _ = listener.accept()
+        conn.close()  # the side that closes first keeps the port in TIME_WAIT
+        client.close()
+    with socket.socket() as plain, pytest.raises(OSError):
+        plain.bind(("127.0.0.1", port))  # without SO_REUSEADDR, the port looks taken
+
+
+def test_up_takes_the_port_asked_for_even_in_time_wait_and_refuses_a_taken_one(tmp_path) -> None:
+    env = _fleet_env(tmp_path)
+    _time_wait(9370)
+    up = explorer("fleet", "up", "--servers", "1", "--threads", "1", "--port", "9370", env=env)
+    try:
+        assert up.returncode == 0, up.stderr
+        assert "tracker 127.0.0.1:9370: 1 device server" in up.stdout  # not 9371
+        elsewhere = explorer("fleet", "up", "--servers", "1", "--port", "9380", env=env)
+        assert elsewhere.returncode == 2
+        assert "a fleet already runs here with its tracker at 127.0.0.1:9370" in elsewhere.stderr
+    finally:
+        down = explorer("fleet", "down", env=env)
+    assert down.returncode == 0 and "stopped 2 processes" in down.stdout
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 9390))
+        taken.listen(1)
+        busy = explorer("fleet", "up", "--servers", "1", "--port", "9390", env=env)
+    assert busy.returncode == 3, busy.stderr
+    assert "port 9390 on 127.0.0.1 is in use by another program" in busy.stderr
+    assert not (tmp_path / "fleet.json").exists()  # nothing was started, nothing recorded
+
+
+def test_what_an_interrupted_up_started_is_stopped_by_down(tmp_path) -> None:
+    """`fleet up` killed while its server still starts: that server and the tracker were
+    already recorded, so `down` stops them (recorded only at the end, they ran on, unknown)."""
+    env = _fleet_env(tmp_path)
+    state = tmp_path / "fleet.json"
+    up = subprocess.Popen(
+        [sys.executable, "-m", "explorer", "fleet", "up", "--servers", "1", "--port", "9395"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not state.exists() or len(_recorded_pids(tmp_path)) < 2:
+            assert up.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+        up.kill()
+        up.wait(timeout=30)
+        pids = _recorded_pids(tmp_path)
+    finally:
+        down = explorer("fleet", "down", env=env)
+    assert down.returncode == 0 and "stopped 2 processes" in down.stdout, down.stdout
+    assert not [pid for pid in pids + _pids_in_logs(tmp_path) if _running(pid)]

@@ -23,12 +23,13 @@ from explorer.fleet import (
     tracker_summary,
     wait_for_devices,
 )
+from explorer.fleet._tracker import NoDevice
 from explorer.machine import CACHE_ENV, measure_peak
 from explorer.measure import Candidate, MeasureConfig, RemoteMeasurer
 from explorer.measure._remote import NoSuchKey, TargetNotReported
 from explorer.search import make_strategy
 from explorer.session import ScheduleSession
-from explorer.storage import get_store
+from explorer.storage import RunStatus, get_store
 from explorer.target import Target, cuda_available
 from explorer.testing import hooks
 from explorer.testing.contracts import MeasurerContract
@@ -169,20 +170,66 @@ def test_a_server_killed_mid_batch_loses_nothing(tmp_path) -> None:
         stop_fleet(state)
 
 
-def test_with_no_device_left_a_batch_is_run_errors_not_an_exception(tmp_path) -> None:
+def test_a_key_whose_devices_all_went_away_is_said_within_seconds(tmp_path) -> None:
+    """Seen: requests queued at the tracker for a key without devices, silently, for minutes
+    (each until the queue timeout), then the candidates stored as failures. The queue timeout
+    here is far beyond the test's own: only noticing that the key has no device ends it."""
     state = tmp_path / "fleet.json"
     fleet = start_fleet([ServerSpec("gone", 1, (0,))], state=state, port=9300)
     try:
         with RemoteMeasurer(fleet.tracker, "gone") as m:
             target = m.device_target()
-        mm = get_workload("matmul", M=64, N=64, K=64)
-        victim = fleet.servers[0]
-        os.killpg(os.getpgid(victim.identity.pid), signal.SIGKILL)
-        with RemoteMeasurer(fleet.tracker, "gone", FAST, queue_timeout_secs=2) as m:
-            results = m.measure([unscheduled(mm, target)] * 2)
-        assert [r.status for r in results] == [MeasureStatus.RUN_ERROR] * 2
-        assert "no device with key 'gone' became free" in results[0].error_msg
+        # each kernel is timed for >= 1.5 s: the kill lands while two requests wait in the queue
+        slow = MeasureConfig(repeat=3, min_repeat_secs=0.5, max_spread=float("inf"))
+        mm = get_workload("matmul", M=128, N=128, K=128)
+        errors: list[BaseException] = []
+
+        def measure() -> None:
+            try:
+                m.measure([unscheduled(mm, target)] * 3)
+            except BaseException as exc:  # noqa: BLE001  (checked below)
+                errors.append(exc)
+
+        with RemoteMeasurer(fleet.tracker, "gone", slow, parallel=3, queue_timeout_secs=3600) as m:
+            worker = threading.Thread(target=measure)
+            worker.start()
+            deadline = time.monotonic() + 120
+            while tracker_summary(fleet.tracker).queues["gone"].pending < 2:
+                assert time.monotonic() < deadline, "the requests never queued"
+                time.sleep(0.05)
+            os.killpg(os.getpgid(fleet.servers[0].identity.pid), signal.SIGKILL)
+            worker.join(timeout=300)
+        assert not worker.is_alive()
+        (error,) = errors
+        assert isinstance(error, NoDevice), error
+        assert "the devices of key 'gone' went away" in str(error)
+        assert f"none is registered at the tracker {fleet.tracker} any more" in str(error)
     finally:
+        stop_fleet(state)
+
+
+def test_a_run_whose_devices_went_away_is_failed_never_finished(tmp_path) -> None:
+    """Seen: `explorer runs` said `finished` while the end-of-run re-timing waited for devices
+    that were gone."""
+    state = tmp_path / "fleet.json"
+    fleet = start_fleet([ServerSpec("left", 1, (0,))], state=state, port=9305)
+    store = get_store(tmp_path / "records.db")
+    try:
+        with RemoteMeasurer(fleet.tracker, "left", FAST) as m:
+            target = m.device_target()
+            tuner = Tuner(measurer=m, store=store, batch_size=2)
+
+            def kill_the_fleet(progress) -> None:  # after the last batch, before the re-timing
+                os.killpg(os.getpgid(fleet.servers[0].identity.pid), signal.SIGKILL)
+
+            mm = get_workload("matmul", M=64, N=64, K=64)
+            with pytest.raises(NoDevice, match="the devices of key 'left' went away"):
+                tuner.run(mm, target, "random", max_trials=2, on_progress=kill_the_fleet)
+        run = store.get_run(tuner.run_id)
+        assert run.status is RunStatus.FAILED
+        assert len([t for t in store.trials(run_id=run.id) if not t.is_remeasure]) == 2  # kept
+    finally:
+        store.close()
         stop_fleet(state)
 
 

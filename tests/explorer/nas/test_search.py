@@ -160,8 +160,11 @@ def test_stop_while_scoring_ends_before_anything_is_tuned(measurer, store, cpu_t
     [
         ({"budget": 0}, ValueError, "budget must be an integer >= 1"),
         ({"budget": 2.5}, ValueError, "budget must be an integer >= 1"),
-        ({"samples": -1}, ValueError, "n must be an integer >= 0"),
-        ({"tau": -1.0}, ValueError, "tau must be a finite number >= 0"),
+        ({"samples": -1}, ValueError, "samples must be an integer from 0 to"),  # was "n"
+        ({"samples": 10**9}, ValueError, "samples must be an integer from 0 to 100000"),
+        ({"budget": 10**20}, ValueError, "budget must be at most 1000000 trials"),
+        ({"tau": -1.0}, ValueError, "tau must be a finite number above 0"),
+        ({"tau": 0}, ValueError, "at 0 every candidate is legal"),
         ({"strategy": "nope"}, UnknownPluginError, "nope"),
         ({"kinds": ("group", "warp")}, ValueError, "kinds must be taken from"),
         ({"kinds": ("keep",)}, ValueError, "kinds needs a transformation besides keep"),

@@ -46,3 +46,15 @@ def test_real_end_to_end_run_through_the_tuner(tmp_path, cpu_target):
     assert all(t.predicted.get("static", 0) > 0 for t in trials[:3])
     assert result.best is not None and result.best_secs > 0
     store.close()
+
+
+def test_it_says_how_far_its_scoring_got_before_the_first_measurement(cpu_target):
+    """Seen: `--strategy static --trials 1` showed nothing for minutes (issue 21)."""
+    notes: list[str] = []
+    s = StaticSearch(top_k=1, model=StaticCostModel(), **TINY)
+    s.on_working = notes.append
+    s.reset(DesignSpace.of(MM64, cpu_target), rng=np.random.default_rng(0))
+    assert s.ask(1) and notes
+    assert notes[0] == "static model: scoring up to 24 candidates before measuring"
+    counts = [int(n.split()[2]) for n in notes[1:]]
+    assert counts == sorted(counts) and counts[-1] == s.num_scored_ and len(counts) == 3

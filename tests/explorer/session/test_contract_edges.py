@@ -10,6 +10,7 @@ import pytest
 
 from explorer.errors import ExplorerError, PrimitiveError, TraceError
 from explorer.session import ScheduleSession, read_trace_file, refit_trace
+from explorer.session._trace_check import MAX_FILE_BYTES
 from explorer.testing.recordings import SMALL, open_recording, recorded_trials
 from explorer.workloads import get_workload, parse_expression
 
@@ -163,11 +164,11 @@ def test_tvm_refusals_inside_a_trace_are_told_in_words(tmp_path) -> None:
 
 def test_files_that_are_not_sessions_get_one_sentence_naming_them(tmp_path) -> None:
     big = tmp_path / "big.json"
-    with open(big, "wb") as fh:  # sparse: 65 MiB of zeros without writing them
-        fh.truncate(65 << 20)
+    with open(big, "wb") as fh:  # sparse: a byte too many, of zeros, without writing them
+        fh.truncate(MAX_FILE_BYTES + 1)
     binary = tmp_path / "binary.json"
     binary.write_bytes(bytes(range(256)))
-    cases = {big: "larger than 64 MiB", binary: "not a JSON file", tmp_path: "is a folder"}
+    cases = {big: "larger than 4 MiB", binary: "not a JSON file", tmp_path: "is a folder"}
     for path, words in cases.items():
         with pytest.raises(ExplorerError) as info:
             ScheduleSession.load(path)

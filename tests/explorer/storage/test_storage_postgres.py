@@ -5,7 +5,9 @@ live subscriptions, and whole databases moved between SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -157,12 +159,28 @@ def _bad_urls(server) -> dict[str, tuple[str, str, int]]:
         "no password": (server.url(db, user=USER), "no password supplied", 3),
         "bad port": ("postgresql://me@127.0.0.1:port/db", "not a valid PostgreSQL URL", 2),
         "bad option": ("postgresql://me@127.0.0.1/db?colour=blue", "not a valid", 2),
+        # a URL parameter's bad value is the URL's fault (was exit 3), whoever finds it
+        "bad value": (server.url(db) + "?sslmode=sometimes", "invalid sslmode value", 2),
+        "bad setting": (
+            server.url(db) + "?options=-cno_such_setting%3D1",
+            'unrecognized configuration parameter "no_such_setting"',
+            2,
+        ),
     }
 
 
 @pytest.mark.parametrize(
     "case",
-    ["refused", "unknown database", "wrong password", "no password", "bad port", "bad option"],
+    [
+        "refused",
+        "unknown database",
+        "wrong password",
+        "no password",
+        "bad port",
+        "bad option",
+        "bad value",
+        "bad setting",
+    ],
 )
 def test_connection_problems_are_one_sentence(postgres_server, capsys, case):
     url, says, code = _bad_urls(postgres_server)[case]
@@ -183,6 +201,44 @@ def test_a_good_password_opens_and_the_url_is_shown_without_it(postgres_server):
     with PostgresStore(url) as store:
         assert PASSWORD not in repr(store) and PASSWORD not in store.path
         assert store.path == f"postgresql://{USER}:***@127.0.0.1:{postgres_server.port}/{db}"
+
+
+def test_a_password_is_never_shown_printed_logged_or_stored(
+    postgres_server, capsys, caplog, tmp_path, workload, target, make_trial
+):
+    """Seen: the resume hint printed `--db postgresql://user:pw@...` in clear."""
+    db = postgres_server.create_database(owner=USER)
+    query_db = postgres_server.create_database(owner=USER)
+    urls = [
+        postgres_server.url(db, user=USER, password=PASSWORD),
+        postgres_server.url(query_db, user=USER) + f"?password={PASSWORD}",  # libpq takes both
+    ]
+    laptop = tmp_path / "laptop.db"
+    with SQLiteStore(laptop) as store:
+        budget = {"max_trials": 4, "max_secs": None, "seed": 0, "batch_size": 4}
+        run = store.create_run(workload, target, "random", settings=budget)
+        store.add_trials(run.id, [make_trial(workload, target)])
+        store.finish_run(run.id)
+    caplog.set_level("DEBUG")
+    for url in urls:
+        shown = url.replace(PASSWORD, "***")
+        assert main(["import", "--db", url, str(laptop)]) == 0
+        assert main(["runs", "--db", url]) == 0
+        assert main(["export", "--db", url, str(tmp_path / "out.csv")]) == 0
+        assert main(["backup", "--db", url, str(tmp_path / f"copy{len(shown)}.db")]) == 0
+        assert main(["import", "--db", str(tmp_path / "back.db"), url]) == 0
+        # the resume hint, in a refusal that names the run's own command
+        assert main(["tune", "--resume", "1", "--trials", "99", "--db", url]) == 2
+        assert main(["runs", "--db", url, "--db", url]) == 2  # the option given twice
+        assert main(["--db", url, "runs", "--db", url]) == 2
+        out, err = capsys.readouterr()
+        assert f"`explorer tune --resume 1 --db {shlex.quote(shown)}` alone" in err
+        for text in (out, err, caplog.text):
+            assert PASSWORD not in text
+        with PostgresStore(url) as store:
+            for stored in store.runs():
+                assert PASSWORD not in json.dumps([stored.settings, stored.environment])
+            assert PASSWORD not in repr(store) + store.path
 
 
 # -- every entry point takes a URL ---------------------------------------------------------------

@@ -412,3 +412,28 @@ def test_permission_problems_are_store_errors_in_plain_words(shared_dir, workloa
     for message in lines.values():
         assert "unable to open database file" not in message and "Errno" not in message
     assert sorted(p.name for p in locked.iterdir()) == ["old.db", "records.db"]
+
+
+def test_a_read_only_database_says_only_that_it_is_read_only(shared_dir, workload, target,
+                                                             make_trial):  # fmt: skip
+    """Seen: "checkpoint on close failed: attempt to write a readonly database" printed after
+    the error (and on every close from Python), about a file nobody could write anyway."""
+    db = shared_dir / "records.db"
+    _fill(db, workload, target, make_trial, runs=1, per_run=2)
+    other = shared_dir / "other.db"
+    _fill(other, workload, target, make_trial, runs=1, per_run=2)
+    for path in (db, other):
+        path.chmod(0o444)
+    shared_dir.chmod(0o777)  # a -wal may be made beside it: the file itself is read-only
+    before = db.read_bytes()
+    out = _cli("import", str(other), "--db", str(db), as_other_user=True)
+    assert out.returncode == 3, out.stderr
+    assert out.stderr.startswith("error: cannot write to") and "read-only" in out.stderr
+    assert out.stderr.count("\n") == 1 and "checkpoint" not in out.stderr, out.stderr
+    code = f"""
+        from explorer.storage import get_store
+        get_store({str(db)!r}).close()  # opened for writing, then closed: nothing to say
+        """
+    closed = _python_as_other_user(code)
+    assert closed.returncode == 0 and closed.stderr == "", closed.stderr
+    assert db.read_bytes() == before
