@@ -50,17 +50,23 @@ def test_a_search_stores_its_tunings_prints_the_front_and_runs_again_from_the_da
         assert f"  {p['name']} " in first.stdout
     if data["speedup"] > 1:
         assert "x faster than the original" in first.stdout
-    # Again: nothing is tuned, every shape is found in the database, the numbers are the same.
+    # Again: nothing is tuned, every shape is found in the database with the same best; the
+    # bests are re-timed together again (networks are compared with readings taken at once),
+    # and nothing is added to the database.
+    with get_store(db) as store:
+        stored = store.count_trials()
     second = run(*TINY, "--samples", "3", "--budget", "1", "--json", str(out), "-q", db=db)
     assert second.returncode == 0, second.stderr
     assert "0 tuned in" in second.stdout
     again = json.loads(out.read_text())
     assert all(t["cached"] for t in again["tunings"])
-    # Tuned shapes keep their latency (a shape left with only noisy timings on a busy machine
-    # is re-timed, and may have one now).
+    assert [t["best_secs"] for t in again["tunings"]] == [t["best_secs"] for t in data["tunings"]]
+    assert all(t["paired_secs"] for t in again["tunings"])
+    with get_store(db) as store:
+        assert store.count_trials() == stored
+        assert sorted(r.id for r in store.runs()) == sorted(runs)
     for before, after in zip(data["points"], again["points"], strict=True):
-        if before["latency_secs"] is not None:
-            assert after["latency_secs"] == before["latency_secs"]
+        assert (after["latency_secs"] is None) == (before["latency_secs"] is None)
     with get_store(db) as store:
         assert len(store.runs()) == len(runs)
 

@@ -300,22 +300,24 @@ def test_empty_paths_are_refused_not_taken_for_the_current_folder(tmp_path, caps
 # -- 5. trials and re-measurements -------------------------------------------------------------
 def test_export_and_backup_count_trials_as_runs_does(db_path, workload, target, make_trial,
                                                      tmp_path, capsys):  # fmt: skip
-    _fill(db_path, workload, target, make_trial, trials=16, remeasures=3)
+    # 4 distinct schedules (a fifth measurement of one would be a re-measurement: one rule
+    # counts them everywhere, explorer.storage._counting), then 3 of them re-timed
+    _fill(db_path, workload, target, make_trial, trials=4, remeasures=3)
     code, out, _ = _cli(capsys, "runs", "--db", db_path)
-    assert code == 0 and out.splitlines()[1].split()[2] == "16"
+    assert code == 0 and out.splitlines()[1].split()[2] == "4"
     for fmt, name in (("csv", "l.csv"), ("jsonl", "l.jsonl")):
         code, out, _ = _cli(capsys, "export", "--format", fmt, tmp_path / name, "--db", db_path)
         assert code == 0
-        assert out.strip() == f"exported 16 trials + 3 re-measurements to {tmp_path / name}"
+        assert out.strip() == f"exported 4 trials + 3 re-measurements to {tmp_path / name}"
     with open(tmp_path / "l.csv", newline="") as fh:  # nothing lost: every row is written
         flags = [row["is_remeasure"] for row in csv.DictReader(fh)]
-    assert sorted(flags) == ["0"] * 16 + ["1"] * 3
-    assert len((tmp_path / "l.jsonl").read_text().splitlines()) == 19
+    assert sorted(flags) == ["0"] * 4 + ["1"] * 3
+    assert len((tmp_path / "l.jsonl").read_text().splitlines()) == 7
     code, out, _ = _cli(capsys, "backup", tmp_path / "bk.db", "--db", db_path)
     assert code == 0
-    assert out.strip() == f"backed up 1 run, 16 trials + 3 re-measurements to {tmp_path / 'bk.db'}"
+    assert out.strip() == f"backed up 1 run, 4 trials + 3 re-measurements to {tmp_path / 'bk.db'}"
     code, out, _ = _cli(capsys, "export", "--run", "1", tmp_path / "r.csv", "--db", db_path)
-    assert out.strip() == f"exported 16 trials + 3 re-measurements to {tmp_path / 'r.csv'}"
+    assert out.strip() == f"exported 4 trials + 3 re-measurements to {tmp_path / 'r.csv'}"
     code, out, _ = _cli(capsys, "export", "--format", "metaschedule", tmp_path / "ms",
                         "--db", db_path)  # fmt: skip
     assert code == 0 and out.startswith("exported ") and "MetaSchedule tuning record" in out
