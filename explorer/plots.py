@@ -1,16 +1,17 @@
 """Figure factories for the dashboards and the HTML report: one ``make_*_figure(info)`` and
 ``update_*_figure(fig, info)`` per plot, over the pure infos of ``explorer.analysis`` (Optuna's
 info/plot split). Needs plotly (the ``[lab]`` extra), imported by this module only: ``explorer``
-itself never imports it. A ``FigureWidget`` (the notebook's) also needs anywidget; with
-``widget=False`` a plain ``go.Figure`` (the report's) needs plotly alone.
+itself never imports it. Every figure is a plain ``go.Figure`` (the HTML report's, or a static
+plot in a notebook); ``widgets`` shows the same figures live (``widgets.LiveFigure``: the
+dashboards, and ``widgets.make_*_figure``), and the update functions work on both.
 
 Builders only draw: every number comes reduced from the info (improvement points, capped point
 clouds), so a figure over 100k trials stays a few thousand points. An update rewrites the traces
 in one ``batch_update`` (the front end sees one consistent state); when the set of traces
 changes (a new strategy or cost model appeared) the traces are replaced instead. Each trace's
-``meta`` names what it draws ("runs|random|trials", "pvm|xgb-rank"), because FigureWidget
-rewrites ``uid``. Clickable traces carry what a click opens in ``customdata``: a trial id, or
-``[run_id, seq]`` on convergence lines.
+``meta`` names what it draws ("runs|random|trials", "pvm|xgb-rank"): a click on a live figure
+checks it, and the browser tests find traces by it. Clickable traces carry what a click opens
+in ``customdata``: a trial id, or ``[run_id, seq]`` on convergence lines.
 """
 
 from __future__ import annotations
@@ -45,13 +46,13 @@ AXES = ("trials", "secs")
 
 
 # -- convergence ------------------------------------------------------------------------------
-def make_convergence_figure(info: ConvergenceInfo, *, widget: bool = True) -> go.FigureWidget:
+def make_convergence_figure(info: ConvergenceInfo) -> go.Figure:
     """Best-so-far vs trials (left) and vs wall-clock seconds (right): per strategy, the median
     across runs with the min-max spread shaded, and every run as a thin step line; the
     unscheduled baseline (and the start, when the runs have one) as dashed horizontal lines.
 
-    Every ``make_*_figure`` returns a ``FigureWidget``, or with ``widget=False`` a plain
-    ``go.Figure`` (no ipywidgets needed: the HTML report, ``explorer.report``)."""
+    Every ``make_*_figure`` returns a plain ``go.Figure`` (no ipywidgets needed: the HTML
+    report, ``explorer.report``); ``widgets.make_*_figure`` returns it as a live figure."""
     base = make_subplots(
         rows=1,
         cols=2,
@@ -59,7 +60,7 @@ def make_convergence_figure(info: ConvergenceInfo, *, widget: bool = True) -> go
         horizontal_spacing=0.05,
         subplot_titles=("vs trials", "vs wall-clock time"),
     )
-    fig = _new_figure(widget, base)
+    fig = go.Figure(base)
     fig.update_layout(
         height=430,
         margin=dict(l=60, r=40, b=50),
@@ -73,7 +74,7 @@ def make_convergence_figure(info: ConvergenceInfo, *, widget: bool = True) -> go
     return fig
 
 
-def update_convergence_figure(fig: go.FigureWidget, info: ConvergenceInfo) -> None:
+def update_convergence_figure(fig: go.Figure, info: ConvergenceInfo) -> None:
     traces = [t for i, g in enumerate(info.groups) for t in _convergence_traces(g, i, info)]
     traces += _reference_traces(info)
     better = "higher is better" if info.metric == "gflops" else "lower is better"
@@ -227,12 +228,10 @@ NO_PREDICTIONS = (
 )
 
 
-def make_predicted_vs_measured_figure(
-    info: PredictedVsMeasuredInfo, *, widget: bool = True
-) -> go.FigureWidget:
+def make_predicted_vs_measured_figure(info: PredictedVsMeasuredInfo) -> go.Figure:
     """Measured latency against each cost model's predicted rank (WebGL scatter), with the rank
     correlations in the legend."""
-    fig = _new_figure(widget)
+    fig = go.Figure()
     fig.update_layout(
         height=400,
         margin=dict(l=60, r=40, b=50),
@@ -246,9 +245,7 @@ def make_predicted_vs_measured_figure(
     return fig
 
 
-def update_predicted_vs_measured_figure(
-    fig: go.FigureWidget, info: PredictedVsMeasuredInfo
-) -> None:
+def update_predicted_vs_measured_figure(fig: go.Figure, info: PredictedVsMeasuredInfo) -> None:
     traces = []
     for i, m in enumerate(info.models):
         if m.num_points < MIN_POINTS:  # no correlation of so few points
@@ -343,11 +340,9 @@ def _corr(value: float) -> str:
 
 
 # -- strategy comparison ----------------------------------------------------------------------
-def make_strategy_comparison_figure(
-    info: StrategyComparisonInfo, *, widget: bool = True
-) -> go.FigureWidget:
+def make_strategy_comparison_figure(info: StrategyComparisonInfo) -> go.Figure:
     """Each run's best at an equal budget, one box per strategy (every run drawn as a point)."""
-    fig = _new_figure(widget)
+    fig = go.Figure()
     fig.update_layout(
         height=400,
         margin=dict(l=60, r=40, b=50),
@@ -359,7 +354,7 @@ def make_strategy_comparison_figure(
     return fig
 
 
-def update_strategy_comparison_figure(fig: go.FigureWidget, info: StrategyComparisonInfo) -> None:
+def update_strategy_comparison_figure(fig: go.Figure, info: StrategyComparisonInfo) -> None:
     unit = info.metric_label
     traces = []
     for i, g in enumerate(info.groups):
@@ -399,9 +394,9 @@ def update_strategy_comparison_figure(fig: go.FigureWidget, info: StrategyCompar
 
 
 # -- transfer between targets -----------------------------------------------------------------
-def make_transfer_figure(info: TransferInfo, *, widget: bool = True) -> go.FigureWidget:
+def make_transfer_figure(info: TransferInfo) -> go.Figure:
     """Each target's best schedule on every target: time over that target's own best."""
-    fig = _new_figure(widget)
+    fig = go.Figure()
     n = max(1, len(info.targets))
     fig.update_layout(
         height=160 + 60 * n,
@@ -441,10 +436,10 @@ def make_transfer_figure(info: TransferInfo, *, widget: bool = True) -> go.Figur
 
 
 # -- knob effects -----------------------------------------------------------------------------
-def make_knob_effects_figure(info: KnobEffectsInfo, *, widget: bool = True) -> go.FigureWidget:
+def make_knob_effects_figure(info: KnobEffectsInfo) -> go.Figure:
     """Parallel coordinates of the knobs (most important first) and latency, coloured by
     latency, next to a bar chart of each knob's importance."""
-    fig = _new_figure(widget)
+    fig = go.Figure()
     fig.update_layout(
         height=440,
         margin=dict(l=60, r=40, b=40),
@@ -457,7 +452,7 @@ def make_knob_effects_figure(info: KnobEffectsInfo, *, widget: bool = True) -> g
     return fig
 
 
-def update_knob_effects_figure(fig: go.FigureWidget, info: KnobEffectsInfo) -> None:
+def update_knob_effects_figure(fig: go.Figure, info: KnobEffectsInfo) -> None:
     knobs = info.knobs[:MAX_PARCOORDS_KNOBS]
     dims = [
         dict(
@@ -557,15 +552,8 @@ def _heading(title: str, details: Sequence[str], *, extra: int = 0) -> dict[str,
     }
 
 
-def _new_figure(widget: bool, base: go.Figure | None = None) -> Any:
-    """A ``FigureWidget`` for the notebook, or a plain ``Figure`` (static HTML, no ipywidgets)."""
-    if widget:
-        return go.FigureWidget(base)
-    return go.Figure(base)
-
-
 def _sync(
-    fig: go.FigureWidget,
+    fig: go.Figure,
     traces: Sequence[Any],
     layout: dict[str, Any],
     *,
@@ -607,9 +595,7 @@ def _sync(
         fig.update_layout(layout)
 
 
-def on_point_click(
-    fig: go.FigureWidget, prefix: str, callback: Callable[[Any, Any, Any], None]
-) -> None:
+def on_point_click(fig: go.Figure, prefix: str, callback: Callable[[Any, Any, Any], None]) -> None:
     """Register ``callback(trace, points, state)`` on every trace whose ``meta`` starts with
     ``prefix`` (again after each update that replaced the traces: call it then)."""
     for trace in fig.data:

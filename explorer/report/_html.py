@@ -180,7 +180,7 @@ class _Figures:
         self.count = 0
 
     def div(self, make: str, info: Any, css_class: str) -> str:
-        fig = getattr(self.plots, make)(info, widget=False)
+        fig = getattr(self.plots, make)(info)
         self.count += 1
         body = self.pio.to_html(
             fig,
