@@ -474,7 +474,8 @@ def update_knob_effects_figure(fig: go.Figure, info: KnobEffectsInfo) -> None:
                 showscale=True,
                 colorbar=dict(title=dict(text="ms"), x=0.6, thickness=12),
             ),
-            domain=dict(x=[0.0, 0.56], y=[0.0, 1.0]),
+            # Its axis names are drawn above its top: room for them below the subtitle.
+            domain=dict(x=[0.0, 0.56], y=[0.0, 0.88]),
             meta="knobs|parcoords",
         ),
         go.Bar(

@@ -45,6 +45,7 @@ from widgets import _ui
 from widgets._context import Context
 from widgets._jobs import Job, JobRunner
 from widgets._plot import LiveFigure
+from widgets._style import themed
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +174,7 @@ class Dashboards:
             ]
         )
         self.widget.add_class("se-dashboards")
+        themed(self.widget)
 
         self._unsubscribe = [
             # the writer's thread (a search's) only hands the batch over

@@ -204,10 +204,10 @@ class NasPanel(Panel):
         figure_box.add_class("se-nas-pareto")
         self.widget = w.VBox(
             [
-                w.HBox([self.network, self.width, self.width_note]),
+                _fields(self.network, self.width, self.width_note),
                 kinds_row,
-                w.HBox([self.tau, self.samples, self.budget]),
-                w.HBox([self.strategy, self.seed]),
+                _fields(self.tau, self.samples, self.budget),
+                _fields(self.strategy, self.seed),
                 buttons,
                 self.progress,
                 self.status,
@@ -591,6 +591,11 @@ def _sentence(exc: BaseException | None) -> str:
     text = str(exc).rstrip()
     name = "" if isinstance(exc, (ImportError, ValueError)) else f"{type(exc).__name__}: "
     return f"{name}{text}" + ("" if text.endswith(".") else ".")
+
+
+def _fields(*children: w.Widget) -> w.HBox:
+    """Fields side by side, wrapping onto the next line where the panel is narrower."""
+    return w.HBox(list(children), layout=w.Layout(flex_flow="row wrap"))
 
 
 def _tagged(widget: Any, css_class: str) -> Any:

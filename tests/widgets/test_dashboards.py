@@ -91,7 +91,7 @@ def trace(fig, meta):
 def test_layout_and_dom_classes(dash):
     classes = dash.widget._dom_classes
     assert "se-dashboards" in classes
-    boxes = list(dash.widget.children[1:])
+    boxes = list(dash.widget.children[1:5])
     assert [b._dom_classes[0] for b in boxes] == [
         "se-convergence",
         "se-pred-vs-meas",
