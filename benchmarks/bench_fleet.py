@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         for c in info.cells:
             slow = info.slowdown(c.tuned_for, c.measured_on)
             writer.writerow([c.tuned_for, c.measured_on, c.secs, slow, c.result.device])
-    make_transfer_figure(info, widget=False).write_html(out / "transfer.html")
+    make_transfer_figure(info).write_html(out / "transfer.html")
 
     print(f"\n== fleet overhead (matmul 256, 2 threads; load average at start {load:.1f})")
     for r in rows:

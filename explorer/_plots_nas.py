@@ -25,7 +25,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from explorer.analysis import NasFrontInfo, NasPointInfo
-from explorer.plots import HEADER, _count, _heading, _new_figure, _sync
+from explorer.plots import HEADER, _count, _heading, _sync
 
 SIDE = ("illegal", "not timed")
 """The narrow pane's categories: the networks without a latency."""
@@ -42,14 +42,12 @@ COLORS = {
 MIN_SIZE, MAX_SIZE = 9.0, 24.0  # marker diameters (px) of the smallest and largest network
 
 
-def make_nas_pareto_figure(
-    info: NasFrontInfo | None = None, *, widget: bool = True
-) -> go.FigureWidget:
+def make_nas_pareto_figure(info: NasFrontInfo | None = None) -> go.Figure:
     """The Pareto plot of a NAS search (``None``: an empty plot that says what to do)."""
     base = make_subplots(
         rows=1, cols=2, shared_yaxes=True, column_widths=[0.8, 0.2], horizontal_spacing=0.02
     )
-    fig = _new_figure(widget, base)
+    fig = go.Figure(base)
     fig.update_layout(
         height=470,
         margin=dict(l=70, r=30, b=60),
@@ -72,7 +70,7 @@ def make_nas_pareto_figure(
     return fig
 
 
-def update_nas_pareto_figure(fig: go.FigureWidget, info: NasFrontInfo | None) -> None:
+def update_nas_pareto_figure(fig: go.Figure, info: NasFrontInfo | None) -> None:
     """Redraw ``fig`` for ``info`` (same traces every time: click handlers stay attached)."""
     points = info.points if info is not None else ()
     sizes = _sizes(points)

@@ -1,16 +1,17 @@
 """Figure factories for the dashboards and the HTML report: one ``make_*_figure(info)`` and
 ``update_*_figure(fig, info)`` per plot, over the pure infos of ``explorer.analysis`` (Optuna's
 info/plot split). Needs plotly (the ``[lab]`` extra), imported by this module only: ``explorer``
-itself never imports it. A ``FigureWidget`` (the notebook's) also needs anywidget; with
-``widget=False`` a plain ``go.Figure`` (the report's) needs plotly alone.
+itself never imports it. Every figure is a plain ``go.Figure`` (the HTML report's, or a static
+plot in a notebook); ``widgets`` shows the same figures live (``widgets.LiveFigure``: the
+dashboards, and ``widgets.make_*_figure``), and the update functions work on both.
 
 Builders only draw: every number comes reduced from the info (improvement points, capped point
 clouds), so a figure over 100k trials stays a few thousand points. An update rewrites the traces
 in one ``batch_update`` (the front end sees one consistent state); when the set of traces
 changes (a new strategy or cost model appeared) the traces are replaced instead. Each trace's
-``meta`` names what it draws ("runs|random|trials", "pvm|xgb-rank"), because FigureWidget
-rewrites ``uid``. Clickable traces carry what a click opens in ``customdata``: a trial id, or
-``[run_id, seq]`` on convergence lines.
+``meta`` names what it draws ("runs|random|trials", "pvm|xgb-rank"): a click on a live figure
+checks it, and the browser tests find traces by it. Clickable traces carry what a click opens
+in ``customdata``: a trial id, or ``[run_id, seq]`` on convergence lines.
 """
 
 from __future__ import annotations
@@ -46,13 +47,13 @@ AXES = ("trials", "secs")
 
 
 # -- convergence ------------------------------------------------------------------------------
-def make_convergence_figure(info: ConvergenceInfo, *, widget: bool = True) -> go.FigureWidget:
+def make_convergence_figure(info: ConvergenceInfo) -> go.Figure:
     """Best-so-far vs trials (left) and vs wall-clock seconds (right): per strategy, the median
     across runs with the min-max spread shaded, and every run as a thin step line; the
     unscheduled baseline (and the start, when the runs have one) as dashed horizontal lines.
 
-    Every ``make_*_figure`` returns a ``FigureWidget``, or with ``widget=False`` a plain
-    ``go.Figure`` (no ipywidgets needed: the HTML report, ``explorer.report``)."""
+    Every ``make_*_figure`` returns a plain ``go.Figure`` (no ipywidgets needed: the HTML
+    report, ``explorer.report``); ``widgets.make_*_figure`` returns it as a live figure."""
     base = make_subplots(
         rows=1,
         cols=2,
@@ -60,7 +61,7 @@ def make_convergence_figure(info: ConvergenceInfo, *, widget: bool = True) -> go
         horizontal_spacing=0.05,
         subplot_titles=("vs trials", "vs wall-clock time"),
     )
-    fig = _new_figure(widget, base)
+    fig = go.Figure(base)
     fig.update_layout(
         height=430,
         margin=dict(l=60, r=40, b=50),
@@ -74,7 +75,7 @@ def make_convergence_figure(info: ConvergenceInfo, *, widget: bool = True) -> go
     return fig
 
 
-def update_convergence_figure(fig: go.FigureWidget, info: ConvergenceInfo) -> None:
+def update_convergence_figure(fig: go.Figure, info: ConvergenceInfo) -> None:
     traces = [t for i, g in enumerate(info.groups) for t in _convergence_traces(g, i, info)]
     traces += _reference_traces(info)
     better = "higher is better" if info.metric == "gflops" else "lower is better"
@@ -238,12 +239,10 @@ def _no_predictions_text() -> str:
 NO_PREDICTIONS = _no_predictions_text()
 
 
-def make_predicted_vs_measured_figure(
-    info: PredictedVsMeasuredInfo, *, widget: bool = True
-) -> go.FigureWidget:
+def make_predicted_vs_measured_figure(info: PredictedVsMeasuredInfo) -> go.Figure:
     """Measured latency against each cost model's predicted rank (WebGL scatter), with the rank
     correlations in the legend."""
-    fig = _new_figure(widget)
+    fig = go.Figure()
     fig.update_layout(
         height=400,
         margin=dict(l=60, r=40, b=50),
@@ -257,9 +256,7 @@ def make_predicted_vs_measured_figure(
     return fig
 
 
-def update_predicted_vs_measured_figure(
-    fig: go.FigureWidget, info: PredictedVsMeasuredInfo
-) -> None:
+def update_predicted_vs_measured_figure(fig: go.Figure, info: PredictedVsMeasuredInfo) -> None:
     traces = []
     for i, m in enumerate(info.models):
         if m.num_points < MIN_POINTS:  # no correlation of so few points
@@ -354,11 +351,9 @@ def _corr(value: float) -> str:
 
 
 # -- strategy comparison ----------------------------------------------------------------------
-def make_strategy_comparison_figure(
-    info: StrategyComparisonInfo, *, widget: bool = True
-) -> go.FigureWidget:
+def make_strategy_comparison_figure(info: StrategyComparisonInfo) -> go.Figure:
     """Each run's best at an equal budget, one box per strategy (every run drawn as a point)."""
-    fig = _new_figure(widget)
+    fig = go.Figure()
     fig.update_layout(
         height=400,
         margin=dict(l=60, r=40, b=50),
@@ -370,7 +365,7 @@ def make_strategy_comparison_figure(
     return fig
 
 
-def update_strategy_comparison_figure(fig: go.FigureWidget, info: StrategyComparisonInfo) -> None:
+def update_strategy_comparison_figure(fig: go.Figure, info: StrategyComparisonInfo) -> None:
     unit = info.metric_label
     traces = []
     for i, g in enumerate(info.groups):
@@ -410,9 +405,9 @@ def update_strategy_comparison_figure(fig: go.FigureWidget, info: StrategyCompar
 
 
 # -- transfer between targets -----------------------------------------------------------------
-def make_transfer_figure(info: TransferInfo, *, widget: bool = True) -> go.FigureWidget:
+def make_transfer_figure(info: TransferInfo) -> go.Figure:
     """Each target's best schedule on every target: time over that target's own best."""
-    fig = _new_figure(widget)
+    fig = go.Figure()
     n = max(1, len(info.targets))
     fig.update_layout(
         height=160 + 60 * n,
@@ -452,10 +447,10 @@ def make_transfer_figure(info: TransferInfo, *, widget: bool = True) -> go.Figur
 
 
 # -- knob effects -----------------------------------------------------------------------------
-def make_knob_effects_figure(info: KnobEffectsInfo, *, widget: bool = True) -> go.FigureWidget:
+def make_knob_effects_figure(info: KnobEffectsInfo) -> go.Figure:
     """Parallel coordinates of the knobs (most important first) and latency, coloured by
     latency, next to a bar chart of each knob's importance."""
-    fig = _new_figure(widget)
+    fig = go.Figure()
     fig.update_layout(
         height=440,
         margin=dict(l=60, r=40, b=40),
@@ -468,7 +463,7 @@ def make_knob_effects_figure(info: KnobEffectsInfo, *, widget: bool = True) -> g
     return fig
 
 
-def update_knob_effects_figure(fig: go.FigureWidget, info: KnobEffectsInfo) -> None:
+def update_knob_effects_figure(fig: go.Figure, info: KnobEffectsInfo) -> None:
     knobs = info.knobs[:MAX_PARCOORDS_KNOBS]
     dims = [
         dict(
@@ -490,7 +485,8 @@ def update_knob_effects_figure(fig: go.FigureWidget, info: KnobEffectsInfo) -> N
                 showscale=True,
                 colorbar=dict(title=dict(text="ms"), x=0.6, thickness=12),
             ),
-            domain=dict(x=[0.0, 0.56], y=[0.0, 1.0]),
+            # Its axis names are drawn above its top: room for them below the subtitle.
+            domain=dict(x=[0.0, 0.56], y=[0.0, 0.88]),
             meta="knobs|parcoords",
         ),
         go.Bar(
@@ -568,15 +564,8 @@ def _heading(title: str, details: Sequence[str], *, extra: int = 0) -> dict[str,
     }
 
 
-def _new_figure(widget: bool, base: go.Figure | None = None) -> Any:
-    """A ``FigureWidget`` for the notebook, or a plain ``Figure`` (static HTML, no ipywidgets)."""
-    if widget:
-        return go.FigureWidget(base)
-    return go.Figure(base)
-
-
 def _sync(
-    fig: go.FigureWidget,
+    fig: go.Figure,
     traces: Sequence[Any],
     layout: dict[str, Any],
     *,
@@ -618,9 +607,7 @@ def _sync(
         fig.update_layout(layout)
 
 
-def on_point_click(
-    fig: go.FigureWidget, prefix: str, callback: Callable[[Any, Any, Any], None]
-) -> None:
+def on_point_click(fig: go.Figure, prefix: str, callback: Callable[[Any, Any, Any], None]) -> None:
     """Register ``callback(trace, points, state)`` on every trace whose ``meta`` starts with
     ``prefix`` (again after each update that replaced the traces: call it then)."""
     for trace in fig.data:

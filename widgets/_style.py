@@ -36,6 +36,21 @@ CSS = f"""
   flex: 0 0 auto;
   overflow: visible;
 }}
+/* A widget as wide as its box ("100%") keeps its margins inside it: without this, every box
+   holding one scrolled sideways by those 4 px (a scrollbar under the editor, the history...). */
+.{UI_CLASS} .widget-box > .jupyter-widgets {{
+  max-width: calc(100% - 2 * var(--jp-widgets-margin));
+}}
+/* A Label holds a sentence (a status, a note): it wraps. ipywidgets gives it one line and cuts
+   the rest with "..." ("Done: ... Nothing beat yo..."). */
+.{UI_CLASS} div.widget-label {{
+  white-space: normal;
+  overflow-wrap: anywhere;
+  line-height: 1.45;
+  padding: 4px 0;
+  min-height: var(--jp-widgets-inline-height);
+  height: auto;
+}}
 """
 
 

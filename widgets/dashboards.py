@@ -44,6 +44,8 @@ from explorer.workloads import Workload
 from widgets import _ui
 from widgets._context import Context
 from widgets._jobs import Job, JobRunner
+from widgets._plot import LiveFigure
+from widgets._style import themed
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +73,7 @@ class Dashboards:
 
     Attributes:
         widget: the container to display.
-        convergence_fig, pred_vs_meas_fig, comparison_fig, knobs_fig: the ``FigureWidget``s.
+        convergence_fig, pred_vs_meas_fig, comparison_fig, knobs_fig: the ``LiveFigure``s.
         infos: the infos of the last refresh, by plot name (for tests and notebooks).
         notice: what the last click on a point opened; ``on_open(record)`` is called after it
             (the ``Explorer`` switches to its Schedule tab).
@@ -108,12 +110,14 @@ class Dashboards:
         self._spaces: dict[str, KnobSpace | str] = {}  # key -> space, or why there is none
         self._closed = False
 
-        self.convergence_fig = plots.make_convergence_figure(convergence_info(()))
-        self.comparison_fig = plots.make_strategy_comparison_figure(strategy_comparison_info(()))
-        self.pred_vs_meas_fig = plots.make_predicted_vs_measured_figure(
-            predicted_vs_measured_info(())
+        self.convergence_fig = LiveFigure(plots.make_convergence_figure(convergence_info(())))
+        self.comparison_fig = LiveFigure(
+            plots.make_strategy_comparison_figure(strategy_comparison_info(()))
         )
-        self.knobs_fig = plots.make_knob_effects_figure(_no_knobs())
+        self.pred_vs_meas_fig = LiveFigure(
+            plots.make_predicted_vs_measured_figure(predicted_vs_measured_info(()))
+        )
+        self.knobs_fig = LiveFigure(plots.make_knob_effects_figure(_no_knobs()))
         self.status = w.Label(value="Open or build a schedule to see its dashboards.")
         self.status.add_class("se-dashboards-status")
         # What a click on a point did (the editor may be on another tab).
@@ -162,8 +166,7 @@ class Dashboards:
                         w.HBox([self.report_name, self.report_button, self.report_status]),
                     ]
                 ),
-                # Stacked, not side by side: in JupyterLab two FigureWidgets in one row were
-                # drawn at their default width and clipped.
+                # Stacked, not side by side: each plot takes the whole width.
                 _boxed(self.convergence_fig, "se-convergence"),
                 _boxed(self.pred_vs_meas_fig, "se-pred-vs-meas"),
                 _boxed(self.comparison_fig, "se-comparison"),
@@ -171,6 +174,7 @@ class Dashboards:
             ]
         )
         self.widget.add_class("se-dashboards")
+        themed(self.widget)
 
         self._unsubscribe = [
             # the writer's thread (a search's) only hands the batch over
@@ -469,8 +473,8 @@ def _picked(trace: Any, points: Any) -> list[Any]:
     return [data[i] for i in points.point_inds if i < len(data) and data[i] is not None]
 
 
-def _boxed(fig: Any, css_class: str) -> w.Box:
-    box = w.Box([fig])
+def _boxed(fig: LiveFigure, css_class: str) -> w.Box:
+    box = w.Box([fig.widget], layout=w.Layout(width="100%"))
     box.add_class(css_class)
     return box
 

@@ -7,7 +7,7 @@ the machine, so one waits for the other), with the context's search measurer, cl
 search ends. ``on_progress`` moves the bar (through the UI thread, ``widgets._ui``); Stop asks the
 job to cancel, which the search checks before each shape and the tuner between batches.
 
-The result is a table (one row per network) and a Pareto ``FigureWidget`` (latency against
+The result is a table (one row per network) and a Pareto ``LiveFigure`` (latency against
 Fisher Potential, ``explorer._plots_nas``), both drawn from ``explorer.analysis.nas_front_info``.
 Clicking a point opens a layer of that network in the schedule editor, chosen by the info's
 ``LayerFocus`` (its slowest transformed layer): the best schedule its tuning found, or the
@@ -49,6 +49,7 @@ from widgets import _ui
 from widgets._context import Context
 from widgets._jobs import Job, JobState
 from widgets._panel import Panel
+from widgets._plot import LiveFigure
 from widgets._style import themed
 from widgets._whole import WholeText, parse_whole
 
@@ -96,7 +97,7 @@ class NasPanel(Panel):
         info: ``nas_front_info(result)``, what the table and the plot show.
         status: the search's progress, then its summary; ``note`` holds a refusal of Run
             while the search runs, so the progress stays in view.
-        figure: the Pareto ``FigureWidget``.
+        figure: the Pareto plot (a ``LiveFigure``).
         on_open: called with the opened ``ScheduleSession`` after a click opened a layer (the
             ``Explorer`` switches to its Schedule tab).
 
@@ -184,7 +185,7 @@ class NasPanel(Panel):
         self.table = _tagged(w.HTML(value=""), "se-nas-table")
         self.table.layout.max_height = "320px"
         self.table.layout.overflow = "auto"
-        self.figure = make_nas_pareto_figure(None)
+        self.figure = LiveFigure(make_nas_pareto_figure(None))
         self._draw(None)
         self.notice = _tagged(w.Label(value=NOTICE), "se-nas-notice")
 
@@ -199,14 +200,14 @@ class NasPanel(Panel):
         )
         buttons = w.HBox([self.run_button, self.stop_button])
         buttons.add_class("se-buttons")
-        figure_box = w.Box([self.figure], layout=w.Layout(width="100%"))
+        figure_box = w.Box([self.figure.widget], layout=w.Layout(width="100%"))
         figure_box.add_class("se-nas-pareto")
         self.widget = w.VBox(
             [
-                w.HBox([self.network, self.width, self.width_note]),
+                _fields(self.network, self.width, self.width_note),
                 kinds_row,
-                w.HBox([self.tau, self.samples, self.budget]),
-                w.HBox([self.strategy, self.seed]),
+                _fields(self.tau, self.samples, self.budget),
+                _fields(self.strategy, self.seed),
                 buttons,
                 self.progress,
                 self.status,
@@ -591,6 +592,11 @@ def _sentence(exc: BaseException | None) -> str:
     text = str(exc).rstrip()
     name = "" if isinstance(exc, (ImportError, ValueError)) else f"{type(exc).__name__}: "
     return f"{name}{text}" + ("" if text.endswith(".") else ".")
+
+
+def _fields(*children: w.Widget) -> w.HBox:
+    """Fields side by side, wrapping onto the next line where the panel is narrower."""
+    return w.HBox(list(children), layout=w.Layout(flex_flow="row wrap"))
 
 
 def _tagged(widget: Any, css_class: str) -> Any:

@@ -141,7 +141,7 @@ def render_report(info: ReportInfo, *, title: str | None = None) -> str:
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.created_at))
     runs = _count(info.num_runs, "run")
     toc = "".join(
-        f'<li><a href="#w{i}">{_e(w.title)}</a> ({_count(len(w.runs), "run")})</li>'
+        f'<li><a href="#w{i}">{_breakable(w.title)}</a> ({_count(len(w.runs), "run")})</li>'
         for i, w in enumerate(info.workloads)
     )
     figures = _Figures()
@@ -180,7 +180,7 @@ class _Figures:
         self.count = 0
 
     def div(self, make: str, info: Any, css_class: str) -> str:
-        fig = getattr(self.plots, make)(info, widget=False)
+        fig = getattr(self.plots, make)(info)
         self.count += 1
         body = self.pio.to_html(
             fig,
@@ -196,7 +196,7 @@ def _workload_section(index: int, w: WorkloadReport, figures: _Figures) -> str:
     conv = w.convergence
     parts = [
         f'<section class="workload" id="w{index}">',
-        f"<h2>{_e(w.title)}</h2>",
+        f"<h2>{_breakable(w.title)}</h2>",
         f'<p class="meta">{_count(conv.num_runs, "run")}, {_count(conv.num_trials, "trial")}'
         f"{_remeasured(conv.num_remeasured)}; {w.workload.flops():,} FLOPs per call</p>",
         _runs_table(w.runs, w.workload),
@@ -308,9 +308,19 @@ def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
+def _breakable(text: object) -> str:
+    """``_e(text)`` that may wrap after each comma (a workload's key has no space)."""
+    return _e(text).replace(",", ",<wbr>")
+
+
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0 auto;
-       max-width: 1200px; padding: 1rem 2rem; color: #222; line-height: 1.4; }
+       max-width: 1200px; padding: 1rem 2rem; color: #222; line-height: 1.4;
+       box-sizing: border-box; }
+/* A workload's key is one long word (conv2d(CI=64,CO=64,...)): it wraps after a comma
+   (<wbr>), or anywhere, rather than widen the page (which scrolled sideways on a laptop). */
+h1, h2, h3, h4, p, li, a, code { overflow-wrap: anywhere; }
+table.runs { display: block; max-width: 100%; overflow-x: auto; }
 h1 { margin-bottom: 0.2rem; } h2 { border-bottom: 2px solid #ddd; margin-top: 2.5rem; }
 h4 { margin: 1rem 0 0.4rem; }
 .meta, .note { color: #555; } .note { font-style: italic; }

@@ -17,14 +17,19 @@ from typing import Any
 import pytest
 from browser_helpers import (
     KERNEL_IDLE_JS,
+    KERNEL_TRACES,
     assert_page_clean,
     explorer_page,
     full_shot,
+    kernel_eval,
+    kernel_json,
     plot_points,
     plot_svg_points,
+    save_and_reload,
     set_text,
     settle,
     shot,
+    wait_drawn,
 )
 from playwright.sync_api import expect
 from test_lab_explorer import heading_problems
@@ -116,6 +121,10 @@ def test_the_nas_tab_runs_a_search_plots_it_and_opens_a_layer(nas_page: Any) -> 
     expect(rows.nth(2)).to_contain_text("not tuned")  # illegal
     assert plot_points(page, "se-nas-pareto") >= 4 + 1  # 4 networks and the front line
     assert plot_svg_points(page, "se-nas-pareto") >= 4, "plotly holds data but draws nothing"
+    kernel_eval(page, KERNEL_TRACES)
+    pareto = page.locator(".se-nas-pareto")
+    drawn = {"the Pareto plot": (pareto, [kernel_json(page, "_se_traces(ex.nas.figure)")])}
+    wait_drawn(page, drawn, "after the NAS search", timeout=30)
     expect(page.locator(".se-nas-pareto .gtitle").first).to_have_text("NAS: tiny")
     figure = page.locator(".se-nas-pareto").first
     figure.scroll_into_view_if_needed()
@@ -147,3 +156,10 @@ def test_the_nas_tab_runs_a_search_plots_it_and_opens_a_layer(nas_page: Any) -> 
     )
     full_shot(page, "nas_tab_page")
     assert_page_clean(page, page.log, "after opening a layer from the Pareto plot")
+
+    # Issue 21: after a reload of the page the plot was blank. It draws every network again.
+    save_and_reload(page)
+    tabs.filter(has_text="NAS").click()
+    wait_drawn(page, drawn, "after a reload", timeout=120)
+    shot(page, "nas_pareto_reloaded", pareto.first)
+    assert_page_clean(page, page.log, "after a reload of the NAS tab")

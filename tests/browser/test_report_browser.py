@@ -138,3 +138,60 @@ def test_save_report_in_jupyterlab_writes_the_file_the_label_names(jupyter_lab, 
     expect(plots).to_have_count(3)
     for i in range(3):
         expect(plots.nth(i).locator(".main-svg").first).to_be_attached()
+
+
+@pytest.fixture(scope="module")
+def conv2d_report(tmp_path_factory):
+    """A report of a convolution (a long workload key) measured once, for real."""
+    from explorer.cli import main
+    from explorer.measure import LocalMeasurer, MeasureConfig
+    from explorer.session import ScheduleSession
+    from explorer.storage import NewTrial
+    from explorer.target import Target
+    from explorer.workloads import get_workload
+
+    base = tmp_path_factory.mktemp("report-conv2d")
+    db = base / "records.db"
+    conv = get_workload(
+        "conv2d", N=1, CI=4, H=8, W=8, CO=4, KH=3, KW=3, stride=1, padding=1, dilation=1
+    )
+    target = Target.local_cpu()
+    candidate = ScheduleSession(conv, target).candidate()
+    with get_store(db) as store, LocalMeasurer(MeasureConfig(max_spread=float("inf"))) as m:
+        (result,) = m.measure([candidate])
+        run = store.create_run(conv, target, "manual")
+        store.add_trials(run.id, [NewTrial(candidate, result)])
+        store.finish_run(run.id)
+    out = base / "report.html"
+    assert main(["report", "--db", str(db), "-o", str(out)]) == 0
+    return out
+
+
+# The page's width against the window's, and whatever sticks out past the window's right edge
+# (plotly's own hidden elements aside).
+SIDEWAYS_JS = """() => {
+  const page = document.documentElement;
+  const out = [];
+  if (page.scrollWidth > page.clientWidth)
+    out.push(`the page is ${page.scrollWidth} px wide in a ${page.clientWidth} px window`);
+  for (const el of document.body.querySelectorAll('*')) {
+    if (el.closest('.js-plotly-plot')) continue;
+    const r = el.getBoundingClientRect();
+    if (r.width && r.right > page.clientWidth + 1)
+      out.push(`<${el.tagName.toLowerCase()}> ends at ${Math.round(r.right)} px: ` +
+               (el.textContent || '').trim().slice(0, 60));
+  }
+  return out.slice(0, 10);
+}"""
+
+
+@pytest.mark.parametrize("size", [(1280, 800), (1920, 1080)])
+def test_the_report_fits_the_window_without_scrolling_sideways(conv2d_report, page, size):
+    """Issue 21: at 1280 the report scrolled sideways (a convolution's key in its heading)."""
+    page.set_viewport_size({"width": size[0], "height": size[1]})
+    page.goto(conv2d_report.as_uri())
+    expect(page.locator(".js-plotly-plot .main-svg").first).to_be_attached()
+    expect(page.locator("h2").first).to_contain_text("conv2d(CI=4,CO=4")
+    assert page.evaluate(SIDEWAYS_JS) == []
+    shot(page, f"report_conv2d_{size[0]}")
+    assert not page.log.page_errors and not page.log.console_errors

@@ -65,7 +65,7 @@ def replay_measurer(
 
 
 # What the UI thread alone may do: write a widget (any trait of any ipywidget, plotly's
-# FigureWidget included), read or change a schedule session.
+# a LiveFigure's state included), read or change a schedule session.
 _SESSION_METHODS = ("candidate", "apply", "undo", "redo", "loops", "load_trace", "goto")
 
 

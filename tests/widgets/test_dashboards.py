@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -91,7 +92,7 @@ def trace(fig, meta):
 def test_layout_and_dom_classes(dash):
     classes = dash.widget._dom_classes
     assert "se-dashboards" in classes
-    boxes = list(dash.widget.children[1:])
+    boxes = list(dash.widget.children[1:5])
     assert [b._dom_classes[0] for b in boxes] == [
         "se-convergence",
         "se-pred-vs-meas",
@@ -99,10 +100,10 @@ def test_layout_and_dom_classes(dash):
         "se-knobs",
     ]
     assert [b.children[0] for b in boxes] == [
-        dash.convergence_fig,
-        dash.pred_vs_meas_fig,
-        dash.comparison_fig,
-        dash.knobs_fig,
+        dash.convergence_fig.widget,
+        dash.pred_vs_meas_fig.widget,
+        dash.comparison_fig.widget,
+        dash.knobs_fig.widget,
     ]
 
 
@@ -175,6 +176,24 @@ def test_clicking_a_prediction_opens_that_trial(dash, dctx, candidates):
         f"Opened trial {number} of run {opened[0].run_id} as step 1 in the editor (Undo goes "
         f"back to step 0) (autotvm, {opened[0].median_secs * 1e3:.4g} ms; Schedule tab)."
     )
+
+
+def test_the_page_gets_each_figure_whole_and_its_clicks_open_trials(dash, dctx, candidates):
+    """Issue 21: plots drawn in the page must be the kernel's figures, after every refresh
+    (LiveFigure sends the whole figure), and a click in the page reaches the callbacks."""
+    _, records = add(dctx, candidates[MATMUL.key()], "autotvm", [3.0, 2.0, 1.0, 4.0])
+    dash.refresh()
+    add(dctx, candidates[MATMUL.key()], "random", [2.5, 0.5])
+    dash.refresh()
+    for fig in (dash.convergence_fig, dash.pred_vs_meas_fig, dash.comparison_fig, dash.knobs_fig):
+        assert json.loads(fig._state.figure) == json.loads(fig.to_json()), fig.layout.title.text
+    opened = spy_open(dctx)
+    pvm = dash.pred_vs_meas_fig.data[0]
+    # what the page sends for a click on point 1 of trace 0 (widgets/_plot.js)
+    click = {"event": "click", "points": [{"curve": 0, "point": 1, "meta": pvm.meta}]}
+    dash.pred_vs_meas_fig._on_page_message(None, click, [])
+    assert [r.id for r in opened] == [pvm.customdata[1]]
+    assert "Opened trial" in dash.notice.value
 
 
 def test_clicking_a_convergence_step_opens_the_improving_trial(dash, dctx, candidates):

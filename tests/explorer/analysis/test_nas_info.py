@@ -257,7 +257,7 @@ def test_the_pareto_figure_places_every_network_once() -> None:
 
     result, _ = build_result(stopped=True)
     info = nas_front_info(result)
-    fig = make_nas_pareto_figure(info, widget=False)
+    fig = make_nas_pareto_figure(info)
     by_meta = {t.meta: t for t in fig.data}
     assert list(by_meta) == [
         "nas-front-line",
@@ -280,7 +280,7 @@ def test_the_pareto_figure_places_every_network_once() -> None:
     assert "1 illegal" in fig.layout.title.subtitle.text
     assert "stopped early" in fig.layout.title.subtitle.text
     # Empty, then filled in place: the same traces (click handlers stay attached).
-    empty = make_nas_pareto_figure(None, widget=False)
+    empty = make_nas_pareto_figure(None)
     assert [a.text for a in empty.layout.annotations] == [
         "Run a NAS search to see its candidates here"
     ]

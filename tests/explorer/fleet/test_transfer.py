@@ -72,7 +72,7 @@ def test_two_targets_tuned_through_a_fleet_then_crossed(tmp_path) -> None:
     # each cell ran on a device of its column's key
     for c in info.cells:
         assert c.result.device.startswith("avx2@" if "x86-64-v3" in c.measured_on else "native@")
-    fig = make_transfer_figure(info, widget=False)
+    fig = make_transfer_figure(info)
     assert list(fig.data[0].x) == keys and fig.data[0].z[0][0] == 1.0
     with pytest.raises(ValueError, match="at least two targets"):
         measure_transfer(store, mm, targets[:1])

@@ -1,0 +1,123 @@
+// The page side of widgets._plot.LiveFigure: draws the figure JSON that the figure's state
+// model holds, again each time it changes, and sends clicks on points back to the kernel.
+//
+// This module is small on purpose. anywidget imports every widget's module separately and gives
+// a model 2 s to load it; a model that misses that never handles another message from the
+// kernel. So nothing here depends on this (the view's) model receiving messages: the figure
+// lives in a plain ipywidgets model (the state), and plotly.js comes once per page from a
+// third model (the library), evaluated once and shared by every plot.
+//
+// Evaluating plotly.js holds the page for a second or more (seconds on a slow laptop): views
+// still loading this module meanwhile would miss anywidget's 2 s (harmless here, but it logs
+// an error). So the first plot waits until no view has started for a while (a page reload
+// restores every view at once) before it evaluates plotly.js.
+
+// Each view gets its own copy of this module: what they share lives on globalThis.
+const SHARED = (globalThis[Symbol.for("schedule-explorer.plots")] ??= {
+  plotly: new Map(), // plotly.js version -> Promise of the library
+  lastStart: 0, // performance.now() when a plot's model last loaded this module
+});
+const CONFIG = { displaylogo: false };
+const FIND_MODEL_SECS = 60;
+const QUIET_MS = 500;
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The ipywidgets model a "IPY_MODEL_<id>" reference names (waits while the page restores
+ * the kernel's widgets after a reload: they are created in no fixed order). */
+async function modelOf(manager, ref) {
+  const id = String(ref).replace(/^IPY_MODEL_/, "");
+  const deadline = Date.now() + FIND_MODEL_SECS * 1000;
+  for (let pause = 50; ; pause = Math.min(2 * pause, 1000)) {
+    try {
+      return await manager.get_model(id);
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await sleep(pause);
+    }
+  }
+}
+
+/** plotly.js from the library model, evaluated once per page and version. */
+async function plotlyOf(library) {
+  const loaded = SHARED.plotly;
+  const version = library.get("version");
+  if (!loaded.has(version)) {
+    while (performance.now() - SHARED.lastStart < QUIET_MS) await sleep(QUIET_MS);
+  }
+  if (!loaded.has(version)) {
+    // plotly.min.js is a UMD bundle: given a `module`, it exports through it.
+    const source = library.get("source");
+    const code = `const module = { exports: {} };\n${source}\nexport default module.exports;\n`;
+    const url = URL.createObjectURL(new Blob([code], { type: "text/javascript" }));
+    const plotly = import(/* webpackIgnore: true */ url)
+      .finally(() => URL.revokeObjectURL(url))
+      .then((m) => m.default);
+    loaded.set(version, plotly);
+  }
+  return loaded.get(version);
+}
+
+async function render({ model, el }) {
+  const manager = model.widget_manager;
+  const [state, library] = await Promise.all([
+    modelOf(manager, model.get("state")),
+    modelOf(manager, model.get("library")),
+  ]);
+  const Plotly = await plotlyOf(library);
+  const plot = document.createElement("div");
+  el.appendChild(plot);
+
+  // One drawing at a time, always of the newest figure; changes arriving meanwhile are drawn
+  // once, after it.
+  let queued = false;
+  let drawing = Promise.resolve();
+  const draw = () => {
+    if (queued) return;
+    queued = true;
+    drawing = drawing
+      .then(() => {
+        queued = false;
+        const figure = JSON.parse(state.get("figure"));
+        const layout = figure.layout ?? {};
+        // The user's zoom and hidden legend entries survive the figure's updates.
+        layout.uirevision ??= "kept";
+        return Plotly.react(plot, figure.data ?? [], layout, CONFIG);
+      })
+      .catch((err) => console.error("[schedule explorer] a plot failed to draw:", err));
+  };
+  state.on("change:figure", draw);
+  draw();
+  await drawing;
+
+  plot.on("plotly_click", (event) => {
+    const points = (event.points ?? [])
+      .filter((p) => Number.isInteger(p.pointNumber))
+      .map((p) => ({ curve: p.curveNumber, point: p.pointNumber, meta: p.data.meta ?? null }));
+    if (points.length) state.send({ event: "click", points });
+  });
+
+  // A plot drawn in a hidden tab has plotly's default width: fit it to its box when it shows,
+  // and whenever the box changes size.
+  let frame = 0;
+  const resized = new ResizeObserver(() => {
+    cancelAnimationFrame(frame);
+    frame = requestAnimationFrame(() => {
+      if (plot.offsetWidth > 0) Plotly.Plots.resize(plot).catch(() => {});
+    });
+  });
+  resized.observe(el);
+
+  return () => {
+    state.off("change:figure", draw);
+    resized.disconnect();
+    cancelAnimationFrame(frame);
+    Plotly.purge(plot);
+  };
+}
+
+function initialize() {
+  SHARED.lastStart = performance.now();
+}
+
+export default { initialize, render };
