@@ -12,8 +12,9 @@ Four parts, each printed with the machine's CPU:
    panel's Measure pressed 10 times). Target: within 1.15x of each other.
 3. **Seeded small tunes** beside the burners: each run's verdict (its best against the
    unscheduled program, read from its side-by-side confirmation) is compared with a paired
-   re-timing afterwards (``measure_paired``, 3 rounds). A verdict is wrong when the two
-   speed-ups differ by more than 1.5x, or disagree on which is faster. Target: 0 wrong.
+   re-timing afterwards (``measure_paired``, 3 rounds) of the run's fastest schedule and the
+   unscheduled program (when the unscheduled program is the answer, the schedule it beat). A
+   verdict is wrong when the two speed-ups differ by more than 1.5x. Target: 0 wrong.
 4. **Correct kernels exit 0**: ``explorer measure`` on several workloads beside the burners.
    Target: 0 non-zero exits.
 
@@ -36,10 +37,12 @@ from explorer.measure import Candidate, LocalMeasurer
 from explorer.search._baseline import baseline_candidate
 from explorer.session import ScheduleSession
 from explorer.storage import get_store, summarize_run
+from explorer.storage._marks import BASELINE_MARK, has_mark
+from explorer.storage._summary import confirmation_rows
 from explorer.target import Target, _cpu_model
 from explorer.testing.load import cpu_burners
 from explorer.tuner import Tuner
-from explorer.workloads import get_workload
+from explorer.workloads import get_workload, parse_expression
 
 # The child that times with plain TVM (part 1): the three estimators on one built kernel.
 _ESTIMATORS = r"""
@@ -88,13 +91,17 @@ SCHEDULE = [
     ("parallel", {"loop": "i_0"}),
 ]
 
-# Small tunes: workloads of microseconds to milliseconds, where a busy machine flipped verdicts.
+# Small tunes: workloads of microseconds to milliseconds, where a busy machine flipped verdicts;
+# the last, an expression whose schedules gain little over its unscheduled program (a close
+# call, where the side-by-side rounds may disagree and the verdict says "inconclusive").
 TUNES = [
-    ("matmul", {"M": 128, "N": 128, "K": 128}),
-    ("matmul", {"M": 64, "N": 64, "K": 64}),
-    ("conv2d", {"N": 1, "CI": 32, "H": 30, "W": 30, "CO": 32, "KH": 3, "KW": 3,
-                "stride": 2, "padding": 0, "dilation": 2}),
-    ("matmul", {"M": 256, "N": 256, "K": 64}),
+    get_workload("matmul", M=128, N=128, K=128),
+    get_workload("matmul", M=64, N=64, K=64),
+    get_workload("conv2d", N=1, CI=32, H=30, W=30, CO=32, KH=3, KW=3, stride=2, padding=0,
+                 dilation=2),
+    get_workload("matmul", M=256, N=256, K=64),
+    parse_expression("D[i, j] = A[i, j] * B[j] + C[i]",
+                     shapes={"A": (100, 200), "B": (200,), "C": (100,)}),
 ]  # fmt: skip
 
 MEASURES = [
@@ -163,34 +170,49 @@ def part_tunes(burners: int, num_tunes: int, trials: int) -> int:
     with tempfile.TemporaryDirectory() as tmp, LocalMeasurer() as m:
         store = get_store(Path(tmp) / "load.db")
         for i in range(num_tunes):
-            family, shape = TUNES[i % len(TUNES)]
-            w = get_workload(family, **shape)
+            w = TUNES[i % len(TUNES)]
             seed = i // len(TUNES)
             with cpu_burners(burners):
                 start = time.perf_counter()
                 result = Tuner(measurer=m, store=store, batch_size=8).run(
                     w, target, "random", max_trials=trials, seed=seed
                 )
-                summary = summarize_run(result.run.id, store.trial_rows(run_id=result.run.id))
-                assert result.best is not None and summary.speedup_over_baseline is not None
                 took = time.perf_counter() - start
-                best = result.best.candidate
-                (best_rounds, base_rounds) = m.measure_paired(
-                    [best, baseline_candidate(w, target)], rounds=3
-                )
-            paired = _median(base_rounds) / _median(best_rounds)
-            said = summary.speedup_over_baseline
-            bad = said / paired > 1.5 or paired / said > 1.5 or (said > 1) != (paired > 1)
+                rows = store.trial_rows(run_id=result.run.id)
+                summary = summarize_run(result.run.id, rows)
+                schedule, said = _claim(store, rows)
+                base = baseline_candidate(w, target)
+                (sched_rounds, base_rounds) = m.measure_paired([schedule, base], rounds=3)
+            paired = _median(base_rounds) / _median(sched_rounds)
+            bad = said / paired > 1.5 or paired / said > 1.5  # the issue's definition
             wrong += bad
+            answer = "unscheduled" if summary.speedup_over_baseline == 1 else "a schedule"
             print(
-                f"{w.key()[:48]:48s} seed {seed}: verdict {said:7.2f}x "
-                f"({'conclusive' if summary.is_conclusive else 'inconclusive'}), paired "
-                f"re-timing {paired:7.2f}x -> {'WRONG' if bad else 'agrees'} ({took:.0f} s)",
+                f"{w.key()[:40]:40s} seed {seed}: answer {answer}, "
+                f"{'conclusive' if summary.is_conclusive else 'inconclusive'}; best schedule "
+                f"{said:6.2f}x unscheduled, paired re-timing {paired:6.2f}x -> "
+                f"{'WRONG' if bad else 'agrees'} ({took:.0f} s)",
                 flush=True,
             )
         store.close()
     print(f"wrong verdicts: {wrong} of {num_tunes} (target: 0)")
     return wrong
+
+
+def _claim(store, rows) -> tuple[Candidate, float]:
+    """The run's fastest schedule in its confirmation (never the unscheduled program itself,
+    which would compare with itself) and how many times faster than the unscheduled program
+    the confirmation read it."""
+    confirmed = confirmation_rows(rows)
+    base = next(r.trace_hash for r in confirmed if has_mark(r.decisions, BASELINE_MARK))
+    secs: dict[int, list[float]] = {}
+    for row in confirmed:
+        if row.is_ok:
+            secs.setdefault(row.trace_hash, []).extend(row.run_secs)
+    medians = {k: statistics.median(v) for k, v in secs.items()}
+    fastest = min((k for k in medians if k != base), key=medians.__getitem__)
+    trial = next(r for r in rows if r.trace_hash == fastest)
+    return store.get_trial(trial.id).candidate, medians[base] / medians[fastest]
 
 
 def _median(results: list) -> float:

@@ -50,8 +50,8 @@ import numpy as np
 
 from explorer import _tvm
 from explorer.measure._protocol import read_message, write_message
+from explorer.measure._timing import keep_off_worker_cores, time_main
 from explorer.measure._timing import message as _message
-from explorer.measure._timing import time_main
 from explorer.measure._timing import warm_up as _warm_up
 from explorer.session._trace_check import replay_decisions
 from explorer.target import Target
@@ -73,6 +73,7 @@ class _Worker:
         self.role = role
         self.memory_limit_bytes = memory_limit_bytes
         self.tvm = _tvm
+        self.pinned = False  # whether this thread was kept off TVM's worker cores yet
         self.targets: dict[str, Any] = {}
         self.modules: collections.OrderedDict[str, Any] = collections.OrderedDict()
         # (workload key, seed) -> (inputs, NumPy's reference output or None)
@@ -178,6 +179,9 @@ class _Worker:
                 mismatch = workload.check_output(out.numpy(), expected)
                 if mismatch is not None:
                     return {"ok": False, "stage": "wrong", "error": mismatch}
+            if not self.pinned and req.get("device", "cpu") == "cpu":
+                self.pinned = True  # TVM's thread pool exists now: its workers are bound
+                keep_off_worker_cores()
             warmup = float(req.get("warmup_secs", 0.0))
             call_secs = _warm_up(module["main"], args, warmup, done_secs=checked_secs)
             dev.sync()  # a GPU runs the warm-up's launches asynchronously: all done first

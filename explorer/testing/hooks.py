@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -203,6 +204,20 @@ def segfault() -> None:
 
 def getpid() -> int:
     return os.getpid()
+
+
+def thread_cores() -> dict[str, list[int]]:
+    """The cores the calling thread may run on, and those of the process's other threads
+    bound to a single core (a ``call`` hook: the thread that handles requests)."""
+    bound = []
+    for task in os.listdir("/proc/self/task"):
+        if int(task) == threading.get_native_id():
+            continue
+        with open(f"/proc/self/task/{task}/status") as fh:
+            cpus = [ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("Cpus_allowed_list")]
+        if cpus and cpus[0].isdigit():
+            bound.append(int(cpus[0]))
+    return {"mine": sorted(os.sched_getaffinity(0)), "bound": sorted(bound)}
 
 
 def getenv(name: str) -> str | None:

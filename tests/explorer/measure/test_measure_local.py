@@ -177,3 +177,18 @@ def test_forgotten_measurer_is_cleaned_up_by_gc(mm, target):
 def test_result_round_trips_through_json(measurer, mm, target):
     (r,) = measurer.measure([unscheduled(mm, target)])
     assert MeasureResult.from_json(r.to_json()) == r
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 cores to place threads on")
+def test_the_launching_thread_keeps_off_the_cores_of_tvms_workers(mm, target):
+    """Issue 21: on a busy machine the OS moved the thread that launches kernels onto a TVM
+    worker's core, and a 2-thread kernel ran its halves one after the other (2x slower, from
+    one measurement to the next). The runner binds it to the cores the workers left free."""
+    config = MeasureConfig(repeat=2, min_repeat_secs=0, num_threads=2)
+    with LocalMeasurer(config, num_build_workers=1) as m:
+        (r,) = m.measure([tiled(mm, target, 8, 16)])  # parallel: the runner's pool exists now
+        cores = m._pool.call("explorer.testing.hooks:thread_cores", num_threads=2)
+    assert r.is_ok and isinstance(cores, dict) and cores["ok"], cores
+    mine, bound = set(cores["value"]["mine"]), set(cores["value"]["bound"])
+    assert bound, "TVM bound its worker thread to a core"
+    assert mine and not (mine & bound), cores
