@@ -14,7 +14,13 @@ from __future__ import annotations
 from typing import Any
 
 from explorer._registry import Registry
-from explorer.measure._base import Candidate, MeasureConfig, Measurer, MeasureResult
+from explorer.measure._base import (
+    Candidate,
+    MeasureConfig,
+    Measurer,
+    MeasureResult,
+    fastest_round,
+)
 from explorer.measure._confirm import confirm_best
 from explorer.measure._local import LocalMeasurer
 from explorer.measure._remote import RemoteMeasurer
@@ -48,6 +54,7 @@ __all__ = [
     "RemoteMeasurer",
     "ReplayMeasurer",
     "confirm_best",
+    "fastest_round",
     "make_measurer",
     "trace_key",
 ]

@@ -304,6 +304,15 @@ class Measurer(abc.ABC):
         self.close()
 
 
+def fastest_round(results: Sequence[MeasureResult]) -> float | None:
+    """One schedule's reading from its rounds of ``Measurer.measure_paired``: the median of
+    its fastest round (``None`` without a timed round). Load only ever slows a round down, and
+    a whole round of a small parallel kernel can read 2x slow while its threads share a core,
+    so the fastest round is the least disturbed one; ``summarize_run`` reads a run's
+    confirmation the same way."""
+    return min((r.median_secs for r in results if r.is_ok and r.median_secs), default=None)
+
+
 def pool_results(old: MeasureResult, new: MeasureResult) -> MeasureResult:
     """``new`` with ``old``'s repeats before its own, when both are ``OK``; otherwise the first
     of the two that failed."""

@@ -22,7 +22,6 @@ Every tuning is an ordinary run in the store (one per distinct shape), visible t
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -213,11 +212,13 @@ def retime_together(
     out = dict(tunings)
     if len(timed) < 2:  # nothing to compare a shape with
         return out
+    from explorer.measure import fastest_round
+
     cands = [store.get_trial(t.best_trial_id).candidate for t in timed if t.best_trial_id]
     for tuning, results in zip(timed, measurer.measure_paired(cands, rounds=rounds), strict=True):
-        secs = [s for r in results if r.is_ok for s in r.run_secs]
-        if secs:
-            out[tuning.conv] = replace(tuning, paired_secs=statistics.median(secs))
+        secs = fastest_round(results)
+        if secs is not None:
+            out[tuning.conv] = replace(tuning, paired_secs=secs)
     return out
 
 

@@ -12,7 +12,8 @@
   as one batch (the re-timings after the run's last trial that share one ``created_at``; a
   schedule's k-th row in it is its reading of round k). Those readings were taken under the
   same load, so they are compared with each other only: the best is the schedule with the
-  lowest median over its confirmation readings, and a schedule whose re-timing failed is out.
+  fastest confirmation reading (a round's reading is the median of its repeats; a schedule's,
+  its fastest round: load only slows a round down), and one whose re-timing failed is out.
   Readings from other moments never enter the comparison, since on a busy machine the same
   kernel reads 2x apart from one minute to the next.
 * A verdict is *conclusive* when the best was faster than the reference (the baseline, or the
@@ -45,7 +46,7 @@ class RunSummary:
         num_trials: Its trials, re-measurements not counted (what its budget counts).
         num_remeasured: Its re-measurements.
         best_trial_id: The first trial of the best schedule (``None`` without a success).
-        best_secs: That schedule's median over its confirmation readings (over all its
+        best_secs: That schedule's fastest round in the confirmation (its median over all its
             timings in the run when it has no confirmation).
         is_confirmed: Whether the best was re-timed side by side with the others.
         baseline_secs: The unscheduled program's median, read like ``best_secs`` (``None``
@@ -132,14 +133,16 @@ def summarize_run(run_id: int, rows: Sequence[TrialRow]) -> RunSummary:
     )
 
     # Step 1. The latest confirmation decides, among the schedules it re-timed successfully:
-    # each by the median of its repeats there, all taken in the same interleaved rounds.
-    confirmation = confirmation_rows(rows)
-    confirmed = paired_readings(confirmation)
-    repeats: dict[int, list[float]] = {}
-    for row in confirmation:
-        if None not in confirmed[row.trace_hash]:
-            repeats.setdefault(row.trace_hash, []).extend(row.run_secs)
-    secs_of = {key: statistics.median(secs) for key, secs in repeats.items() if secs}
+    # each by its fastest round there (a round's reading is the median of its repeats). Load
+    # only ever slows a round down, and a whole round of a small parallel kernel can read 2x
+    # slow (its threads shared a core meanwhile): the fastest round is the least disturbed.
+    confirmed = paired_readings(confirmation_rows(rows))
+    paired = {
+        key: min(readings)
+        for key, rounds in confirmed.items()
+        if None not in rounds and (readings := [x for x in rounds if x is not None])
+    }
+    secs_of = dict(paired)
     if not secs_of:  # Step 2. None: every schedule by all its timings, the baseline too.
         secs_of = {key: statistics.median(secs) for key, secs in timings.items() if secs}
 
@@ -148,20 +151,20 @@ def summarize_run(run_id: int, rows: Sequence[TrialRow]) -> RunSummary:
     if baseline is not None and baseline not in secs_of and timings.get(baseline):
         secs_of[baseline] = statistics.median(timings[baseline])
     best_key = min(secs_of, key=lambda k: (secs_of[k], first[k].id), default=None)
-    is_confirmed = best_key is not None and bool(repeats.get(best_key))
+    is_confirmed = best_key in paired
 
     # Step 4. The verdicts, round by round: the best against the baseline (against every
     # other schedule when the baseline is the best) and against the user's start.
     def verdict(reference: int | None) -> bool | None:
-        if not is_confirmed or reference not in repeats:
+        if not is_confirmed or reference not in paired:
             return None
         assert best_key is not None
         if best_key != reference:
             return is_faster_in_every_round(confirmed[best_key], confirmed[reference])
         others = [
             is_faster_in_every_round(confirmed[reference], confirmed[key])
-            for key in secs_of
-            if key != reference and key in repeats
+            for key in paired
+            if key != reference
         ]
         return None if not others or None in others else all(others)
 

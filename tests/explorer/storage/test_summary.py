@@ -84,14 +84,23 @@ def test_a_quiet_baseline_and_a_busy_best_are_judged_side_by_side():
     assert s.num_trials == 2 and s.num_remeasured == 7
 
 
+def test_a_round_slowed_throughout_does_not_decide():
+    # A whole round of a small parallel kernel read 2x slow (its threads shared a core
+    # meanwhile): 5.6 us against 2.9 us in the others. Its fastest round stands.
+    run = Rows()
+    run.search((BASELINE, [104e-6]), (A, [2.9e-6]))
+    run.confirm([{A: [2.85e-6], BASELINE: [104e-6]}, {A: [5.6e-6], BASELINE: [103e-6]}] * 2)
+    s = run.summary()
+    assert s.best_secs == 2.85e-6 and s.speedup_over_baseline == pytest.approx(103e-6 / 2.85e-6)
+
+
 def test_readings_from_the_search_never_decide_once_a_confirmation_exists():
     # In the search the baseline looked fastest (a quiet moment); side by side it is not.
     run = Rows()
     run.search((BASELINE, [1e-3]), (A, [4e-3]))
     run.confirm([{A: [2e-3], BASELINE: [3e-3]}, {A: [2.1e-3], BASELINE: [3.1e-3]}])
     s = run.summary()
-    assert s.best_trial_id == 2 and s.best_secs == pytest.approx(2.05e-3)
-    assert s.baseline_secs == pytest.approx(3.05e-3)
+    assert s.best_trial_id == 2 and s.best_secs == 2e-3 and s.baseline_secs == 3e-3
 
 
 def test_rounds_that_disagree_are_inconclusive_and_keep_the_faster_median():
@@ -172,7 +181,7 @@ secs = st.floats(1e-6, 1.0, allow_nan=False)
         max_size=4,
     ),
 )
-def test_the_best_has_the_lowest_confirmation_median_and_a_conclusive_verdict_holds_every_round(
+def test_the_best_has_the_fastest_confirmation_round_and_a_conclusive_verdict_holds_every_round(
     search, baseline, rounds
 ):
     run = Rows()
@@ -180,9 +189,8 @@ def test_the_best_has_the_lowest_confirmation_median_and_a_conclusive_verdict_ho
     timed = set(search) | {BASELINE}
     run.confirm([{k: [v] for k, v in r.items() if k in timed} for r in rounds])
     s = run.summary()
-    medians = {k: sorted(r[k] for r in rounds) for k in timed}
-    medians = {k: (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2 for k, v in medians.items()}
-    assert s.is_confirmed and s.best_secs == min(medians.values())
+    fastest = {k: min(r[k] for r in rounds) for k in timed}  # each one's least disturbed round
+    assert s.is_confirmed and s.best_secs == min(fastest.values())
     best = next(r.trace_hash for r in run.rows if r.id == s.best_trial_id)
     if s.is_conclusive and best != BASELINE:
         assert all(r[best] < r[BASELINE] for r in rounds)
