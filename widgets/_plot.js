@@ -46,10 +46,12 @@ async function plotlyOf(library) {
     while (performance.now() - SHARED.lastStart < QUIET_MS) await sleep(QUIET_MS);
   }
   if (!loaded.has(version)) {
-    // plotly.min.js is a UMD bundle: given a `module`, it exports through it.
-    const source = library.get("source");
-    const code = `const module = { exports: {} };\n${source}\nexport default module.exports;\n`;
-    const url = URL.createObjectURL(new Blob([code], { type: "text/javascript" }));
+    // plotly.min.js is a UMD bundle: given a `module`, it exports through it. Its source
+    // arrives as bytes (a DataView), put in the module as they are.
+    const head = "const module = { exports: {} };\n";
+    const tail = "\nexport default module.exports;\n";
+    const parts = [head, library.get("source"), tail];
+    const url = URL.createObjectURL(new Blob(parts, { type: "text/javascript" }));
     const plotly = import(/* webpackIgnore: true */ url)
       .finally(() => URL.revokeObjectURL(url))
       .then((m) => m.default);

@@ -42,9 +42,14 @@ _ESM = (Path(__file__).parent / "_plot.js").read_text(encoding="utf-8")
 
 
 class _PlotlyLibrary(w.Widget):  # type: ignore[misc]
-    """plotly.js, sent to the page once per kernel for every figure to share."""
+    """plotly.js, sent to the page once per kernel for every figure to share.
 
-    source = traitlets.Unicode().tag(sync=True)
+    Its 4.8 MB travel as a binary buffer, never inside the JSON of a message: a reloaded page
+    asks the kernel for every widget's state in one reply, and gives up on that reply after 4 s
+    (then the widgets it restores show "model not found"). On a busy machine, encoding and
+    parsing plotly.js as JSON text made that reply miss the 4 s."""
+
+    source = traitlets.Bytes().tag(sync=True)
     version = traitlets.Unicode().tag(sync=True)
 
 
@@ -71,7 +76,7 @@ _library: _PlotlyLibrary | None = None
 def _shared_library() -> _PlotlyLibrary:
     global _library
     if _library is None or _library.comm is None:  # none yet, or closed (Widget.close_all)
-        _library = _PlotlyLibrary(source=get_plotlyjs(), version=get_plotlyjs_version())
+        _library = _PlotlyLibrary(source=get_plotlyjs().encode(), version=get_plotlyjs_version())
     return _library
 
 

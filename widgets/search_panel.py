@@ -22,6 +22,7 @@ from typing import Any
 
 import ipywidgets as w
 
+from explorer._cli_args import format_secs
 from explorer.errors import FleetError
 from explorer.fleet import TrackerAddress, read_fleet, tracker_summary
 from explorer.measure import MeasureConfig, Measurer, RemoteMeasurer
@@ -346,7 +347,7 @@ class SearchPanel(Panel):
         best = (
             "no trial succeeded"
             if result.best_secs is None
-            else f"best {result.best_secs * 1e3:.4g} ms ({result.best_gflops or 0:.3g} GFLOPS)"
+            else f"best {format_secs(result.best_secs)} ({result.best_gflops or 0:.3g} GFLOPS)"
         )
         how = "Stopped" if job.state is JobState.CANCELLED else "Done"
         rows = self.ctx.store.trial_rows(run_id=result.run.id)

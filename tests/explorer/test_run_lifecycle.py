@@ -14,7 +14,6 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -64,8 +63,18 @@ def listing(db: Path) -> tuple[int, str, str]:
     return int(m.group(1)), m.group(2), m.group(3)
 
 
+@pytest.fixture(autouse=True)
+def private_tmp(tmp_path, monkeypatch) -> Path:
+    """The runs' own temporary directory: any measurer starting in another test removes the
+    directory a killed run left behind (as it should), which would race these checks."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    return tmp
+
+
 def measure_dirs(pid: int) -> list[str]:
-    pattern = os.path.join(tempfile.gettempdir(), f"explorer-measure-*-{pid}-*")
+    pattern = os.path.join(os.environ["TMPDIR"], f"explorer-measure-*-{pid}-*")
     return glob.glob(pattern)
 
 

@@ -305,8 +305,8 @@ def test_the_latency_axis_holds_a_single_point_and_no_negative_latency() -> None
     original = info.points[0]
     assert original.is_timed
     one = replace(info, points=(original,), front=(0,), front_line=(0,), fastest=0)
-    lo, hi = make_nas_pareto_figure(one, widget=False).layout.xaxis.range
+    lo, hi = make_nas_pareto_figure(one).layout.xaxis.range
     assert 0 <= lo < original.latency_ms < hi
-    lo, hi = make_nas_pareto_figure(info, widget=False).layout.xaxis.range
+    lo, hi = make_nas_pareto_figure(info).layout.xaxis.range
     timed = [p.latency_ms for p in info.points if p.is_timed and p.is_legal]
     assert 0 <= lo < min(timed) <= max(timed) < hi
