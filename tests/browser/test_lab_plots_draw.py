@@ -13,7 +13,7 @@ suite) a reload can still come back with "Error displaying widget: model not fou
 widget, the explorer itself included. The page restores the kernel's widgets twice; the first,
 empty restore lets each output look its model up for 2 s, and when the real one (832 widgets
 here) takes longer than that, the outputs give up for good. plotly.js no longer rides in that
-reply's JSON (tests/widgets/test_live_figure.py), which made it miss even on a quiet machine.
+reply's JSON (tests/widgets/test_live_figure.py), which shortens it but does not close the race.
 """
 
 from __future__ import annotations
