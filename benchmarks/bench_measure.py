@@ -12,7 +12,7 @@ Same workload (matmul 256x256x256 float32), same target (local CPU, 2 cores), ke
 * ``ms_default``: ``ms.tune_tir`` as TVM ships it (default ``LocalBuilder``, which re-imports
   ``tvm.s_tir.tensor_intrin`` in every fresh build worker; default ``LocalRunner``, which times
   3 runs of >= 100 ms), ``--ms-trials`` trials, one batch.
-* ``ms_fast_build``: the same with the ``fast_build`` builder of the field guide (section 7).
+* ``ms_fast_build``: the same with the ``fast_build`` builder (docs/tvm-notes.md, section 4).
 
 Trials per minute = trials / wall time. Target: ours >= 5x ms_default. Results are printed and
 written to ``bench_results/measure.csv``.

@@ -3,8 +3,8 @@ papers' targets.
 
 Every row is one search (workload, strategy, trial budget, seed) stored in one database. Our
 strategies run through the same ``Tuner`` and ``LocalMeasurer``; MetaSchedule's ``tune_tir`` runs
-as TVM ships it (``tune_tir``) and with the field guide's fast builder (``tune_tir_fast``), its
-trials streamed into the same database. At the end every row's best few schedules are re-timed
+as TVM ships it (``tune_tir``) and with our fast builder (``tune_tir_fast``, docs/tvm-notes.md),
+its trials streamed into the same database. At the end every row's best few schedules are re-timed
 in interleaved rounds with one timer (``_retime``), NumPy's own kernel is timed between those
 rounds in a clean subprocess, and the machine's fp32 peak is read from its cache (measured again
 when it was kept from a busy machine): every other ratio printed is between numbers measured in

@@ -25,6 +25,7 @@ from importlib import resources
 from pathlib import Path
 
 from explorer._cli_args import EXIT_ENVIRONMENT, EXIT_OK, UsageError, file_name, port_number
+from explorer._packages import foreign_widgets, shadowed_in
 
 DEFAULT_FOLDER_NAME = "schedule-explorer-notebooks"
 TOUR = "00_tour.ipynb"
@@ -193,6 +194,10 @@ def cmd_lab(args: argparse.Namespace) -> int:
             "(or use --copy-only and open the notebooks with your own Jupyter)",
             file=sys.stderr,
         )
+        return EXIT_ENVIRONMENT
+    shadow = foreign_widgets() or shadowed_in(folder)
+    if shadow is not None:
+        print(f"error: {shadow}", file=sys.stderr)
         return EXIT_ENVIRONMENT
     result = copy_notebooks(folder)
     print(_describe(result), flush=True)

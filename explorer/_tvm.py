@@ -151,7 +151,7 @@ def ensure_cpu_intrinsics() -> None:
     ``import tvm.s_tir.tensor_intrin`` registers every backend's intrinsics and takes about 12 s
     (the CUDA ones alone take 8 s). The default x86 schedule rules only look up the x86 ones
     (``dot_16x4_vnni``), so a package stub plus the x86 module is enough for CPU design spaces and
-    brings a first ``TuneContext`` down to about 0.1 s (field guide, section 10).
+    brings a first ``TuneContext`` down to about 0.1 s (docs/tvm-notes.md, section 4).
     """
     global _INTRINSICS_READY
     if _INTRINSICS_READY:
@@ -176,9 +176,9 @@ def fast_build(mod: tvm.IRModule, target: tvm.target.Target, _params: Any) -> An
     """MetaSchedule's ``default_build`` without ``import tvm.s_tir.tensor_intrin``.
 
     The default builder pays that 12 s import again in every fresh worker of every batch, which
-    makes builds time out spuriously (field guide, section 7). Tensorized schedules already carry
-    the intrinsic bodies inline, so the registry is not needed to build them. Pass it as
-    ``ms.builder.LocalBuilder(f_build=fast_build)``; workers import it from this module.
+    makes builds time out spuriously (docs/tvm-notes.md, section 4). Tensorized schedules
+    already carry the intrinsic bodies inline, so the registry is not needed to build them.
+    Pass it as ``ms.builder.LocalBuilder(f_build=fast_build)``; workers import it from this module.
     """
     rewrite = tvm.s_tir.transform.RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)
     return tvm.driver.build(rewrite(mod), target=target)

@@ -13,8 +13,8 @@ from typing import Any
 from explorer.errors import DeviceMissingError, TargetError
 
 # LLVM CPU names TVM 0.27 accepts here, with the widest SIMD register (bits) code for each may use.
-# `native` or a typo silently falls back to `generic`, which is about 6x slower (field guide,
-# section 6), so a name outside this list is refused.
+# `native` or a typo silently falls back to `generic`, which is about 6x slower
+# (docs/tvm-notes.md, section 2), so a name outside this list is refused.
 MCPU_VECTOR_BITS = {
     "znver5": 512,
     "znver4": 512,

@@ -5,7 +5,9 @@ Everything here can also be done with ``explorer`` alone; these widgets only cal
 
 from __future__ import annotations
 
-from widgets._imports import require
+from widgets._imports import check_explorer, require
+
+check_explorer()  # this project's explorer, not another package of that name
 
 require("ipywidgets")
 require("plotly")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from types import ModuleType
 
 _HINT = (
@@ -17,3 +18,17 @@ def require(module: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as exc:
         raise ImportError(f"{module} is missing: {_HINT}") from exc
+
+
+def check_explorer() -> None:
+    """Raise ``ImportError`` unless ``import explorer`` loads the explorer installed beside these
+    widgets (another package of that name may come first on the import path)."""
+    explorer = importlib.import_module("explorer")
+    ours = Path(__file__).resolve().parent.parent / "explorer"
+    found = Path(getattr(explorer, "__file__", None) or ".").resolve().parent
+    if found != ours:
+        raise ImportError(
+            f"`import explorer` loaded {found}, not Schedule Explorer's explorer ({ours}): "
+            "another package named `explorer` comes first on the import path; rename or "
+            "uninstall it"
+        )

@@ -6,7 +6,7 @@ Two kinds, both one fixed-width row of float64 per candidate:
   structure, arithmetic, buffer access patterns, arithmetic intensity, allocations). A
   program has one row per store, so the rows are pooled by sum and by max (the sum is what the
   pack-sum model predicts; the max keeps the dominant statement visible), then squashed with
-  a signed ``log1p`` as in the field guide's Ridge example: 328 values. It describes the
+  a signed ``log1p`` (docs/tvm-notes.md, section 5): 328 values. It describes the
   *program*, so it transfers between workloads (AutoTVM's "itervar"/"curve" role).
 * ``"knob"``: the decisions of a knob-space point, flattened (AutoTVM's "knob" features): the
   sketch index, then ``log2`` of every tile factor and the raw index of every categorical or

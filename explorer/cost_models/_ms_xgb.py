@@ -1,6 +1,6 @@
 """MetaSchedule's own XGBoost cost model (``ms.cost_model.XGBModel``) behind our contract.
 
-TVM's model is the Ansor/MetaSchedule design (algorithms.md, Card 6): per-store
+TVM's model is the Ansor/MetaSchedule design (``ms.cost_model.XGBModel``): per-store
 ``PerStoreFeature`` rows, a *pack-sum* squared-error objective (a program's score is the sum of
 its statements' scores; labels are ``min cost / cost`` per workload, weighted by themselves),
 max depth 10, eta 0.2, early stopping on the train-set pack-sum RMSE. It cannot do rank loss,

@@ -1,6 +1,6 @@
 """Tuna's static analytical cost model: a per-target linear model over static features.
 
-Tuna (Wang et al., arXiv 2104.14641; algorithms.md Card 4) ranks schedules without running them:
+Tuna (Wang et al., arXiv 2104.14641) ranks schedules without running them:
 features of the IR and of the generated assembly, combined linearly with coefficients set once
 per hardware target by profiling. Our version (the paper's feature list and formulas are not
 available here, so this is the closest faithful design; see ``_static_features`` for the

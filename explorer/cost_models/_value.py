@@ -1,9 +1,9 @@
 """A learned value function over *partial* schedules (Steiner et al., MLSys 2021).
 
-The paper (algorithms.md Card 3) casts scheduling as a deterministic MDP: the state is a partial
+The paper casts scheduling as a deterministic MDP: the state is a partial
 schedule, an action fixes the next choice, and ``V(s)`` is the best performance reachable from
 ``s``. A model of ``V`` lets a search decide greedily, one choice at a time, with no measurement.
-Our port to the shared knob space (algorithms.md section 0.1):
+Our port to the shared knob space (``explorer.space.KnobSpace``):
 
 * **State** = a sketch plus a *prefix* of its knob decisions in instruction order; the rest are
   undecided. The empty prefix of a sketch is the root, a full prefix a complete schedule.

@@ -1,7 +1,7 @@
 """AutoTVM's gradient-boosted-tree cost model (Chen et al., NeurIPS 2018; TVM v0.8
 ``xgboost_cost_model.py``), trained on our records.
 
-What is kept from AutoTVM (algorithms.md, Card 1):
+What is kept from AutoTVM (Chen et al., NeurIPS 2018; TVM v0.8's ``XGBoostCostModel``):
     * the XGBoost parameters (depth 3, eta 0.3, gamma 1e-4, min_child_weight 1, subsample 1,
       lambda 1, alpha 0) and the two losses: ``rank`` = ``rank:pairwise``, ``reg`` = squared
       error (``reg:linear`` was renamed ``reg:squarederror``);

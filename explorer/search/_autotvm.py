@@ -1,6 +1,6 @@
 """AutoTVM (Chen et al., "Learning to Optimize Tensor Programs", NeurIPS 2018) on our knob space.
 
-The loop is TVM v0.8's ``ModelBasedTuner`` + ``XGBTuner`` (algorithms.md, Card 1):
+The loop is TVM v0.8's ``ModelBasedTuner`` + ``XGBTuner`` (Chen et al., NeurIPS 2018):
 
 1. Until the first fit every proposal is a uniformly random unvisited point. ``plan_size``
    defaults to ``"auto"``: a quarter of the run's trial budget, between 4 and AutoTVM's 64, so

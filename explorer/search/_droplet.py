@@ -1,11 +1,10 @@
 """Droplet Search (coordinate descent with a t-test) and the "storm + raindrop" hybrid.
 
-Droplet Search (Canesche et al., TACO 2024; TVM's AutoTVM ``DropletTuner``, algorithms.md Card
-2.1) walks the knob space from an origin: it measures the neighbours of the incumbent, moves to a
-faster one when a t-test on the repeats says the gain is real, widens its steps when a round finds
-nothing ("speculation"), and stops by itself once no step size helps. "Explore as a storm,
-exploit as a raindrop" (arXiv 2406.20037) runs an evolutionary search first and starts Droplet
-from its best schedule.
+Droplet Search (Canesche et al., TACO 2024; TVM's AutoTVM ``DropletTuner``) walks the knob space
+from an origin: it measures the neighbours of the incumbent, moves to a faster one when a t-test on
+the repeats says the gain is real, widens its steps when a round finds nothing ("speculation"), and
+stops by itself once no step size helps. "Explore as a storm, exploit as a raindrop" (arXiv
+2406.20037) runs an evolutionary search first and starts Droplet from its best schedule.
 """
 
 from __future__ import annotations

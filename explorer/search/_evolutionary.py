@@ -132,9 +132,9 @@ def population_for(population_size: int | str, per_iter: int) -> int:
 class EvolutionarySearch(SearchStrategy):
     """TVM MetaSchedule's ``EvolutionarySearch`` + ``XGBModel``, measured by our Tuner.
 
-    The hyper-parameters are MetaSchedule's, with its defaults (algorithms.md, Card 6), except
-    the three ``"auto"`` ones, which scale its round size, warm-up and population to the run's
-    budget in MetaSchedule's proportions.
+    The hyper-parameters are MetaSchedule's, with its defaults, except the three ``"auto"`` ones,
+    which scale its round size, warm-up and population to the run's budget in MetaSchedule's
+    proportions.
 
     Args:
         population_size: traces per generation. ``"auto"``: 8 per candidate of a round

@@ -2,7 +2,8 @@
 
 ``tune_tir`` owns its loop (task scheduler, builder, runner), so it cannot be an ask/tell
 strategy. ``run_metaschedule`` runs it unchanged, with two additions: the ``fast_build`` builder
-(field guide, section 7: the default one re-imports every tensor intrinsic in each fresh worker)
+(docs/tvm-notes.md, section 4: the default one re-imports every tensor intrinsic in each fresh
+worker)
 and a measure callback that stores every candidate, as it is measured, as a trial of one run in
 our store. Because MetaSchedule ignores SIGINT, the same callback is how a run is stopped: it
 raises, ``tune_tir`` aborts after the current batch, and what was stored stays.

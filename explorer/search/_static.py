@@ -1,7 +1,7 @@
 """Tuna's search: an evolution strategy scored only by the static model, then a few measurements.
 
-Tuna (algorithms.md Card 4) searches with an evolution strategy whose fitness is the static
-analytical score, so nothing runs on the hardware during the search; only the final best
+Tuna (Wang et al., arXiv 2104.14641) searches with an evolution strategy whose fitness is the
+static analytical score, so nothing runs on the hardware during the search; only the final best
 candidates are measured for the reported number. The paper's ES variant and hyper-parameters are
 unknown here; ours:
 

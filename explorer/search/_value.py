@@ -1,6 +1,6 @@
 """Value-function search: decide knobs one at a time with a learned ``V``, measure only results.
 
-Steiner et al. (MLSys 2021; algorithms.md Card 3) schedule greedily with a model of the best
+Steiner et al. (MLSys 2021) schedule greedily with a model of the best
 performance reachable from a partial schedule, with no hardware runs during the decisions, and
 train that model by value iteration (beam search with the current model, benchmark the resulting
 schedules, refit). Here, over the shared knob space:

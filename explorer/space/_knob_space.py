@@ -5,11 +5,11 @@ index per knob into that knob's domain:
 
 * ``SamplePerfectTile(n, max_innermost)``: every ordered ``n``-factorisation of the loop extent
   whose innermost factor is at most ``max_innermost``. Enumerating them ourselves matters: TVM
-  silently replaces a decision whose product is wrong by ``[1, ..., extent]`` (field guide, §5),
-  so only perfect tilings may ever reach it.
+  silently replaces a decision whose product is wrong by ``[1, ..., extent]``
+  (docs/tvm-notes.md, §3), so only perfect tilings may ever reach it.
 * ``SampleCategorical``: the indices of its candidates (unroll depth, for instance).
 * ``SampleComputeLocation``: kept at the sketch's own decision; its domain depends on the tiles
-  chosen before it and would need TIR analysis per point (algorithms.md, §0.1).
+  chosen before it and would need TIR analysis per point.
 
 Index 0 of every tile knob is the sketch's own decision (MetaSchedule's first sample), so the
 all-zero point is a sensible origin for coordinate descent.

@@ -2,8 +2,8 @@
 
 Each notebook is executed headless with nbclient against a private database (``EXPLORER_DB``
 points into ``tmp_path``). After the last cell, *probe* cells run in the same kernel and check
-what the notebook left behind, the way a user would poke at it (click a button, read a widget);
-see docs/browser-testing.md, "nbclient probes". The browser layer (``tests/browser``) covers
+what the notebook left behind, the way a user would poke at it (click a button, read a widget).
+The browser layer (``tests/browser``) covers
 what a headless kernel cannot see (front-end rendering).
 """
 

@@ -1,0 +1,73 @@
+"""What the repository says about itself holds: every Markdown document its code, tests,
+benchmarks and docs point to is in the repository (a reader can follow every reference)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# `docs/tvm-notes.md`, `reproduction.md#a-busy-machine`, `README.md`: a path or a bare name.
+MARKDOWN_REF = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.md)\b")
+
+
+def tracked_files() -> list[Path]:
+    out = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    return [ROOT / name for name in out.splitlines()]
+
+
+def test_every_markdown_document_cited_is_in_the_repository() -> None:
+    files = tracked_files()
+    documents = {f.relative_to(ROOT).as_posix() for f in files if f.suffix == ".md"}
+    texts = [f for f in files if f.suffix in {".py", ".md", ".toml", ".js", ".yml"}]
+    texts += [ROOT / "Makefile"]
+    missing = []
+    for path in texts:
+        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for ref in MARKDOWN_REF.findall(line):
+                # a path relative to the file, the root, or (a link's text) any folder
+                if not any(d == ref or d.endswith("/" + ref) for d in documents):
+                    missing.append(f"{path.relative_to(ROOT)}:{lineno}: {ref}")
+    assert not missing, "documents cited but not in the repository:\n" + "\n".join(missing)
+
+
+def pyproject() -> dict:
+    import tomllib
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def test_the_build_system_can_read_the_license_field() -> None:
+    # `license = "Apache-2.0"` (PEP 639) needs setuptools 77; with 70 the build failed.
+    from packaging.requirements import Requirement
+
+    config = pyproject()
+    (setuptools,) = [
+        Requirement(r) for r in config["build-system"]["requires"] if r.startswith("setuptools")
+    ]
+    if isinstance(config["project"]["license"], str):
+        assert not setuptools.specifier.contains("76.99"), setuptools
+        assert setuptools.specifier.contains("77.0.0"), setuptools
+
+
+def test_environment_yml_installs_what_pyproject_declares() -> None:
+    import yaml
+    from packaging.specifiers import SpecifierSet
+
+    env = yaml.safe_load((ROOT / "environment.yml").read_text(encoding="utf-8"))
+    python = next(d for d in env["dependencies"] if isinstance(d, str) and d.startswith("python="))
+    assert SpecifierSet(pyproject()["project"]["requires-python"]).contains(python.split("=")[1])
+    (pip,) = [d["pip"] for d in env["dependencies"] if isinstance(d, dict)]
+    assert pip == ["-e .[lab,dev]"]  # the one list of pins: nothing to drift
+
+
+def test_the_testing_extra_brings_what_the_contract_kits_import() -> None:
+    extras = pyproject()["project"]["optional-dependencies"]
+    kits = (ROOT / "explorer" / "testing" / "contracts").glob("*.py")
+    imported = {m for p in kits for m in re.findall(r"^import (\w+)", p.read_text(), re.M)}
+    declared = {re.split(r"[<>=\[]", r)[0] for r in extras["testing"]}
+    assert {"pytest"} <= imported and (imported & {"pytest", "hypothesis"}) <= declared
+    assert "schedule-explorer[testing,postgres,nas]" in extras["dev"]
