@@ -46,6 +46,7 @@ postgresql:
 	    postgresql; }
 
 ## The whole test suite (what CI runs): lint, the type check (mypy, configured in pyproject.toml),
+# the layers (import-linter, its contract in pyproject.toml),
 # then pytest, which runs the docstring examples of explorer/ too (tests/explorer/test_doctests.py).
 # Two test files at a time (pytest-xdist; a file's tests stay together, so its module fixtures
 # are set up once): 15 minutes instead of 24 on 2 cores. The timing-sensitive tests (marker
@@ -55,6 +56,7 @@ TEST_WORKERS ?= 2
 test: $(STAMP) chromium postgresql
 	$(PY) -m ruff check .
 	$(PY) -m mypy
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial" $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(PY) -m pytest -m serial $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
@@ -62,6 +64,7 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check explorer widgets tests benchmarks
 	$(PY) -m mypy
+	$(VENV)/bin/lint-imports
 
 ## Benchmarks: ratios against baselines measured in the same run (slow: tens of minutes).
 bench: $(STAMP)

@@ -14,8 +14,8 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from explorer.core._records import RecordStore, TrialRecord
 from explorer.measure import Candidate, LocalMeasurer, trace_key
-from explorer.storage._base import RecordStore, TrialRecord
 from explorer.types import MeasureStatus
 
 TOP = 3  # schedules re-timed per row: its first timings may have ranked them wrongly

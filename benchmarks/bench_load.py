@@ -35,11 +35,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from explorer.core._marks import BASELINE_MARK, has_mark
 from explorer.measure import Candidate, LocalMeasurer, fastest_round
 from explorer.search._baseline import baseline_candidate
 from explorer.session import ScheduleSession
 from explorer.storage import get_store, summarize_run
-from explorer.storage._marks import BASELINE_MARK, has_mark
 from explorer.storage._summary import confirmation_rows
 from explorer.target import Target, _cpu_model
 from explorer.testing.load import cpu_burners

@@ -29,7 +29,7 @@ from pathlib import Path
 from _timing import median_ms
 
 from explorer import _tvm
-from explorer.measure._base import Candidate, MeasureResult
+from explorer.core import Candidate, MeasureResult
 from explorer.storage import NewTrial, SQLiteStore
 from explorer.target import Target
 from explorer.types import MeasureStatus

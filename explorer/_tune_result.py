@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from explorer._cli_args import format_secs
+from explorer._text import format_secs
+from explorer.core import RunInfo, TrialRecord
 from explorer.measure import trace_key
-from explorer.storage._base import RunInfo, TrialRecord
-from explorer.storage._summary import RunSummary
+from explorer.storage import RunSummary
 
 STOP_REASONS = {
     "budget": "the trial budget was used",

@@ -16,23 +16,29 @@ from dataclasses import dataclass
 import numpy as np
 
 from explorer._tune_result import TuneResult
-from explorer.errors import RunInUseError, SearchError, SettingError, SettingTypeError
-from explorer.measure import Candidate, Measurer, trace_key
-from explorer.search import STRATEGIES, SearchStrategy, make_strategy
-from explorer.search._baseline import baseline_candidate, baseline_trial, is_baseline
-from explorer.search._start import start_trial
-from explorer.space import DesignSpace
-from explorer.storage._base import (
+from explorer.core import (
+    BASELINE_MARK,
     NewTrial,
     RecordStore,
     RunInfo,
     RunStatus,
     TrialRecord,
     TrialRow,
+    has_mark,
 )
-from explorer.storage._environment import environment
-from explorer.storage._marks import BASELINE_MARK, has_mark
-from explorer.storage._summary import confirmation_rows, summarize_run
+from explorer.errors import RunInUseError, SearchError, SettingError, SettingTypeError
+from explorer.measure import Candidate, Measurer, trace_key
+from explorer.search import (
+    STRATEGIES,
+    SearchStrategy,
+    baseline_candidate,
+    baseline_trial,
+    is_baseline,
+    make_strategy,
+    start_trial,
+)
+from explorer.space import DesignSpace
+from explorer.storage import confirmation_rows, environment, summarize_run
 from explorer.target import Target
 from explorer.types import MAX_SECS, MAX_TRIALS, TOO_LONG, TOO_MANY_TRIALS
 from explorer.workloads import Workload

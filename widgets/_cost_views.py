@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-from explorer.cost_models._predictor import Prediction
+from explorer.cost_models import Prediction
 from explorer.machine import MachinePeak, PeakMeasureError, measured_peak
 from explorer.measure import MeasureResult
 from explorer.storage import RecordStore, TrialRecord

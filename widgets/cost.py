@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import ipywidgets as w
 
-from explorer.cost_models._predictor import MODELS, Prediction, Predictor
+from explorer.cost_models import MODELS, Prediction, Predictor
 from explorer.measure import Candidate, trace_key
 from explorer.session import ScheduleSession, Snapshot
 from explorer.storage import NewTrial, TrialRecord, name_trial

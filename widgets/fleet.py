@@ -27,8 +27,10 @@ from dataclasses import dataclass
 
 import ipywidgets as w
 
+from explorer.core import QueueTimeout
 from explorer.errors import FleetError
 from explorer.fleet import (
+    DEFAULT_WINDOW_SECS,
     DeviceTally,
     FleetStatus,
     KeyStatus,
@@ -43,11 +45,8 @@ from explorer.fleet import (
     stop_fleet,
     tracker_summary,
 )
-from explorer.fleet._status import DEFAULT_WINDOW_SECS
-from explorer.fleet._tracker import QueueTimeout
 from explorer.machine import MachinePeak
-from explorer.measure import RemoteMeasurer
-from explorer.measure._remote import TargetNotReported
+from explorer.measure import RemoteMeasurer, TargetNotReported
 from explorer.storage import TrialRecord, TrialRow
 from explorer.target import Target
 from widgets import _ui

@@ -22,11 +22,10 @@ from typing import Any
 
 import ipywidgets as w
 
-from explorer._cli_args import format_secs
+from explorer._text import format_secs
 from explorer.errors import FleetError
 from explorer.fleet import TrackerAddress, read_fleet, tracker_summary
-from explorer.measure import MeasureConfig, Measurer, RemoteMeasurer
-from explorer.measure._remote import TargetNotReported
+from explorer.measure import MeasureConfig, Measurer, RemoteMeasurer, TargetNotReported
 from explorer.search import STRATEGIES, SearchStrategy, capabilities, make_strategy
 from explorer.space import StartMapping, start_mapping
 from explorer.storage import trial_name

@@ -29,7 +29,7 @@ from typing import Literal
 import numpy as np
 
 from explorer.analysis._table import TrialTable
-from explorer.storage._base import RecordStore, RunInfo
+from explorer.core import RecordStore, RunInfo
 from explorer.target import Target
 from explorer.workloads import Workload
 

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from explorer.analysis._table import TrialTable, as_table, freeze, pick_rows
+from explorer.core import TrialRecord, TrialRow
 from explorer.space import KnobSpace
-from explorer.storage._base import TrialRecord, TrialRow
 
 MIN_RESIDUAL_DF = 5
 """Trials beyond one per value tried that a knob's importance needs before it is estimated."""

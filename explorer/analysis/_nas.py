@@ -19,8 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from explorer.nas._fisher import format_ratio
-from explorer.nas._search import tuned_latency
+from explorer.nas import format_ratio, tuned_latency
 
 if TYPE_CHECKING:
     from explorer.nas import Conv, ConvTuning, Layer, NasPoint, NasResult

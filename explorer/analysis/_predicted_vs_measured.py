@@ -10,8 +10,8 @@ import numpy as np
 from scipy import stats
 
 from explorer.analysis._table import TrialTable, as_table, pick_rows
-from explorer.cost_models._metrics import kendall, spearman
-from explorer.storage._base import TrialRecord, TrialRow
+from explorer.core import TrialRecord, TrialRow
+from explorer.cost_models import kendall, spearman
 
 MIN_POINTS = 5
 """Rank correlations of fewer points are not reported: three presses of Measure gave a

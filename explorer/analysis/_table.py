@@ -23,9 +23,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from explorer.storage._base import TrialRecord, TrialRow
-from explorer.storage._counting import is_remeasurement
-from explorer.storage._marks import BASELINE_MARK, START_MARK, has_mark
+from explorer.core import BASELINE_MARK, START_MARK, TrialRecord, TrialRow, has_mark
+from explorer.storage import is_remeasurement
 from explorer.types import MeasureStatus
 
 STATUSES: tuple[MeasureStatus, ...] = tuple(MeasureStatus)

@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from explorer.measure._base import MeasureResult
+from explorer.core import MeasureResult
 
 
 @dataclass(frozen=True, slots=True)

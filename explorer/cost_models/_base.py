@@ -10,9 +10,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from explorer.measure._base import Candidate
-from explorer.measure._gate import cpu_heavy
-from explorer.storage._base import TrialRecord
+from explorer.core import Candidate, TrialRecord, cpu_heavy
 from explorer.types import JSON
 
 
@@ -40,7 +38,7 @@ class CostModel(abc.ABC):
           ends in ``_`` (scikit-learn style).
 
     Training and prediction keep off the cores while a kernel is timed: every subclass's
-    methods named in ``GATED_METHODS`` run inside ``explorer.measure._gate.TIMING_GATE.work()``
+    methods named in ``GATED_METHODS`` run inside ``explorer.core._gate.TIMING_GATE.work()``
     (wrapped when the class is defined, so a new model cannot forget it). xgboost training
     next to a timed kernel made its timings 100x too slow (issue 9).
     """

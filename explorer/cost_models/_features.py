@@ -28,8 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from explorer import _tvm
-from explorer.measure._base import Candidate
-from explorer.measure._replay import trace_key
+from explorer.core import Candidate, trace_key
 from explorer.space import DesignSpace, KnobSpace
 from explorer.types import JSON
 

@@ -22,9 +22,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import stats
 
+from explorer.core import Candidate, TrialRecord
 from explorer.cost_models._base import CostModel
-from explorer.measure._base import Candidate
-from explorer.storage._base import TrialRecord
 
 Values = Sequence[float] | np.ndarray
 """Scores or latencies: a list of floats or a 1-D NumPy array."""

@@ -27,11 +27,9 @@ from typing import Any
 import numpy as np
 
 from explorer import _tvm
+from explorer.core import Candidate, TrialRecord, trace_key
 from explorer.cost_models._base import CostModel, ScoreScale
-from explorer.measure._base import Candidate
-from explorer.measure._replay import trace_key
 from explorer.space import DesignSpace
-from explorer.storage._base import TrialRecord
 
 log = logging.getLogger(__name__)
 

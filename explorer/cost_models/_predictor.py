@@ -17,9 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from explorer.core import Candidate, RecordStore, TrialRecord
 from explorer.cost_models._base import CostModel, ScoreScale
-from explorer.measure import Candidate
-from explorer.storage import RecordStore, TrialRecord
 from explorer.target import Target
 from explorer.workloads import Workload
 
@@ -93,7 +92,7 @@ class Predictor:
         make_model: Callable[[str], CostModel] | None = None,
     ) -> None:
         if make_model is None:
-            from explorer.cost_models import make_cost_model
+            from explorer.cost_models._registry import make_cost_model
 
             make_model = make_cost_model
         self.store = store

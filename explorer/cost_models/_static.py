@@ -41,12 +41,9 @@ from pathlib import Path
 import numpy as np
 from scipy import optimize
 
+from explorer.core import Candidate, TrialRecord, WorkerPool, shutdown_pool, trace_key
 from explorer.cost_models import _static_features as sf
 from explorer.cost_models._base import CostModel, ScoreScale
-from explorer.measure._base import Candidate
-from explorer.measure._pool import WorkerPool, shutdown_pool
-from explorer.measure._replay import trace_key
-from explorer.storage._base import TrialRecord
 from explorer.target import available_cores
 
 # Fewer new candidates than this are compiled in this process: starting the workers (a TVM

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from explorer import _tvm
-from explorer.measure._base import Candidate
+from explorer.core import Candidate
 from explorer.target import Target
 
 tirx = _tvm.tirx

@@ -43,11 +43,10 @@ from typing import Any
 import numpy as np
 
 from explorer import _tvm
+from explorer.core import Candidate, RecordStore, TrialRecord
 from explorer.cost_models._base import CostModel
 from explorer.cost_models._xgb import import_xgboost
-from explorer.measure._base import Candidate
 from explorer.space import DesignSpace, KnobSpace
-from explorer.storage._base import RecordStore, TrialRecord
 from explorer.target import Target
 from explorer.types import JSON
 from explorer.workloads import Workload

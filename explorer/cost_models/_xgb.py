@@ -28,11 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from explorer.core import Candidate, TrialRecord
 from explorer.cost_models._base import CostModel, ScoreScale
 from explorer.cost_models._features import FEATURE_KINDS, FeatureExtractor, fit_width, pad_rows
 from explorer.cost_models._metrics import average_recall_curve
-from explorer.measure._base import Candidate
-from explorer.storage._base import TrialRecord
 
 log = logging.getLogger(__name__)
 

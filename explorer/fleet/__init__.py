@@ -17,6 +17,14 @@ TVM RPC has no authentication; everything binds to 127.0.0.1 unless told otherwi
 
 from __future__ import annotations
 
+from explorer.core import (
+    QueueInfo,
+    ServerEntry,
+    TrackerAddress,
+    TrackerSummary,
+    tracker_summary,
+    wait_for_devices,
+)
 from explorer.fleet._local import (
     DEFAULT_PORT,
     LocalFleet,
@@ -28,6 +36,7 @@ from explorer.fleet._local import (
     stop_fleet,
 )
 from explorer.fleet._status import (
+    DEFAULT_WINDOW_SECS,
     DeviceStatus,
     DeviceTally,
     FleetStatus,
@@ -35,18 +44,11 @@ from explorer.fleet._status import (
     fleet_status,
     trial_device,
 )
-from explorer.fleet._tracker import (
-    QueueInfo,
-    ServerEntry,
-    TrackerAddress,
-    TrackerSummary,
-    tracker_summary,
-    wait_for_devices,
-)
 from explorer.fleet._transfer import measure_transfer
 
 __all__ = [
     "DEFAULT_PORT",
+    "DEFAULT_WINDOW_SECS",
     "DeviceStatus",
     "DeviceTally",
     "FleetStatus",

@@ -38,8 +38,8 @@ import psutil
 
 import explorer
 from explorer._process import ProcessIdentity
+from explorer.core import TrackerAddress, tracker_summary, wait_for_devices
 from explorer.errors import FleetError
-from explorer.fleet._tracker import TrackerAddress, tracker_summary, wait_for_devices
 from explorer.target import KNOWN_MCPUS, available_cores
 
 DEFAULT_PORT = 9190

@@ -56,8 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # `fleet down` stops it, not a terminal's Ctrl-C
 
     from explorer import _tvm
+    from explorer.core import DEVICE_INFO_FUNC, TrackerAddress
     from explorer.errors import TargetError
-    from explorer.fleet._tracker import DEVICE_INFO_FUNC, TrackerAddress
     from explorer.target import MCPU_VECTOR_BITS, Target, _cpu_model
 
     tracker = TrackerAddress.parse(args.tracker)

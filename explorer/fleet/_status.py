@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from explorer.fleet._tracker import TrackerSummary
+from explorer.core import TrackerSummary
 from explorer.machine import MachinePeak
 from explorer.target import Target
 from explorer.types import MeasureStatus

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from explorer.measure._base import Candidate
+from explorer.core import Candidate
 
 if TYPE_CHECKING:  # `explorer.fleet` stays light: the measurers import it
     from explorer.analysis import TransferInfo
-    from explorer.measure._base import Measurer
+    from explorer.measure import Measurer
     from explorer.storage import RecordStore
     from explorer.target import Target
     from explorer.workloads import Workload

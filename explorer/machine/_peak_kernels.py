@@ -103,7 +103,7 @@ def measure(target_json: dict[str, Any], device: tuple[str, str] | None = None) 
 
 def _remote(device: tuple[str, str], folder: str) -> tuple[Any, Callable[[Any], Any]]:
     """A session on a free device of the key, and ``load``: export a module, upload, load."""
-    from explorer.fleet._tracker import TrackerAddress, open_session
+    from explorer.core import TrackerAddress, open_session
 
     tracker, key = device
     session, _ = open_session(

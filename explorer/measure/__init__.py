@@ -14,17 +14,12 @@ from __future__ import annotations
 from typing import Any
 
 from explorer._registry import Registry
-from explorer.measure._base import (
-    Candidate,
-    MeasureConfig,
-    Measurer,
-    MeasureResult,
-    fastest_round,
-)
+from explorer.core import Candidate, MeasureResult, fastest_round, trace_key
+from explorer.measure._base import MeasureConfig, Measurer
 from explorer.measure._confirm import confirm_best
 from explorer.measure._local import LocalMeasurer
-from explorer.measure._remote import RemoteMeasurer
-from explorer.measure._replay import ReplayMeasurer, trace_key
+from explorer.measure._remote import RemoteMeasurer, TargetNotReported
+from explorer.measure._replay import ReplayMeasurer
 
 MEASURERS: Registry[type[Measurer], Measurer] = Registry(
     "measurer",
@@ -53,6 +48,7 @@ __all__ = [
     "Measurer",
     "RemoteMeasurer",
     "ReplayMeasurer",
+    "TargetNotReported",
     "confirm_best",
     "fastest_round",
     "make_measurer",

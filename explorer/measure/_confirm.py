@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from explorer.measure._base import Candidate, Measurer, MeasureResult
+from explorer.core import Candidate, MeasureResult
+from explorer.measure._base import Measurer
 
 
 def confirm_best(

@@ -54,9 +54,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from explorer._process import owned_temp_dir
-from explorer.measure._base import Candidate, MeasureConfig, Measurer, MeasureResult
-from explorer.measure._gate import TIMING_GATE
-from explorer.measure._pool import WorkerLost, WorkerPool, shutdown_pool
+from explorer.core import (
+    TIMING_GATE,
+    Candidate,
+    MeasureResult,
+    WorkerLost,
+    WorkerPool,
+    shutdown_pool,
+)
+from explorer.measure._base import MeasureConfig, Measurer
 from explorer.target import Target, available_cores, cuda_available
 from explorer.types import MeasureStatus
 

@@ -33,20 +33,22 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from explorer.errors import FleetError
-from explorer.fleet._tracker import (
+from explorer.core import (
+    TIMING_GATE,
+    MeasureResult,
     NoDevice,
     ServerEntry,
     TrackerAddress,
+    WorkerLost,
+    WorkerPool,
     device_info,
     open_session,
     tracker_summary,
 )
+from explorer.errors import FleetError
 from explorer.machine import FleetDevice, MachinePeak, cached_peak, measured_peak
-from explorer.measure._base import MeasureConfig, MeasureResult
-from explorer.measure._gate import TIMING_GATE
+from explorer.measure._base import MeasureConfig
 from explorer.measure._local import LocalMeasurer, _Batch
-from explorer.measure._pool import WorkerLost, WorkerPool
 from explorer.target import Target
 from explorer.types import MeasureStatus
 

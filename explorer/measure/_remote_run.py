@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from explorer import _tvm
+from explorer.core import QueueTimeout, TrackerAddress, device_info, open_session
 from explorer.errors import FleetError
-from explorer.fleet._tracker import QueueTimeout, TrackerAddress, device_info, open_session
 from explorer.measure._timing import message, time_main
 
 Reference = Callable[[Any, int, bool], tuple[list[Any], Any]]

@@ -6,21 +6,14 @@ real measurements once, then let any number of searches "measure" against the re
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from explorer.measure._base import Candidate, Measurer, MeasureResult
+from explorer.core import Candidate, MeasureResult, trace_key
+from explorer.measure._base import Measurer
 from explorer.types import JSON, MeasureStatus
 
 Lookup = Callable[[Candidate], "MeasureResult | None"]
-
-
-def trace_key(trace: JSON) -> str:
-    """The canonical text of a JSON trace: the key ``ReplayMeasurer`` looks results up by."""
-    if isinstance(trace, str):
-        trace = json.loads(trace)  # already text: normalise spacing and key order
-    return json.dumps(trace, sort_keys=True, separators=(",", ":"))
 
 
 class ReplayMeasurer(Measurer):

@@ -1,6 +1,6 @@
 """A measurement worker process: ``python -m explorer.measure._worker --role build|run``.
 
-The parent (``explorer.measure._pool``) starts a few of these once and reuses them. Everything
+The parent (``explorer.core._pool``) starts a few of these once and reuses them. Everything
 that could take a process down (TVM's compiler, the generated kernels) runs here, never in the
 caller, which may be a notebook kernel.
 
@@ -49,11 +49,11 @@ from typing import Any
 import numpy as np
 
 from explorer import _tvm
-from explorer.measure._protocol import read_message, write_message
+from explorer.core import read_message, write_message
 from explorer.measure._timing import keep_off_worker_cores, time_main
 from explorer.measure._timing import message as _message
 from explorer.measure._timing import warm_up as _warm_up
-from explorer.session._trace_check import replay_decisions
+from explorer.session import replay_decisions
 from explorer.target import Target
 from explorer.workloads import FAMILIES, OperatorFamily, Workload
 

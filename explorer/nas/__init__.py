@@ -31,7 +31,7 @@ Example:
 
 from __future__ import annotations
 
-from explorer.nas._data import digits_minibatch
+from explorer.nas._data import NUM_DIGITS, digits_minibatch
 from explorer.nas._deps import MissingExtraError
 from explorer.nas._fisher import (
     FisherPotential,
@@ -50,7 +50,15 @@ from explorer.nas._network import (
     resnet18_imagenet,
     resnet_cifar,
 )
-from explorer.nas._sample import KINDS, NasCandidate, NasSample, draw_plan, sample_candidates
+from explorer.nas._sample import (
+    KINDS,
+    NasCandidate,
+    NasSample,
+    check_count,
+    check_kinds,
+    draw_plan,
+    sample_candidates,
+)
 from explorer.nas._search import (
     ConvTuning,
     NasPoint,
@@ -59,6 +67,7 @@ from explorer.nas._search import (
     find_tuning,
     nas_search,
     pareto_front,
+    tuned_latency,
 )
 from explorer.nas._train import Training, rank_correlation, train
 from explorer.nas._transforms import (
@@ -78,6 +87,7 @@ from explorer.nas._transforms import (
 __all__ = [
     "KINDS",
     "NETWORKS",
+    "NUM_DIGITS",
     "TRANSFORMATIONS",
     "Block",
     "BlockPlan",
@@ -103,6 +113,8 @@ __all__ = [
     "Transformation",
     "UnrollGroup",
     "apply_sequence",
+    "check_count",
+    "check_kinds",
     "digits_minibatch",
     "draw_plan",
     "find_tuning",
@@ -119,4 +131,5 @@ __all__ = [
     "resnet_cifar",
     "sample_candidates",
     "train",
+    "tuned_latency",
 ]

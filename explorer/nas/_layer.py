@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from explorer.workloads._conv2d import out_size
+from explorer.workloads import out_size
 
 if TYPE_CHECKING:  # the catalog imports TVM; describing a network does not need it
     from explorer.workloads import Workload

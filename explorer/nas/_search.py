@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from explorer.core import RecordStore, RunInfo, RunStatus
 from explorer.nas._fisher import check_seed, format_ratio
 from explorer.nas._layer import Conv, Layer
 from explorer.nas._network import Network
 from explorer.nas._sample import KINDS, NasCandidate, NasSample, check_count, sample_candidates
-from explorer.storage._base import RecordStore, RunInfo, RunStatus
-from explorer.storage._summary import summarize_run
+from explorer.storage import summarize_run
 from explorer.target import Target
 from explorer.types import MAX_TRIALS
 

@@ -33,7 +33,7 @@ from typing import ClassVar
 
 from explorer._registry import Registry
 from explorer.nas._layer import Layer, Piece
-from explorer.workloads._conv2d import out_size
+from explorer.workloads import out_size
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from explorer.analysis import (
     run_curve,
     strategy_comparison_info,
 )
+from explorer.core import BASELINE_MARK, has_mark
 from explorer.errors import ExplorerError
 from explorer.storage import (
     MANUAL,
@@ -39,7 +40,6 @@ from explorer.storage import (
     summarize_run,
     trace_hash,
 )
-from explorer.storage._marks import BASELINE_MARK, has_mark
 from explorer.target import Target
 from explorer.workloads import Workload
 
@@ -290,8 +290,7 @@ def _replay(candidate: Any) -> tuple[str | None, str | None, str | None]:
     belong to the UI thread.
     """
     from explorer import _tvm
-    from explorer.session import check_trace
-    from explorer.session._snapshot import trace_python
+    from explorer.session import check_trace, trace_python
 
     workload = candidate.workload
     try:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from explorer._cli_args import format_secs
+from explorer._text import format_secs
 from explorer.analysis import Metric
 from explorer.errors import ExplorerError
 from explorer.report._collect import (

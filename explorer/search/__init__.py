@@ -14,9 +14,11 @@ from explorer.cost_models import COST_MODELS
 from explorer.errors import CapabilityError
 from explorer.search._autotvm import AutoTVMSearch
 from explorer.search._base import Capabilities, SearchStrategy
+from explorer.search._baseline import baseline_candidate, baseline_trial, is_baseline
 from explorer.search._droplet import DropletSearch, EvolutionaryDropletSearch
 from explorer.search._evolutionary import EvolutionarySearch
 from explorer.search._random import RandomSearch
+from explorer.search._start import is_start, start_trial
 from explorer.search._static import StaticSearch
 from explorer.search._value import ValueSearch
 
@@ -158,8 +160,13 @@ __all__ = [
     "Capabilities",
     "RandomSearch",
     "SearchStrategy",
+    "baseline_candidate",
+    "baseline_trial",
     "capabilities",
     "check_capabilities",
+    "is_baseline",
+    "is_start",
     "make_strategy",
     "prediction_sources",
+    "start_trial",
 ]

@@ -39,16 +39,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from explorer.cost_models._features import FEATURE_KINDS, KnobTable
-from explorer.cost_models._xgb import LOSSES, XGBCostModel, throughput
+from explorer.core import Candidate, TrialRecord, trace_key
+from explorer.cost_models import FEATURE_KINDS, LOSSES, KnobTable, XGBCostModel, throughput
 from explorer.errors import SearchError
-from explorer.measure._base import Candidate
-from explorer.measure._replay import trace_key
 from explorer.search._base import AUTO, Capabilities, SearchStrategy, check_scaled
 from explorer.search._sa import Key, SimulatedAnnealing, diversity_pick
 from explorer.search._start import StartPlan, first_candidates, is_hand_start, plan_start
 from explorer.space import KnobSpace, Point
-from explorer.storage._base import TrialRecord
 from explorer.types import JSON
 
 log = logging.getLogger(__name__)

@@ -11,10 +11,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from explorer.measure._base import Candidate
+from explorer.core import Candidate, RecordStore, TrialRecord
 from explorer.search._start import start_setting
 from explorer.space import DesignSpace
-from explorer.storage._base import RecordStore, TrialRecord
 from explorer.types import JSON
 
 

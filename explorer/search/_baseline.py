@@ -12,9 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from explorer import _tvm
-from explorer.measure._base import Candidate
-from explorer.storage._base import TrialRecord
-from explorer.storage._marks import BASELINE_MARK, has_mark
+from explorer.core import BASELINE_MARK, Candidate, TrialRecord, has_mark
 from explorer.target import Target
 from explorer.workloads import Workload
 

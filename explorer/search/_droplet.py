@@ -18,13 +18,12 @@ from dataclasses import dataclass
 
 from scipy import stats
 
+from explorer.core import Candidate, TrialRecord
 from explorer.errors import SearchError
-from explorer.measure._base import Candidate
 from explorer.search._base import AUTO, Capabilities, SearchStrategy, check_scaled
 from explorer.search._evolutionary import EvolutionarySearch, population_for
 from explorer.search._start import StartPlan, first_candidates, plan_start
 from explorer.space import KnobDomain, KnobSpace, Point
-from explorer.storage._base import TrialRecord
 
 log = logging.getLogger(__name__)
 

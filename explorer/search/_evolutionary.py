@@ -28,14 +28,10 @@ from typing import Any
 import numpy as np
 
 from explorer import _tvm
-from explorer.measure._base import Candidate, MeasureResult
-from explorer.measure._gate import TIMING_GATE
-from explorer.measure._replay import trace_key
+from explorer.core import TIMING_GATE, Candidate, MeasureResult, TrialRecord, trace_key
 from explorer.search._base import AUTO, Capabilities, SearchStrategy, check_scaled
 from explorer.search._start import StartPlan, first_candidates, is_hand_start, plan_start
-from explorer.space import KnobSpace, Point
-from explorer.space._design_space import SAMPLING_KINDS
-from explorer.storage._base import TrialRecord
+from explorer.space import SAMPLING_KINDS, KnobSpace, Point
 from explorer.types import JSON, MeasureStatus
 
 PREDICTION_NAME = "metaschedule-xgb"

@@ -22,11 +22,17 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from explorer import _tvm
-from explorer.measure._base import Candidate, MeasureResult
+from explorer.core import (
+    UNCHECKED_MSG,
+    Candidate,
+    MeasureResult,
+    NewTrial,
+    RecordStore,
+    RunInfo,
+    TrialRecord,
+)
 from explorer.search._evolutionary import FAILED_RUN_SECS, TraceMatcher
 from explorer.space import DesignSpace, KnobSpace
-from explorer.storage._base import NewTrial, RecordStore, RunInfo, TrialRecord
-from explorer.storage._metaschedule import UNCHECKED_MSG
 from explorer.target import Target
 from explorer.types import MeasureStatus
 from explorer.workloads import Workload

@@ -5,10 +5,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-from explorer.measure._base import Candidate
+from explorer.core import Candidate, TrialRecord
 from explorer.search._base import Capabilities, SearchStrategy
 from explorer.space import KnobSpace, Point
-from explorer.storage._base import TrialRecord
 
 ENUMERATE_BELOW = 100_000
 """Spaces up to this many points are enumerated once random draws keep hitting seen points."""

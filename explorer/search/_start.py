@@ -21,12 +21,9 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from explorer.core import START_MARK, Candidate, TrialRecord, has_mark, trace_key
 from explorer.errors import SearchError
-from explorer.measure._base import Candidate
-from explorer.measure._replay import trace_key
 from explorer.space import KnobSpace, Point, StartMapping, nearest_point
-from explorer.storage._base import TrialRecord
-from explorer.storage._marks import START_MARK, has_mark
 from explorer.types import JSON
 
 StartSpec = Candidate | Point | None

@@ -24,12 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from explorer.cost_models._static import StaticCostModel
-from explorer.measure._base import Candidate
-from explorer.measure._replay import trace_key
+from explorer.core import Candidate, TrialRecord, trace_key
+from explorer.cost_models import StaticCostModel
 from explorer.search._base import Capabilities, SearchStrategy
 from explorer.space import KnobSpace, Point
-from explorer.storage._base import TrialRecord
 
 
 class StaticSearch(SearchStrategy):

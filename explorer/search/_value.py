@@ -32,13 +32,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from explorer.cost_models._value import ValueModel, samples_from_records
-from explorer.measure._base import Candidate
-from explorer.measure._replay import trace_key
+from explorer.core import Candidate, RecordStore, TrialRecord, trace_key
+from explorer.cost_models import ValueModel, samples_from_records
 from explorer.search._base import Capabilities, SearchStrategy
 from explorer.search._start import StartPlan, first_candidates, plan_start
 from explorer.space import KnobSpace, Point
-from explorer.storage._base import RecordStore, TrialRecord
 from explorer.workloads import Workload
 
 

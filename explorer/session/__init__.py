@@ -18,13 +18,14 @@ from explorer.session._primitives import (
     StepContext,
 )
 from explorer.session._session import Branch, ScheduleSession
-from explorer.session._snapshot import Snapshot, Step, script_diff
+from explorer.session._snapshot import Snapshot, Step, script_diff, trace_python
 from explorer.session._trace_check import (
     CheckedTrace,
     check_trace,
     check_trace_json,
     check_trace_on_module,
     refit_trace,
+    replay_decisions,
 )
 from explorer.session._trace_file import read_trace_file
 
@@ -37,6 +38,7 @@ __all__ = [
     "THREAD_AXES",
     "BlockInfo",
     "Branch",
+    "CheckedTrace",
     "LoopInfo",
     "ParamKind",
     "ParamSpec",
@@ -45,12 +47,13 @@ __all__ = [
     "Snapshot",
     "Step",
     "StepContext",
-    "CheckedTrace",
     "check_trace",
     "check_trace_json",
     "check_trace_on_module",
     "read_trace_file",
-    "script_diff",
     "refit_trace",
+    "replay_decisions",
+    "script_diff",
+    "trace_python",
     "translate_tvm_error",
 ]

@@ -11,8 +11,8 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from explorer import _tvm
+from explorer.core import Candidate
 from explorer.errors import ExplorerError, PrimitiveError, TraceError
-from explorer.measure._base import Candidate
 from explorer.session._errors_map import error_sentence, translate
 from explorer.session._names import NestIndex, index_schedule
 from explorer.session._params import REQUIRED

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from explorer import _tvm
+from explorer.core import factorizations
 from explorer.errors import TraceError
 from explorer.target import Target
 from explorer.types import JSON
@@ -312,7 +313,6 @@ def refit_trace(workload: Workload, trace_json: Any) -> CheckedTrace:
     Raises:
         TraceError: the trace is malformed, or something other than a tile does not fit.
     """
-    from explorer.space import factorizations  # the space package builds on sessions
 
     plain = check_trace_json(trace_json)
     notes: list[str] = []
@@ -498,7 +498,7 @@ class _Checker:
 
     def replay(self, mod: Any, trace_json: JSON) -> Mapping[str, Any]:
         from explorer._process import owned_temp_dir
-        from explorer.measure._pool import Worker, WorkerLost
+        from explorer.core import Worker, WorkerLost
 
         # The module itself, not the workload's description: any workload replays, custom
         # families included, without the worker knowing them.

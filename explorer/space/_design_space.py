@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from explorer import _tvm
+from explorer.core import Candidate
 from explorer.errors import SearchError
-from explorer.measure._base import Candidate
 from explorer.target import Target
 from explorer.types import JSON
 from explorer.workloads import Workload

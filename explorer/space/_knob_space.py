@@ -17,7 +17,6 @@ all-zero point is a sensible origin for coordinate descent.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from explorer import _tvm
-from explorer.measure._base import Candidate
+from explorer.core import Candidate, factorizations
 from explorer.space._design_space import DesignSpace, Knob
 from explorer.target import Target
 from explorer.types import JSON
@@ -192,20 +191,3 @@ def _domain(knob: Knob) -> tuple[JSON, ...]:
         num = len(knob.attrs[0])
         return (int(knob.default), *(i for i in range(num) if i != int(knob.default)))
     return (knob.default,)
-
-
-@functools.lru_cache(maxsize=256)
-def factorizations(extent: int, n: int, max_innermost: int) -> tuple[tuple[int, ...], ...]:
-    """Every ordered ``n``-tuple of positive ints with product ``extent`` and last <= the max."""
-    if n == 1:
-        return ((extent,),) if max_innermost <= 0 or extent <= max_innermost else ()
-    out: list[tuple[int, ...]] = []
-    for d in _divisors(extent):
-        out.extend((d, *rest) for rest in factorizations(extent // d, n - 1, max_innermost))
-    return tuple(out)
-
-
-@functools.lru_cache(maxsize=256)
-def _divisors(x: int) -> tuple[int, ...]:
-    small = [d for d in range(1, math.isqrt(x) + 1) if x % d == 0]
-    return tuple(sorted({*small, *(x // d for d in small)}))

@@ -43,8 +43,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from explorer import _tvm
+from explorer.core import Candidate
 from explorer.errors import SearchError
-from explorer.measure._base import Candidate
 from explorer.space._design_space import SAMPLING_KINDS, DesignSpace
 from explorer.space._knob_space import KnobDomain, KnobSpace, Point
 from explorer.types import JSON
@@ -134,7 +134,7 @@ def nearest_point(space: KnobSpace, candidate: Candidate) -> StartMapping:
         )
     # Every gate first (static check, isolated replay, decisions compared): some malformed
     # traces kill the process that replays them, others are silently "repaired".
-    from explorer.session._trace_check import check_trace
+    from explorer.session import check_trace
 
     trace = check_trace(space.workload, candidate.trace)
     sch = _tvm.Schedule(space.workload.mod())

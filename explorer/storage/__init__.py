@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from explorer._urls import is_postgres_url
-from explorer.storage._base import (
+from explorer.core import (
     MANUAL,
     BestSoFar,
     NewTrial,
@@ -28,7 +28,13 @@ from explorer.storage._base import (
     trace_hash,
 )
 from explorer.storage._check import CheckSummary, check_unchecked
-from explorer.storage._copy import MergeSummary, copy_records, merge_records
+from explorer.storage._copy import (
+    MergeSummary,
+    copy_records,
+    copy_to_file,
+    is_record_database,
+    merge_records,
+)
 from explorer.storage._counting import (
     count_trials,
     is_remeasurement,
@@ -47,7 +53,7 @@ from explorer.storage._metaschedule import (
 from explorer.storage._postgres import PostgresStore
 from explorer.storage._schema import SCHEMA_VERSION
 from explorer.storage._sqlite import SQLiteStore
-from explorer.storage._summary import RunSummary, summarize_run
+from explorer.storage._summary import RunSummary, confirmation_rows, summarize_run
 
 ENV_VAR = "EXPLORER_DB"
 """The environment variable naming the default database: a file, or a ``postgresql://`` URL."""
@@ -134,7 +140,9 @@ __all__ = [
     "TrialRow",
     "check_unchecked",
     "check_work_dir",
+    "confirmation_rows",
     "copy_records",
+    "copy_to_file",
     "count_trials",
     "default_store",
     "default_store_path",
@@ -145,6 +153,7 @@ __all__ = [
     "get_store",
     "import_metaschedule",
     "is_postgres_url",
+    "is_record_database",
     "is_remeasurement",
     "merge_records",
     "name_trial",

@@ -12,8 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from explorer.measure._base import Candidate, Measurer
-from explorer.storage._base import NewTrial, RecordStore, TrialRecord, trace_hash
+from explorer.core import (
+    Candidate,
+    MeasuresCandidates,
+    NewTrial,
+    RecordStore,
+    TrialRecord,
+    trace_hash,
+)
 from explorer.target import Target
 from explorer.types import MeasureStatus
 from explorer.workloads import Workload
@@ -46,7 +52,7 @@ class CheckSummary:
 
 def check_unchecked(
     store: RecordStore,
-    measurer: Measurer,
+    measurer: MeasuresCandidates,
     *,
     run_id: int | None = None,
     workload: Workload | None = None,

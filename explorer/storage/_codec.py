@@ -9,8 +9,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from explorer.measure._base import Candidate, MeasureResult
-from explorer.storage._base import NewTrial, RunInfo, TrialRecord, TrialRow, text_hash
+from explorer.core import (
+    Candidate,
+    MeasureResult,
+    NewTrial,
+    RunInfo,
+    TrialRecord,
+    TrialRow,
+    text_hash,
+)
 from explorer.target import Target
 from explorer.types import MeasureStatus
 from explorer.workloads import Workload

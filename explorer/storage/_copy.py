@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from explorer._urls import is_postgres_url
+from explorer.core import RecordStore
 from explorer.errors import StoreError
-from explorer.storage._base import RecordStore
 from explorer.storage._files import check_no_leftovers, check_output_file, is_sqlite_file
 from explorer.storage._sqlite import SQLiteStore
 from explorer.storage._sqlstore import SQLRecordStore

@@ -19,8 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from explorer.storage._base import RecordStore, TrialRecord, TrialRow
-from explorer.storage._marks import BASELINE_MARK, has_mark
+from explorer.core import BASELINE_MARK, RecordStore, TrialRecord, TrialRow, has_mark
 
 
 def is_remeasurement(row: TrialRow, seen: set[int]) -> bool:

@@ -8,9 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from explorer.storage._base import RecordStore, RunInfo, TrialRecord
+from explorer.core import BASELINE_MARK, RecordStore, RunInfo, TrialRecord, has_mark
 from explorer.storage._files import check_output_file
-from explorer.storage._marks import BASELINE_MARK, has_mark
 from explorer.target import Target
 from explorer.workloads import Workload
 

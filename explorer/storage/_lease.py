@@ -13,14 +13,30 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from explorer._process import ProcessIdentity
+from explorer.core import RunStatus, effective_status
 from explorer.errors import RunInUseError
-from explorer.storage._base import RunStatus, effective_status
 
-if TYPE_CHECKING:
-    from explorer.storage._sqlstore import Connection
+
+# The database API both stores speak (sqlite3's, and PostgresStore's adapter of psycopg).
+class Cursor(Protocol):
+    """What the stores read from a query (``sqlite3.Cursor`` and the PostgreSQL adapter's)."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+class Connection(Protocol):
+    """A connection that runs SQL in SQLite's spelling (``?`` placeholders)."""
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Cursor: ...
+
 
 OWNER_COLUMNS = "owner_host, owner_pid, owner_started_at, heartbeat_at, active_secs"
 

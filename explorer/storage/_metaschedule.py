@@ -27,10 +27,16 @@ from pathlib import Path
 from typing import Any
 
 from explorer import _tvm
+from explorer.core import (
+    UNCHECKED_MSG,
+    Candidate,
+    MeasureResult,
+    NewTrial,
+    RecordStore,
+    trace_hash,
+)
 from explorer.errors import StoreError, TargetError
-from explorer.measure._base import Candidate, MeasureResult
-from explorer.session._trace_check import check_trace_on_module
-from explorer.storage._base import NewTrial, RecordStore, trace_hash
+from explorer.session import check_trace_on_module
 from explorer.storage._files import check_output_folder
 from explorer.target import Target
 from explorer.types import MeasureStatus
@@ -47,10 +53,6 @@ RECORD_FILE = "database_tuning_record.json"
 SIDECAR_FILE = "explorer_workloads.json"
 """Our descriptions of the exported workloads and targets, beside MetaSchedule's files."""
 _SIDECAR_FORMAT = "schedule-explorer metaschedule sidecar"
-UNCHECKED_MSG = (
-    "timed by MetaSchedule, whose runner never compares the output with a reference: not "
-    "checked against NumPy (`explorer check` re-measures it)"
-)
 _BATCH = 256  # trials per add_trials transaction on import
 
 

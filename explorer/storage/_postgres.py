@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from explorer._urls import is_postgres_url, redact
+from explorer.core import TrialRecord
 from explorer.errors import StoreError
-from explorer.storage._base import TrialRecord
 from explorer.storage._schema import APPLICATION, SCHEMA_VERSION
 from explorer.storage._sqlstore import TRIAL_COLUMNS, SQLRecordStore
 

@@ -17,13 +17,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, Protocol
+from typing import Any
 
 from explorer._process import ProcessIdentity
-from explorer.errors import StoreError
-from explorer.measure._base import Candidate
-from explorer.storage._base import (
+from explorer.core import (
     BestSoFar,
+    Candidate,
     NewTrial,
     Rank,
     RecordStore,
@@ -32,6 +31,7 @@ from explorer.storage._base import (
     TrialRow,
     effective_status,
 )
+from explorer.errors import StoreError
 from explorer.storage._codec import (
     GC_PAUSE_ROWS,
     decode_row,
@@ -43,7 +43,15 @@ from explorer.storage._codec import (
     snapshot,
 )
 from explorer.storage._environment import environment as _environment
-from explorer.storage._lease import OWNER_COLUMNS, beat, claim, hold, owner_of, release
+from explorer.storage._lease import (
+    OWNER_COLUMNS,
+    Connection,
+    beat,
+    claim,
+    hold,
+    owner_of,
+    release,
+)
 from explorer.target import Target
 from explorer.types import JSON, MeasureStatus
 from explorer.workloads import Workload
@@ -93,23 +101,6 @@ def _insert_sql(table: str, *, with_id: bool = False) -> str:
         columns = columns.removeprefix("id, ")
     marks = ", ".join("?" * (columns.count(",") + 1))
     return f"INSERT INTO {table} ({columns}) VALUES ({marks}) RETURNING id"
-
-
-class Cursor(Protocol):
-    """What the stores read from a query (``sqlite3.Cursor`` and the PostgreSQL adapter's)."""
-
-    @property
-    def rowcount(self) -> int: ...
-
-    def fetchone(self) -> Any: ...
-
-    def fetchall(self) -> list[Any]: ...
-
-
-class Connection(Protocol):
-    """A connection that runs SQL in SQLite's spelling (``?`` placeholders)."""
-
-    def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Cursor: ...
 
 
 class SQLRecordStore(RecordStore):

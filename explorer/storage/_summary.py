@@ -32,9 +32,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from explorer.storage._base import TrialRow
+from explorer.core import BASELINE_MARK, START_MARK, TrialRow, has_mark
 from explorer.storage._counting import remeasurements
-from explorer.storage._marks import BASELINE_MARK, START_MARK, has_mark
 
 
 @dataclass(frozen=True)

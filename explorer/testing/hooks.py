@@ -52,8 +52,7 @@ from typing import Any
 import numpy as np
 
 from explorer import _tvm
-from explorer.workloads import FAMILIES, OperatorFamily, Workload, get_workload
-from explorer.workloads._base import Params, ShapeParam
+from explorer.workloads import FAMILIES, OperatorFamily, Params, ShapeParam, Workload, get_workload
 
 KINDS = ("ok", "wrong", "crash", "hang", "hog", "jitter", "settle", "slow")
 SIZE = 16

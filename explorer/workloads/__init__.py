@@ -16,10 +16,12 @@ from explorer.workloads._base import (
     Params,
     ShapeParam,
     Workload,
+    family_named,
     make_workload,
+    register_families,
 )
 from explorer.workloads._batch_matmul import BATCH_MATMUL
-from explorer.workloads._conv2d import CONV2D
+from explorer.workloads._conv2d import CONV2D, out_size
 from explorer.workloads._dense import DENSE_BIAS_RELU
 from explorer.workloads._depthwise import DEPTHWISE_CONV2D
 from explorer.workloads._elementwise import ELEMENTWISE_CHAIN
@@ -30,22 +32,19 @@ from explorer.workloads._reduce import REDUCE_SUM
 from explorer.workloads._softmax import SOFTMAX
 from explorer.workloads._transpose import TRANSPOSE
 
-FAMILIES: dict[str, OperatorFamily] = {
-    f.name: f
-    for f in (
-        MATMUL,
-        BATCH_MATMUL,
-        DENSE_BIAS_RELU,
-        CONV2D,
-        DEPTHWISE_CONV2D,
-        SOFTMAX,
-        LAYER_NORM,
-        REDUCE_SUM,
-        ELEMENTWISE_CHAIN,
-        TRANSPOSE,
-        EXPR,
-    )
-}
+FAMILIES: dict[str, OperatorFamily] = register_families(
+    MATMUL,
+    BATCH_MATMUL,
+    DENSE_BIAS_RELU,
+    CONV2D,
+    DEPTHWISE_CONV2D,
+    SOFTMAX,
+    LAYER_NORM,
+    REDUCE_SUM,
+    ELEMENTWISE_CHAIN,
+    TRANSPOSE,
+    EXPR,
+)
 """Every operator family by name, in the order a catalog shows them."""
 
 
@@ -55,10 +54,7 @@ def presets() -> dict[str, tuple[str, Params]]:
 
 
 def get_family(name: str) -> OperatorFamily:
-    try:
-        return FAMILIES[name]
-    except KeyError:
-        raise UnknownPluginError("operator family", name, FAMILIES) from None
+    return family_named(name)
 
 
 def get_workload(name: str, **params: Any) -> Workload:
@@ -93,11 +89,13 @@ __all__ = [
     "DTYPES",
     "FAMILIES",
     "OperatorFamily",
+    "Params",
     "ShapeParam",
     "Workload",
     "WorkloadError",
     "get_family",
     "get_workload",
+    "out_size",
     "parse_expression",
     "presets",
 ]

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from explorer import _tvm
-from explorer.errors import WorkloadError
+from explorer.errors import UnknownPluginError, WorkloadError
 
 ParamValue = Any  # int | float | str | tuple of those
 Params = Mapping[str, ParamValue]
@@ -202,11 +202,9 @@ class Workload:
 
     @staticmethod
     def from_json(data: object) -> Workload:
-        from explorer.workloads import get_workload  # the registry lives in the package
-
         if not isinstance(data, Mapping) or "family" not in data:
             raise WorkloadError(f"not a workload description: {data!r}")
-        return get_workload(data["family"], **dict(data.get("params", {})))
+        return make_workload(family_named(data["family"]), dict(data.get("params", {})))
 
     def __str__(self) -> str:
         return self.key()
@@ -214,9 +212,7 @@ class Workload:
     # -- what it computes ---------------------------------------------------------------------
     @property
     def spec(self) -> OperatorFamily:
-        from explorer.workloads import get_family
-
-        return get_family(self.family)
+        return family_named(self.family)
 
     def tensors(self) -> list[Any]:
         return _build_cached(self)[0]
@@ -298,6 +294,24 @@ def _build_cached(workload: Workload) -> tuple[list[Any], Any]:
                 f"(limit {MAX_TENSOR_ELEMENTS:,})"
             )
     return tensors, _tvm.create_prim_func(tensors)
+
+
+_CATALOG: dict[str, OperatorFamily] = {}
+"""Every operator family by name, in the order a catalog shows them: filled once by
+``explorer.workloads`` (``register_families``), which Python imports before any module of it."""
+
+
+def register_families(*families: OperatorFamily) -> dict[str, OperatorFamily]:
+    """Add ``families`` to the catalog; returns it (the same dict, read-only by convention)."""
+    _CATALOG.update((f.name, f) for f in families)
+    return _CATALOG
+
+
+def family_named(name: str) -> OperatorFamily:
+    try:
+        return _CATALOG[name]
+    except KeyError:
+        raise UnknownPluginError("operator family", name, _CATALOG) from None
 
 
 def make_workload(family: OperatorFamily, given: Params) -> Workload:

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from explorer import cli
-from explorer._cli_args import MAX_INT, MAX_REPEAT, file_name
+from explorer.cli._args import MAX_INT, MAX_REPEAT, file_name
 from explorer.errors import SettingError
 from explorer.storage import get_store
 from explorer.target import cuda_available
@@ -42,7 +42,7 @@ def _options() -> list[tuple[str, argparse.Action]]:
             elif action.option_strings and callable(action.type) and action.type is not str:
                 found.append((f"{prefix} {max(action.option_strings, key=len)}", action))
 
-    walk(cli._parser(), "")
+    walk(cli._main.build_parser(), "")
     return found
 
 

@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from explorer import cli
-from explorer._cli_args import STRATEGY_NAMES, format_secs, is_environment_problem, plural
+from explorer._text import format_secs, plural
+from explorer.cli._args import STRATEGY_NAMES, is_environment_problem
 from explorer.errors import StoreError
 
 SMALL = ["matmul", "-p", "M=8", "-p", "N=8", "-p", "K=8"]
@@ -227,7 +228,7 @@ def test_bad_arguments_create_no_database(row, code, fragment, files, tmp_path, 
 def test_every_single_value_option_given_twice_is_refused(capsys):
     # Generic: each subcommand's every option that takes one value ("store"), not only those
     # in the table, so that an option added later cannot silently keep its last value.
-    parser = cli._parser()
+    parser = cli._main.build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     checked = 0
     for command, subparser in sub.choices.items():
@@ -345,9 +346,8 @@ def test_exit_codes_for_store_and_os_failures(exc, code, monkeypatch, capsys, tm
             raise exc
         raise StoreError(f"{tmp_path}/records.db: {exc}") from exc  # as the store wraps them
 
-    monkeypatch.setattr(cli, "cmd_runs", fail)
-    parser = cli._parser()
-    monkeypatch.setattr(cli, "_parser", lambda: _with_func(parser, "runs", fail))
+    parser = cli._main.build_parser()
+    monkeypatch.setattr(cli._main, "build_parser", lambda: _with_func(parser, "runs", fail))
     assert cli.main(["runs", "--db", str(tmp_path / "r.db")]) == code
     err = capsys.readouterr().err
     assert len(ERROR_LINE.findall(err)) == 1 and "Traceback" not in err
@@ -364,8 +364,8 @@ def test_a_bug_is_one_line_not_a_traceback(monkeypatch, capsys, tmp_path):
     def boom(args):
         raise ZeroDivisionError("division by zero")
 
-    parser = _with_func(cli._parser(), "runs", boom)
-    monkeypatch.setattr(cli, "_parser", lambda: parser)
+    parser = _with_func(cli._main.build_parser(), "runs", boom)
+    monkeypatch.setattr(cli._main, "build_parser", lambda: parser)
     monkeypatch.delenv("EXPLORER_DEBUG", raising=False)
     assert cli.main(["runs", "--db", str(tmp_path / "r.db")]) == cli.EXIT_FAILED
     err = capsys.readouterr().err

@@ -27,8 +27,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from explorer import _cli_lab
 from explorer.cli import EXIT_OK, EXIT_USAGE, main
+from explorer.cli import _lab as _cli_lab
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from explorer._cli_args import EXIT_ENVIRONMENT
 from explorer._packages import foreign_widgets, shadowed_in
+from explorer.cli._args import EXIT_ENVIRONMENT
 
 
 def python(code: str, folder: Path) -> subprocess.CompletedProcess:

@@ -24,6 +24,7 @@ import pytest
 
 import widgets
 from explorer import _tvm
+from explorer.core import _tracker as tracker_module
 from explorer.fleet import (
     LocalFleet,
     ServerSpec,
@@ -32,7 +33,6 @@ from explorer.fleet import (
     start_fleet,
     stop_fleet,
 )
-from explorer.fleet import _tracker as tracker_module
 from explorer.machine import CACHE_ENV, FleetDevice, MachinePeak
 from explorer.machine._peak import _cache_key, _write_cache
 from explorer.measure import Candidate, MeasureConfig, Measurer, MeasureResult, RemoteMeasurer

@@ -9,8 +9,7 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from explorer.cost_models import CostModel, spearman
-from explorer.cost_models._metrics import record_latency
+from explorer.cost_models import CostModel, record_latency, spearman
 from explorer.measure import MeasureResult
 from explorer.storage import TrialRecord
 from explorer.testing import recordings

@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 
 from explorer.measure import Candidate, MeasureResult, ReplayMeasurer, trace_key
-from explorer.search import SearchStrategy
-from explorer.search._start import is_start
+from explorer.search import SearchStrategy, is_start
 from explorer.session import ScheduleSession
 from explorer.space import DesignSpace, KnobSpace, nearest_point
 from explorer.storage import RecordStore, TrialRecord, get_store

@@ -14,10 +14,10 @@ import pytest
 
 from explorer import _tvm
 from explorer._process import ProcessIdentity
+from explorer.core import TrialRecord, TrialRow, trace_hash
 from explorer.errors import RunInUseError
 from explorer.measure import Candidate, MeasureResult
 from explorer.storage import NewTrial, Rank, RecordStore, RunStatus
-from explorer.storage._base import TrialRecord, TrialRow, trace_hash
 from explorer.target import Target
 from explorer.types import MeasureStatus
 from explorer.workloads import Workload, get_workload

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from explorer import _tvm
+from explorer.core._tracker import NoDevice
 from explorer.fleet import (
     LocalFleet,
     ServerSpec,
@@ -23,7 +24,6 @@ from explorer.fleet import (
     tracker_summary,
     wait_for_devices,
 )
-from explorer.fleet._tracker import NoDevice
 from explorer.machine import CACHE_ENV, measure_peak
 from explorer.measure import Candidate, MeasureConfig, RemoteMeasurer
 from explorer.measure._remote import NoSuchKey, TargetNotReported

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from conftest import MEMORY_LIMIT
 
-from explorer.measure._pool import MAX_STRETCH, WorkerLost, WorkerPool
+from explorer.core._pool import MAX_STRETCH, WorkerLost, WorkerPool
 
 HOOKS = "explorer.testing.hooks"
 

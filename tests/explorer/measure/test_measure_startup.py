@@ -8,8 +8,8 @@ import sys
 import psutil
 from conftest import FAST, MEMORY_LIMIT, unscheduled
 
+from explorer.core._pool import WorkerPool
 from explorer.measure import Candidate, LocalMeasurer
-from explorer.measure._pool import WorkerPool
 from explorer.types import MeasureStatus
 
 HOOKS = "explorer.testing.hooks"

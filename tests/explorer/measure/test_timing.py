@@ -18,6 +18,7 @@ from conftest import FAST, hook, tiled, unscheduled
 from hypothesis import given
 from hypothesis import strategies as st
 
+from explorer.core._gate import TIMING_GATE, GateEvent, TimingGate
 from explorer.cost_models import make_cost_model
 from explorer.measure import (
     LocalMeasurer,
@@ -25,7 +26,6 @@ from explorer.measure import (
     MeasureResult,
     _timing,
 )
-from explorer.measure._gate import TIMING_GATE, GateEvent, TimingGate
 from explorer.measure._timing import repeats_that_fit, warm_up
 from explorer.measure._timing import timed_rounds as _timed_rounds
 from explorer.storage import NewTrial, get_store, summarize_run

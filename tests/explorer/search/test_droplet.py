@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from explorer.core._records import TrialRecord
 from explorer.measure import (
     LocalMeasurer,
     MeasureConfig,
@@ -19,7 +20,6 @@ from explorer.search import DropletSearch, EvolutionaryDropletSearch, make_strat
 from explorer.search._droplet import coordinate_order
 from explorer.space import DesignSpace, KnobSpace, Point
 from explorer.storage import get_store
-from explorer.storage._base import TrialRecord
 from explorer.tuner import Tuner
 from explorer.types import MeasureStatus
 from explorer.workloads import get_workload

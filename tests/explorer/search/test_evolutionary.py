@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from explorer import _tvm
+from explorer.core._records import TrialRecord
 from explorer.measure import (
     LocalMeasurer,
     MeasureConfig,
@@ -20,7 +21,6 @@ from explorer.search._evolutionary import PREDICTION_NAME
 from explorer.search._metaschedule import run_metaschedule
 from explorer.space import DesignSpace, KnobSpace
 from explorer.storage import get_store
-from explorer.storage._base import TrialRecord
 from explorer.tuner import Tuner
 from explorer.types import MeasureStatus
 from explorer.workloads import get_workload

@@ -8,8 +8,8 @@ import pytest
 from session_helpers import assert_computes
 
 from explorer import _tvm
+from explorer.core import Candidate
 from explorer.errors import ExplorerError, PrimitiveError
-from explorer.measure._base import Candidate
 from explorer.session import ScheduleSession
 
 

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from explorer import _tvm
-from explorer.measure._base import Candidate, MeasureResult
+from explorer.core import Candidate, MeasureResult
 from explorer.storage import NewTrial, get_store
 from explorer.types import MeasureStatus
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from explorer.measure._base import Candidate, MeasureResult
+from explorer.core import Candidate, MeasureResult
 from explorer.storage import export_csv, export_jsonl
 from explorer.types import MeasureStatus
 

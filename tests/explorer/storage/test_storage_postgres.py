@@ -20,6 +20,7 @@ from _pg_server import PASSWORD, USER, free_port
 from test_storage_concurrency import Writer, _check_batches
 
 from explorer.cli import main
+from explorer.core._records import TrialRecord
 from explorer.errors import StoreError
 from explorer.storage import (
     SCHEMA_VERSION,
@@ -28,7 +29,6 @@ from explorer.storage import (
     copy_records,
     get_store,
 )
-from explorer.storage._base import TrialRecord
 from explorer.testing.contracts import RecordStoreContract
 from explorer.testing.recordings import PATH as RECORDING
 from explorer.types import MeasureStatus

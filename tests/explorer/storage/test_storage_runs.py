@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from explorer._process import ProcessIdentity, owned_temp_dir, remove_stale_temp_dirs
+from explorer.core._records import TrialRow
 from explorer.errors import RunInUseError
 from explorer.storage import RunStatus, SQLiteStore, summarize_run
-from explorer.storage._base import TrialRow
 from explorer.storage._schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 
 # A process that creates (or claims) a run, says so, then waits for SIGKILL or its stdin to close.

@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from explorer.measure._base import Candidate, MeasureResult
+from explorer.core import Candidate, MeasureResult
 from explorer.storage import NewTrial, SQLiteStore
 from explorer.types import MeasureStatus
 

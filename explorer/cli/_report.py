@@ -10,16 +10,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from explorer._cli_args import (
+from explorer._text import plural
+from explorer.cli._args import (
     EXIT_ENVIRONMENT,
     EXIT_OK,
     UsageError,
     check_writable_file,
     file_name,
-    plural,
     positive_int,
 )
-from explorer._cli_db import _open
+from explorer.cli._db import _open
 
 DEFAULT_OUTPUT = "report.html"
 

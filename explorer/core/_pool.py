@@ -38,8 +38,8 @@ from typing import Any
 import psutil
 
 import explorer
+from explorer.core._protocol import decode_from, encode_message
 from explorer.errors import ExplorerError
-from explorer.measure._protocol import decode_from, encode_message
 
 POLL_SECS = 0.02  # RSS poll period while waiting; psutil's read is ~20 us, negligible on 2 cores
 MAX_STRETCH = 10.0  # how much longer than its timeout a request may take on the wall clock

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from explorer._cli_args import EXIT_ENVIRONMENT, EXIT_OK, UsageError, file_name, port_number
 from explorer._packages import foreign_widgets, shadowed_in
+from explorer.cli._args import EXIT_ENVIRONMENT, EXIT_OK, UsageError, file_name, port_number
 
 DEFAULT_FOLDER_NAME = "schedule-explorer-notebooks"
 TOUR = "00_tour.ipynb"

@@ -10,13 +10,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from explorer._process import ProcessIdentity
-from explorer.measure._base import Candidate, MeasureResult
+from explorer.core._candidate import Candidate, MeasureResult
 from explorer.target import Target
 from explorer.types import JSON, MeasureStatus
-from explorer.workloads import Workload
+
+if TYPE_CHECKING:  # importing workloads imports TVM; the record types stay light without it
+    from explorer.workloads import Workload
 
 
 class RunStatus(str, Enum):

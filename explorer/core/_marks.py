@@ -23,3 +23,10 @@ BASELINE_MARK = "baseline"
 def has_mark(decisions: JSON, mark: str) -> bool:
     """Whether ``decisions`` (a candidate's or a trial row's) carry ``mark``."""
     return isinstance(decisions, Mapping) and decisions.get(mark) is True
+
+
+UNCHECKED_MSG = (
+    "timed by MetaSchedule, whose runner never compares the output with a reference: not "
+    "checked against NumPy (`explorer check` re-measures it)"
+)
+"""The ``error_msg`` of a trial MetaSchedule timed (status ``UNCHECKED``), imported or streamed."""

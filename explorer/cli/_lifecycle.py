@@ -1,6 +1,6 @@
 """The command line's side of a run's lifecycle: SIGTERM, ``--resume RUN`` and its conflicts.
 
-Kept out of ``cli.py`` so that the parser module stays about parsing.
+Kept apart from the commands so that they stay about their work.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from explorer._cli_args import shown
 from explorer._urls import redact
+from explorer.cli._args import shown
 from explorer.errors import ExplorerError
 
 TUNE_DEFAULTS = {"strategy": "random", "trials": 64, "seconds": None, "seed": 0, "batch": 8}

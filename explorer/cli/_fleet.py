@@ -14,12 +14,12 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from explorer._cli_args import (
+from explorer._text import plural
+from explorer.cli._args import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
     non_negative_int,
-    plural,
     port_number,
     positive_int,
 )
@@ -62,7 +62,7 @@ def fleet_target(args: argparse.Namespace, measurer: Any, *, peak: bool = True) 
     plain TVM ``rpc_server`` reports none, and this machine's CPU is assumed (and said).
     With ``peak``, the devices' peak is measured when it is not kept yet, for the run's record.
     """
-    from explorer.measure._remote import TargetNotReported
+    from explorer.measure import TargetNotReported
     from explorer.target import Target
 
     try:

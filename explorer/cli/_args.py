@@ -328,23 +328,7 @@ def describe(exc: BaseException) -> str:
 
 
 # -- output ------------------------------------------------------------------------------------
-def format_secs(secs: float | None) -> str:
-    """A duration in a unit that keeps 3 significant digits: 812 ns, 3.41 µs, 12.3 ms, 1.52 s."""
-    if secs is None or not math.isfinite(secs):
-        return "-"
-    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
-        if abs(secs) >= scale * 0.9995 or unit == "ns":  # 0.9996 ms rounds to 1.00 ms
-            value = secs / scale
-            digits = 0 if abs(value) >= 100 else 1 if abs(value) >= 10 else 2
-            return f"{value:.{digits}f} {unit}"
-    raise AssertionError("unreachable")
-
-
 def shown(value: object) -> str:
     """An option's parsed value as the user wrote it: ``--seconds 1`` is 1, not 1.0 (and a
     database URL without its password)."""
     return f"{value:g}" if isinstance(value, float) else redact(str(value))
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"

@@ -15,7 +15,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from explorer._cli_args import EXIT_FAILED, EXIT_OK, UsageError, format_secs, plural
+from explorer._text import format_secs, plural
+from explorer.cli._args import EXIT_FAILED, EXIT_OK, UsageError, file_name, positive_int
+from explorer.cli._common import add_common
 from explorer.errors import ExplorerError
 
 if TYPE_CHECKING:
@@ -114,7 +116,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from explorer import storage
-    from explorer.storage._copy import is_record_database
+    from explorer.storage import is_record_database
 
     if is_record_database(args.work_dir):
         return _merge(args)
@@ -162,11 +164,11 @@ def cmd_backup(args: argparse.Namespace) -> int:
     from explorer.storage import (
         SQLiteStore,
         copy_records,
+        copy_to_file,
         count_trials,
         get_store,
         is_postgres_url,
     )
-    from explorer.storage._copy import copy_to_file
 
     source, dest = _db_path(args), args.dest
     if is_postgres_url(dest) and args.force:
@@ -238,3 +240,47 @@ def _db_path(args: argparse.Namespace) -> str | Path:
     if not args.db.strip():
         raise UsageError("--db needs a file name (it was given an empty one)")
     return args.db if is_postgres_url(args.db) else Path(args.db)
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("runs", help="list the runs in the database")
+    add_common(p, target=False)
+    p.set_defaults(func=cmd_runs)
+
+    p = sub.add_parser("export", help="export trials as CSV, JSON Lines or a MetaSchedule DB")
+    add_common(p, target=False)
+    p.add_argument("--format", choices=("csv", "jsonl", "metaschedule"), default="csv")
+    p.add_argument("--run", type=positive_int, default=None, help="only this run")
+    p.add_argument("out", type=file_name, help="output file (a directory for metaschedule)")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser(
+        "import",
+        help="import a MetaSchedule JSON database (work_dir), or merge in the runs of another "
+        "record database (an SQLite file or a postgresql:// URL) that this one lacks",
+    )
+    add_common(p, target=False)
+    p.add_argument("work_dir", type=file_name, metavar="SOURCE")
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser(
+        "backup",
+        help="copy the database safely, even while a search writes to it (SQLite and "
+        "PostgreSQL, either way)",
+    )
+    add_common(p, target=False)
+    p.add_argument(
+        "dest",
+        type=file_name,
+        help="the backup file to write (its folder must exist), or the postgresql:// URL of an "
+        "empty database",
+    )
+    p.add_argument("--force", action="store_true", help="replace DEST if it exists")
+    p.set_defaults(func=cmd_backup)
+
+    p = sub.add_parser(
+        "check", help="re-measure unchecked (MetaSchedule) timings, checking results vs NumPy"
+    )
+    add_common(p, target=False)
+    p.add_argument("--run", type=positive_int, default=None, metavar="RUN", help="only this run")
+    p.set_defaults(func=cmd_check)

@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from explorer._cli_args import (
+from explorer._text import format_secs, plural
+from explorer.cli._args import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
@@ -23,14 +24,13 @@ from explorer._cli_args import (
     check_writable_file,
     did_you_mean,
     file_name,
-    format_secs,
     non_negative_int,
     plain_number,
-    plural,
     positive_int,
     trial_count,
 )
-from explorer._cli_fleet import add_tracker_args, fleet_target, measurer_for
+from explorer.cli._common import add_common, target_of
+from explorer.cli._fleet import add_tracker_args, fleet_target, measurer_for
 
 
 def _tau(text: str) -> float:
@@ -44,8 +44,7 @@ def _tau(text: str) -> float:
 
 def _kinds(text: str | None) -> tuple[str, ...]:
     """``--kinds`` read (after parsing, so that ``--kinds`` given twice is refused as such)."""
-    from explorer.nas import KINDS
-    from explorer.nas._sample import check_kinds
+    from explorer.nas import KINDS, check_kinds
 
     if text is None:
         return KINDS
@@ -134,9 +133,7 @@ def _as_json(result: Any) -> dict[str, Any]:
 
 
 def cmd_nas(args: argparse.Namespace) -> int:
-    from explorer.nas import nas_search
-    from explorer.nas._data import NUM_DIGITS
-    from explorer.nas._sample import check_count
+    from explorer.nas import NUM_DIGITS, check_count, nas_search
     from explorer.storage import get_store
 
     # Step 1. Everything that can be refused is refused before any work.
@@ -154,11 +151,10 @@ def cmd_nas(args: argparse.Namespace) -> int:
         )
     if args.json:
         check_writable_file(args.json, "--json")
-    from explorer.cli import _target  # the same --target/--threads rules as tune
 
     measurer = measurer_for(args)
     with measurer:
-        target = _target(args) if args.tracker is None else fleet_target(args, measurer)
+        target = target_of(args) if args.tracker is None else fleet_target(args, measurer)
         store = get_store(args.db)
         try:
             # Step 2. Sample, judge, tune.
@@ -243,7 +239,6 @@ def cmd_nas(args: argparse.Namespace) -> int:
 
 
 def add_nas_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from explorer.cli import _add_common
 
     p = sub.add_parser(
         "nas",
@@ -312,6 +307,6 @@ def add_nas_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     )
     p.add_argument("--json", type=file_name, help="write every network's numbers to this file")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    _add_common(p)
+    add_common(p)
     add_tracker_args(p)
     p.set_defaults(func=cmd_nas)

@@ -1,0 +1,104 @@
+"""The ground floor: the values and protocols every layer shares, and the machinery below them.
+
+Nothing here imports another ``explorer`` package but the leaves (``target``, ``types``,
+``workloads``, ``errors``, ``_process``, ``_tvm``), so every package can build on it and none
+reaches down into another's private modules for a value type:
+
+* ``Candidate`` and ``MeasureResult``: what is measured and what comes back;
+  ``MeasuresCandidates``, what code below the measurers needs of one; ``trace_key``,
+  ``fastest_round``;
+* the record types and the ``RecordStore`` contract (``TrialRecord``, ``NewTrial``,
+  ``RunInfo``, ``TrialRow``, ...) and the marks a trial's decisions carry (start, baseline);
+* ``factorizations``: the perfect tilings of a loop;
+* the worker-process pool (``_pool``), the timing gate (``_gate``) and the RPC tracker's
+  client (``_tracker``: ``TrackerAddress``, ``QueueTimeout``, ...), which measurers, trace
+  checks, cost models and the fleet all use.
+"""
+
+from __future__ import annotations
+
+from explorer.core._candidate import (
+    Candidate,
+    MeasureResult,
+    MeasuresCandidates,
+    fastest_round,
+    pool_results,
+    trace_key,
+)
+from explorer.core._gate import TIMING_GATE, cpu_heavy
+from explorer.core._marks import BASELINE_MARK, START_MARK, UNCHECKED_MSG, has_mark
+from explorer.core._pool import Worker, WorkerLost, WorkerPool, shutdown_pool
+from explorer.core._protocol import read_message, write_message
+from explorer.core._records import (
+    MANUAL,
+    BestSoFar,
+    NewTrial,
+    Rank,
+    RecordStore,
+    RunInfo,
+    RunStatus,
+    TrialRecord,
+    TrialRow,
+    effective_status,
+    text_hash,
+    trace_hash,
+)
+from explorer.core._tiles import factorizations
+from explorer.core._tracker import (
+    DEVICE_INFO_FUNC,
+    NoDevice,
+    QueueInfo,
+    QueueTimeout,
+    ServerEntry,
+    TrackerAddress,
+    TrackerSummary,
+    device_info,
+    open_session,
+    tracker_summary,
+    wait_for_devices,
+)
+
+__all__ = [
+    "BASELINE_MARK",
+    "DEVICE_INFO_FUNC",
+    "MANUAL",
+    "START_MARK",
+    "TIMING_GATE",
+    "UNCHECKED_MSG",
+    "BestSoFar",
+    "Candidate",
+    "MeasureResult",
+    "MeasuresCandidates",
+    "NewTrial",
+    "NoDevice",
+    "QueueInfo",
+    "QueueTimeout",
+    "Rank",
+    "RecordStore",
+    "RunInfo",
+    "RunStatus",
+    "ServerEntry",
+    "TrackerAddress",
+    "TrackerSummary",
+    "TrialRecord",
+    "TrialRow",
+    "Worker",
+    "WorkerLost",
+    "WorkerPool",
+    "cpu_heavy",
+    "device_info",
+    "effective_status",
+    "factorizations",
+    "fastest_round",
+    "has_mark",
+    "open_session",
+    "pool_results",
+    "read_message",
+    "shutdown_pool",
+    "text_hash",
+    "trace_hash",
+    "trace_key",
+    "tracker_summary",
+    "wait_for_devices",
+    "write_message",
+]
