@@ -51,7 +51,7 @@ class _Counter(ms.measure_callback.PyMeasureCallback):
         self.errors = 0
         self.best = math.inf
 
-    def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):  # noqa: ANN001
+    def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
         for br, rr in zip(builder_results, runner_results, strict=True):
             self.trials += 1
             if br.error_msg or rr.error_msg or not rr.run_secs:

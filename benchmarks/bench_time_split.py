@@ -23,21 +23,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _timing import kernel_secs  # noqa: E402
+from _timing import kernel_secs
 
-from explorer.measure import LocalMeasurer  # noqa: E402
-from explorer.search import make_strategy  # noqa: E402
-from explorer.storage import get_store  # noqa: E402
-from explorer.target import Target, available_cores  # noqa: E402
-from explorer.tuner import Tuner  # noqa: E402
-from explorer.workloads import get_workload  # noqa: E402
+from explorer.measure import LocalMeasurer
+from explorer.search import make_strategy
+from explorer.storage import get_store
+from explorer.target import Target, available_cores
+from explorer.tuner import Tuner
+from explorer.workloads import get_workload
 
 
 def _timed(obj: object, name: str, totals: dict[str, float], label: str) -> None:
     fn = getattr(obj, name)
 
     @functools.wraps(fn)
-    def wrapper(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def wrapper(*args, **kwargs):
         t0 = time.perf_counter()
         try:
             return fn(*args, **kwargs)
@@ -64,7 +64,7 @@ def run_one(strategy_name: str, trials: int, workload_name: str, seed: int) -> N
             calls: list[float] = []  # per measured result: the kernel's own calls (estimate)
             orig = measurer.measure
 
-            def measure(cands, **kwargs):  # noqa: ANN001, ANN003, ANN202
+            def measure(cands, **kwargs):
                 results = orig(cands, **kwargs)
                 built.extend(r.build_secs or 0.0 for r in results)
                 calls.extend(kernel_secs(r, measurer.config) for r in results)

@@ -22,13 +22,13 @@ from typing import Any
 # workers set it explicitly; this only covers kernels run in the calling process.
 os.environ.setdefault("TVM_NUM_THREADS", str(os.cpu_count() or 1))
 
-import tvm  # noqa: E402
-import tvm.rpc.server  # noqa: E402  (not imported by `import tvm`; fleet servers start it)
-import tvm_ffi  # noqa: E402
-from tvm import rpc, te, tirx, topi  # noqa: E402
-from tvm.ir.utils import derived_object  # noqa: E402
-from tvm.s_tir import Schedule, ScheduleError, Trace  # noqa: E402
-from tvm.s_tir import meta_schedule as ms  # noqa: E402
+import tvm
+import tvm.rpc.server
+import tvm_ffi
+from tvm import rpc, te, tirx, topi
+from tvm.ir.utils import derived_object
+from tvm.s_tir import Schedule, ScheduleError, Trace
+from tvm.s_tir import meta_schedule as ms
 
 TVM_VERSION: str = tvm.__version__
 FFI_VERSION: str = getattr(tvm_ffi, "__version__", "unknown")

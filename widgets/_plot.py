@@ -41,7 +41,7 @@ from plotly.offline import get_plotlyjs, get_plotlyjs_version
 _ESM = (Path(__file__).parent / "_plot.js").read_text(encoding="utf-8")
 
 
-class _PlotlyLibrary(w.Widget):  # type: ignore[misc]
+class _PlotlyLibrary(w.Widget):  # type: ignore[misc]  # ipywidgets is untyped: its base class is Any
     """plotly.js, sent to the page once per kernel for every figure to share.
 
     Its 4.8 MB travel as a binary buffer, never inside the JSON of a message: a reloaded page
@@ -53,7 +53,7 @@ class _PlotlyLibrary(w.Widget):  # type: ignore[misc]
     version = traitlets.Unicode().tag(sync=True)
 
 
-class _FigureState(w.Widget):  # type: ignore[misc]
+class _FigureState(w.Widget):  # type: ignore[misc]  # ipywidgets is untyped: its base class is Any
     """One figure as plotly JSON (``{"data": [...], "layout": {...}}``)."""
 
     figure = traitlets.Unicode("{}").tag(sync=True)
@@ -80,7 +80,7 @@ def _shared_library() -> _PlotlyLibrary:
     return _library
 
 
-class LiveFigure(go.Figure):  # type: ignore[misc]
+class LiveFigure(go.Figure):  # type: ignore[misc]  # plotly is untyped: its base class is Any
     """A ``go.Figure`` shown live: ``widget`` (or the figure itself, at the end of a cell)
     draws it in the notebook, and every change to the figure reaches every view of it.
 

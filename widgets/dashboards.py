@@ -409,7 +409,7 @@ class Dashboards:
         if key not in self._spaces:
             try:
                 self._spaces[key] = KnobSpace(DesignSpace.of(workload, target))
-            except Exception as exc:  # TVM refused the workload: the other plots still work
+            except Exception as exc:  # noqa: BLE001 - TVM refused the workload: the other plots still work
                 log.warning("no knob space for %s: %s", key, exc)
                 self._spaces[key] = f"no knob space: {exc}"
         return self._spaces[key]

@@ -120,7 +120,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return _fail(sys.exc_info()[1])
     except (ExplorerError, OSError, json.JSONDecodeError, sqlite3.Error) as exc:
         return _fail(exc)
-    except Exception as exc:  # noqa: BLE001 - a bug; the user still gets one line, not a traceback
+    except Exception as exc:
         if os.environ.get("EXPLORER_DEBUG"):
             raise
         print(

@@ -168,4 +168,4 @@ def cpu_heavy(fn: F) -> F:
         with TIMING_GATE.work():
             return fn(*args, **kwargs)
 
-    return gated  # type: ignore[return-value]
+    return gated  # type: ignore[return-value]  # functools.wraps keeps fn's signature

@@ -149,7 +149,7 @@ class Worker:
             self._proc.wait(timeout=5)
         for stream in (self._proc.stdin, self._proc.stdout):
             with contextlib.suppress(OSError):
-                stream.close()  # type: ignore[union-attr]
+                stream.close()  # type: ignore[union-attr]  # started with pipes: never None
 
     def close(self, timeout: float = 2.0) -> None:
         """Ask the worker to leave, kill it if it does not, and remove its log.
@@ -202,7 +202,7 @@ class Worker:
 
     def _write(self, message: dict[str, Any]) -> None:
         data = memoryview(encode_message(message))
-        fd = self._proc.stdin.fileno()  # type: ignore[union-attr]
+        fd = self._proc.stdin.fileno()  # type: ignore[union-attr]  # started with pipes: never None
         try:
             while data:
                 data = data[os.write(fd, data) :]
@@ -211,7 +211,7 @@ class Worker:
 
     def _receive(self, timeout: float | None, wall_clock: bool = False) -> Any:
         started, ran_before = time.monotonic(), self._cpu_secs()
-        fd = self._proc.stdout.fileno()  # type: ignore[union-attr]
+        fd = self._proc.stdout.fileno()  # type: ignore[union-attr]  # started with pipes: never None
         while True:
             done, message = decode_from(self._buffer)
             if done:
@@ -381,7 +381,7 @@ class WorkerPool:
             if self._runner is not None and not self._runner.is_alive:
                 self.num_replaced += 1
             self._replace_runner(num_threads)
-        return self._runner  # type: ignore[return-value]
+        return self._runner  # type: ignore[return-value]  # _replace_runner set it just above
 
     def pids(self) -> dict[str, list[int]]:
         """Process ids of the live workers, by role."""

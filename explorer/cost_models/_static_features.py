@@ -158,7 +158,7 @@ def classify(mnemonic: str, operands: str) -> list[str]:
     fma = _FMA.match(mnemonic)
     arith = _FP_ARITH.match(mnemonic)
     if fma or arith:
-        suffix = (fma or arith).group(3 if fma else 2)  # type: ignore[union-attr]
+        suffix = (fma or arith).group(3 if fma else 2)  # type: ignore[union-attr]  # one of them matched (tested above)
         packed = suffix in ("ps", "pd")
         if fma and packed:
             out.append({16: "vfma_zmm", 8: "vfma_ymm"}.get(_width(operands), "vfma_xmm"))
@@ -307,7 +307,7 @@ class Nest:
 
 def analyse_nest(func: object) -> Nest:
     blocks: list[LeafBlock] = []
-    _walk(func.body, [], blocks)  # type: ignore[attr-defined]
+    _walk(func.body, [], blocks)  # type: ignore[attr-defined]  # a TIR PrimFunc (TVM is untyped here)
     return Nest(blocks)
 
 

@@ -79,7 +79,7 @@ def main() -> None:
                 reply = {"ok": True, "blas": _blas(), "numpy": np.__version__}
             else:
                 reply = _time(request)
-        except Exception as exc:  # reported to the parent, which raises it there
+        except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it there
             reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
         replies.write(json.dumps(reply) + "\n")
 

@@ -95,7 +95,7 @@ def _run_items(
                     if failure is not None:
                         replies[k] = failure
                         continue
-                module, args, first_secs, call_secs = ready[k]  # type: ignore[misc]
+                module, args, first_secs, call_secs = ready[k]  # type: ignore[misc]  # set just above when it was None
                 run_secs, rounds = time_main(
                     module, dev, args, req, first_call_secs=first_secs, call_secs=call_secs
                 )

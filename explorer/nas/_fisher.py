@@ -307,13 +307,13 @@ def _block_steps(block: Block) -> tuple[Callable[..., Any], Callable[..., Any]]:
 
 @functools.lru_cache(maxsize=64)
 def _stem_step(network: Network) -> Callable[..., Any]:
-    return _jax().jit(functools.partial(_stem, network))  # type: ignore[no-any-return]
+    return _jax().jit(functools.partial(_stem, network))  # type: ignore[no-any-return]  # jax.jit is untyped here
 
 
 @functools.lru_cache(maxsize=1)
 def _head_step() -> Callable[..., Any]:
     jax = _jax()
-    return jax.jit(jax.value_and_grad(_head, argnums=2))  # type: ignore[no-any-return]
+    return jax.jit(jax.value_and_grad(_head, argnums=2))  # type: ignore[no-any-return]  # jax.jit is untyped here
 
 
 def _chained_gradients(

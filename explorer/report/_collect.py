@@ -233,7 +233,7 @@ def _knobs(
 
     try:
         space = KnobSpace(DesignSpace.of(workload, target))
-    except Exception as exc:  # TVM refused the workload: the other plots still work
+    except Exception as exc:  # noqa: BLE001 - TVM refused the workload: the other plots still work
         log.warning("no knob space for %s: %s", workload.key(), exc)
         return None, f"no knob space: {exc}"
     return knob_effects_info(table, space), None

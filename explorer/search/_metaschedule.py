@@ -59,7 +59,7 @@ def _make_streamer(
 ) -> Any:
     # TVM is untyped: its classes are Any to mypy, which refuses subclassing them.
     @_tvm.derived_object
-    class StreamToStore(_tvm.ms.measure_callback.PyMeasureCallback):  # type: ignore[misc]
+    class StreamToStore(_tvm.ms.measure_callback.PyMeasureCallback):  # type: ignore[misc]  # TVM is untyped: its base class is Any
         """Stores every measured candidate as a trial; raises to stop the tuning."""
 
         def __init__(self) -> None:

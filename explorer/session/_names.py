@@ -144,12 +144,12 @@ class NestIndex:
 
     def producers(self, block: str) -> list[str]:
         """Other blocks that write a buffer ``block`` reads."""
-        reads = set(self.block(block).reads)  # type: ignore[union-attr]
+        reads = set(self.block(block).reads)  # type: ignore[union-attr]  # ``block`` names a block of this nest
         return [b.name for b in self.blocks if b.name != block and reads & set(b.writes)]
 
     def consumers(self, block: str) -> list[str]:
         """Other blocks that read a buffer ``block`` writes."""
-        writes = set(self.block(block).writes)  # type: ignore[union-attr]
+        writes = set(self.block(block).writes)  # type: ignore[union-attr]  # ``block`` names a block of this nest
         return [b.name for b in self.blocks if b.name != block and writes & set(b.reads)]
 
     def find_loop(self, name: str) -> tuple[LoopInfo, str, int] | str:

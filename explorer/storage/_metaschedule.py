@@ -288,7 +288,7 @@ def _read_sidecar(path: Path) -> tuple[list[Workload], list[Target]]:
     for decode, item in items:
         try:  # one unknown family (e.g. a plug-in not installed here) must not hide the rest
             obj = decode(item)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - see above
             logger.warning("%s: cannot describe %r: %s", file, item, exc)
             continue
         if isinstance(obj, Workload):
@@ -310,7 +310,7 @@ def _read(path: Path) -> tuple[list[Any], list[tuple[int, str]]]:
     for lineno, line in _lines(path / WORKLOAD_FILE):
         try:
             workloads.append(_tvm.ms.database.Workload.from_json(json.loads(line)))
-        except Exception as exc:  # one bad line must not hide the others
+        except Exception as exc:  # noqa: BLE001 - one bad line must not hide the others
             logger.warning("%s:%d: unreadable workload: %s", path / WORKLOAD_FILE, lineno, exc)
             workloads.append(None)
     return workloads, list(_lines(path / RECORD_FILE))
@@ -393,7 +393,7 @@ def import_metaschedule(
                 record = ms.database.TuningRecord.from_json(record_json, ms_workload)
             except Exception as exc:  # TVM's text names its own types: say what failed first
                 raise ValueError(f"TVM cannot read the record ({_message_line(exc)})") from exc
-        except Exception as exc:  # one bad line (e.g. truncated by a kill) must not hide others
+        except Exception as exc:  # noqa: BLE001 - one bad line (e.g. truncated by a kill) must not hide others
             logger.warning("%s:%d: unreadable tuning record: %s", path / RECORD_FILE, lineno, exc)
             failed += 1
             continue

@@ -144,7 +144,7 @@ class SQLRecordStore(RecordStore):
     def _rows_per_read(self) -> int:
         return self._ROWS_PER_READ
 
-    def _inserted(self, conn: Connection, run_id: int, ids: list[int]) -> None:  # noqa: B027
+    def _inserted(self, conn: Connection, run_id: int, ids: list[int]) -> None:
         """Called inside ``add_trials``' transaction after its inserts (optional hook)."""
 
     def _insert_all(self, conn: Connection, sql: str, rows: list[tuple[Any, ...]]) -> list[int]:
@@ -512,7 +512,7 @@ class SQLRecordStore(RecordStore):
             (trials,) = conn.execute("SELECT COALESCE(MAX(id), 0) FROM trials").fetchone()
         return int(runs), int(trials)
 
-    def _restored(self, conn: Connection, table: str) -> None:  # noqa: B027
+    def _restored(self, conn: Connection, table: str) -> None:
         """Called after ``copy_from`` inserted rows with their ids into ``table`` (a hook)."""
 
     def _location_shown(self) -> str:

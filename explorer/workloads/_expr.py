@@ -545,7 +545,7 @@ def _validate(p: Params) -> None:
 def _build(p: Params) -> list[Any]:
     try:
         return lower(_analysis(p), p["dtype"])
-    except Exception as exc:  # noqa: BLE001 - TVM's own checks: keep its text as the detail only
+    except Exception as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
         raise WorkloadError(f"expr: TVM cannot build this expression ({first.strip()})") from exc
 

@@ -63,7 +63,7 @@ def save_failure_screenshot(page: Any, request: Any) -> None:
             page.screenshot(
                 path=str(ARTIFACTS / f"FAILED_{safe_name(request.node.name)}.png"), full_page=True
             )
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a screenshot must never mask the test's own failure
             print(f"failure screenshot not saved: {exc}")
 
 
@@ -227,7 +227,7 @@ def log_console_text(page: Page) -> str:
         panel.wait_for(timeout=5_000)
         time.sleep(0.5)
         return panel.inner_text()
-    except Exception as exc:  # diagnostics only
+    except Exception as exc:  # noqa: BLE001 - diagnostics only
         return f"<log console not readable: {exc}>"
 
 

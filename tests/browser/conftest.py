@@ -152,7 +152,7 @@ class JupyterServer:
             for s in self.api("GET", "/api/sessions"):
                 if s.get("path", "").endswith(suffix):
                     self.api("DELETE", f"/api/sessions/{s['id']}")
-        except Exception as exc:  # never mask the test result
+        except Exception as exc:  # noqa: BLE001 - never mask the test result
             print(f"session cleanup for {suffix} failed: {exc}")
 
 

@@ -22,7 +22,7 @@ from explorer.session import ScheduleSession
 from explorer.workloads import get_workload
 
 sys.path.insert(0, str(Path(__file__).parent / "session"))
-from test_trace_fuzz import _mutations, _real_traces, _searched  # noqa: E402
+from test_trace_fuzz import _mutations, _real_traces, _searched
 
 SHAPE = ["matmul", "-p", "M=64", "-p", "N=64", "-p", "K=64"]
 

@@ -68,6 +68,6 @@ class MeasurerContract:
     def test_misuse_raises_and_close_is_idempotent(self, candidates: list[Candidate]) -> None:
         measurer = self.make_measurer()
         with pytest.raises(TypeError):
-            measurer.measure(["not a candidate"])  # type: ignore[list-item]
+            measurer.measure(["not a candidate"])  # type: ignore[list-item]  # misuse on purpose: it must be refused
         measurer.close()
         measurer.close()

@@ -90,7 +90,7 @@ class SearchStrategyContract:
         store = store or get_store(":memory:")
         result = Tuner(
             measurer=measurer, store=store, batch_size=self.batch_size, confirm_top=0
-        ).run(workload, target, self.make_strategy(), max_trials=max_trials, seed=seed, **kwargs)  # type: ignore[arg-type]
+        ).run(workload, target, self.make_strategy(), max_trials=max_trials, seed=seed, **kwargs)  # type: ignore[arg-type]  # kwargs are the Tuner's own options, passed through
         # The search's trials: the run's baseline (the unscheduled program) is not one.
         return result, [t for t in store.trials(run_id=result.run.id) if not t.is_remeasure]
 

@@ -223,9 +223,9 @@ class RecordStoreContract:
         run = store.create_run(workload, target, "random")
         (record,) = store.add_trials(run.id, [make_trial(workload, target, predicted={"m": 1.0})])
         with pytest.raises(dataclasses.FrozenInstanceError):
-            record.seq = 5  # type: ignore[misc]
+            record.seq = 5  # type: ignore[misc]  # a frozen record on purpose: it must be refused
         with pytest.raises(dataclasses.FrozenInstanceError):
-            record.result.run_secs = ()  # type: ignore[misc]
+            record.result.run_secs = ()  # type: ignore[misc]  # a frozen record on purpose: it must be refused
         # Mutating nested JSON of a returned record changes that copy only.
         record.candidate.trace[0].clear()
         record.predicted["m"] = 99.0  # type: ignore[index]  # a Mapping: mutated on purpose
@@ -269,7 +269,7 @@ class RecordStoreContract:
             store.add_trials(run.id, [good, make_trial(other_workload, target)])
         with pytest.raises(ValueError, match="target"):
             store.add_trials(run.id, [good, make_trial(workload, other_target)])
-        bad_json = dataclasses.replace(good, predicted={"m": "fast"})  # type: ignore[dict-item]
+        bad_json = dataclasses.replace(good, predicted={"m": "fast"})  # type: ignore[dict-item]  # not JSON numbers on purpose: it must be refused
         with pytest.raises(ValueError, match="predictions"):
             store.add_trials(run.id, [good, bad_json])
         assert store.count_trials() == 0
@@ -355,7 +355,7 @@ class RecordStoreContract:
         assert first.trace_hash == trace_hash(store.get_trial(first.id).candidate.trace)
         assert 0 <= first.trace_hash < 2**63
         with pytest.raises(dataclasses.FrozenInstanceError):
-            first.seq = 5  # type: ignore[misc]
+            first.seq = 5  # type: ignore[misc]  # a frozen record on purpose: it must be refused
         assert store.trial_rows(run_id=999) == []
 
     def test_best_ranks_successes_only(
@@ -496,7 +496,7 @@ class RecordStoreContract:
         store.add_trials(run.id, [make_trial(workload, target)])
         assert len(seen) == 1
         with pytest.raises(TypeError):
-            store.subscribe("not callable")  # type: ignore[arg-type]
+            store.subscribe("not callable")  # type: ignore[arg-type]  # misuse on purpose: it must be refused
 
     def test_a_failing_subscriber_is_logged_not_raised(
         self,

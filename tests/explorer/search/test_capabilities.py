@@ -103,7 +103,7 @@ def test_the_older_accepts_start_declaration_still_works_and_cannot_contradict()
     assert Legacy.capabilities == Capabilities(start=True)
     with pytest.raises(TypeError, match="contradicts capabilities.start"):
 
-        class Both(SearchStrategy):  # noqa: F841 - defining it is the test
+        class Both(SearchStrategy):
             accepts_start = True
             capabilities = Capabilities(start=False)
 

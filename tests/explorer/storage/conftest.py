@@ -83,7 +83,7 @@ def postgres_server() -> Iterator[PostgresServer]:
     atexit.register(server.stop)  # also when the session dies before its teardown
     try:
         server.start()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever stopped the server, the tests say it
         server.stop()
         _unavailable(f"the test server did not start: {exc}")
     yield server

@@ -117,7 +117,7 @@ def test_memory_store_is_usable_from_several_threads(workload, target, make_tria
                 for _ in range(10):
                     store.add_trials(run.id, [make_trial(workload, target)] * 3)
                     store.trials(run_id=run.id, limit=5)
-            except Exception as exc:  # pragma: no cover - reported below
+            except Exception as exc:  # noqa: BLE001 - reported below
                 errors.append(exc)
 
         threads = [threading.Thread(target=work) for _ in range(4)]
