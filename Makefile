@@ -47,7 +47,7 @@ postgresql:
 
 ## The whole test suite (what CI runs): lint, the type check (mypy, configured in pyproject.toml),
 # the layers (import-linter, its contract in pyproject.toml),
-# then pytest, which runs the docstring examples of explorer/ too (tests/explorer/test_doctests.py).
+# then pytest, which runs the docstring examples of explorer/ and widgets/ too (--doctest-modules).
 # Two test files at a time (pytest-xdist; a file's tests stay together, so its module fixtures
 # are set up once): 15 minutes instead of 24 on 2 cores. The timing-sensitive tests (marker
 # `serial`: the measured peak, noisy timings, the baseline) then run alone. Exit status 5 is
@@ -57,6 +57,7 @@ test: $(STAMP) chromium postgresql
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports
+	$(PY) -m pytest --doctest-modules explorer widgets
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial" $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(PY) -m pytest -m serial $(PYTEST_ARGS) || [ $$? -eq 5 ]
 

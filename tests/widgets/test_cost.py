@@ -98,7 +98,7 @@ def test_edits_update_the_prediction(ctx: Context, session: ScheduleSession) -> 
     p.close()
 
 
-def test_slow_predictions_go_to_the_background_and_collapse(
+def test_slow_predictions_go_to_the_background_and_the_latest_is_shown(
     ctx: Context, session: ScheduleSession
 ) -> None:
     p = CostPanel(ctx, sync_secs=0)  # as if every prediction were slow
