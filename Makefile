@@ -50,16 +50,32 @@ postgresql:
 # then pytest, which runs the docstring examples of explorer/ and widgets/ too (--doctest-modules).
 # Two test files at a time (pytest-xdist; a file's tests stay together, so its module fixtures
 # are set up once): 15 minutes instead of 24 on 2 cores. The timing-sensitive tests (marker
-# `serial`: the measured peak, noisy timings, the baseline) then run alone. Exit status 5 is
+# `serial`: the measured peak, noisy timings, the baseline) then run alone. Coverage is measured
+# across the three runs and printed at the end, with the modules under 80% named. Exit status 5 is
 # "nothing selected" (PYTEST_ARGS picked none of one part's tests).
 TEST_WORKERS ?= 2
 test: $(STAMP) chromium postgresql
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest --doctest-modules explorer widgets
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial" $(PYTEST_ARGS) || [ $$? -eq 5 ]
-	$(PY) -m pytest -m serial $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(PY) -m pytest --doctest-modules explorer widgets --cov --cov-report=
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial" --cov --cov-append --cov-report= $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(PY) -m pytest -m serial --cov --cov-append --cov-report= $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(PY) -m coverage report
+	$(PY) -m coverage json -q -o .coverage.json
+	$(PY) -c "$$COVERAGE_BELOW_80"
+
+# The modules under 80% covered, by name (after `coverage report`'s whole table).
+define COVERAGE_BELOW_80
+import json
+files = json.load(open(".coverage.json"))["files"]
+low = sorted((f["summary"]["percent_covered"], name) for name, f in files.items())
+low = [(p, name) for p, name in low if p < 80]
+print(f"modules under 80% covered: {len(low)} of {len(files)}")
+for p, name in low:
+    print(f"  {p:5.1f}%  {name}")
+endef
+export COVERAGE_BELOW_80
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -9,7 +9,11 @@ and a repeated one (several panels in one notebook) is harmless.
 
 from __future__ import annotations
 
+from typing import Any, TypeVar
+
 import ipywidgets as w
+
+W = TypeVar("W", bound=Any)
 
 UI_CLASS = "se-ui"
 
@@ -66,3 +70,9 @@ def themed(root: w.Box) -> w.Box:
     root.add_class(UI_CLASS)
     root.children = (*root.children, style_widget())
     return root
+
+
+def tagged(widget: W, css_class: str) -> W:
+    """``widget`` with ``css_class`` added (the classes the page's CSS and the tests find)."""
+    widget.add_class(css_class)
+    return widget

@@ -50,7 +50,7 @@ from widgets._context import Context
 from widgets._jobs import Job, JobState
 from widgets._panel import Panel
 from widgets._plot import LiveFigure
-from widgets._style import themed
+from widgets._style import tagged, themed
 from widgets._whole import WholeText, parse_whole
 
 log = logging.getLogger(__name__)
@@ -125,19 +125,19 @@ class NasPanel(Panel):
         self._extra: dict[str, Network] = dict(networks or {})
         self._settings: _Settings | None = None  # the running search's
 
-        self.network = _tagged(
+        self.network = tagged(
             w.Dropdown(
                 options=self._network_names(), value="resnet18_cifar", description="Network"
             ),
             "se-nas-network",
         )
-        self.width = _tagged(
+        self.width = tagged(
             WholeText(value=8, description="Width", tooltip="channels of the first stage"),
             "se-nas-width",
         )
-        self.width_note = _tagged(w.Label(value=""), "se-nas-width-note")
+        self.width_note = tagged(w.Label(value=""), "se-nas-width-note")
         self.kinds = {
-            kind: _tagged(
+            kind: tagged(
                 w.Checkbox(
                     value=kind in DEFAULT_KINDS,
                     description=kind,
@@ -148,7 +148,7 @@ class NasPanel(Panel):
             )
             for kind in KINDS
         }
-        self.tau = _tagged(
+        self.tau = tagged(
             w.FloatText(
                 value=1.0,
                 description="τ (tau)",
@@ -156,8 +156,8 @@ class NasPanel(Panel):
             ),
             "se-nas-tau",
         )
-        self.samples = _tagged(WholeText(value=6, description="Samples"), "se-nas-samples")
-        self.budget = _tagged(
+        self.samples = tagged(WholeText(value=6, description="Samples"), "se-nas-samples")
+        self.budget = tagged(
             WholeText(
                 value=4,
                 description="Trials/shape",
@@ -166,28 +166,28 @@ class NasPanel(Panel):
             "se-nas-budget",
         )
         names = list(STRATEGIES)
-        self.strategy = _tagged(
+        self.strategy = tagged(
             w.Dropdown(options=names, value=names[0], description="Strategy"), "se-nas-strategy"
         )
-        self.seed = _tagged(WholeText(value=0, description="Seed"), "se-nas-seed")
-        self.run_button = _tagged(
+        self.seed = tagged(WholeText(value=0, description="Seed"), "se-nas-seed")
+        self.run_button = tagged(
             w.Button(description="Run", button_style="primary", icon="play"), "se-nas-run"
         )
-        self.stop_button = _tagged(
+        self.stop_button = tagged(
             w.Button(description="Stop", disabled=True, icon="stop"), "se-nas-stop"
         )
-        self.progress = _tagged(
+        self.progress = tagged(
             w.IntProgress(value=0, min=0, max=1, description="Shapes"), "se-nas-progress"
         )
-        self.status = _tagged(w.Label(value="Ready."), "se-nas-status")
+        self.status = tagged(w.Label(value="Ready."), "se-nas-status")
         # A refusal while this panel's search runs goes here: the status keeps its progress.
-        self.note = _tagged(w.Label(value="", layout=w.Layout(display="none")), "se-nas-note")
-        self.table = _tagged(w.HTML(value=""), "se-nas-table")
+        self.note = tagged(w.Label(value="", layout=w.Layout(display="none")), "se-nas-note")
+        self.table = tagged(w.HTML(value=""), "se-nas-table")
         self.table.layout.max_height = "320px"
         self.table.layout.overflow = "auto"
         self.figure = LiveFigure(make_nas_pareto_figure(None))
         self._draw(None)
-        self.notice = _tagged(w.Label(value=NOTICE), "se-nas-notice")
+        self.notice = tagged(w.Label(value=NOTICE), "se-nas-notice")
 
         self.network.observe(lambda _: self._guard(self._sync_width), names="value")
         self.run_button.on_click(lambda _: self._guard(self.run))
@@ -597,11 +597,6 @@ def _sentence(exc: BaseException | None) -> str:
 def _fields(*children: w.Widget) -> w.HBox:
     """Fields side by side, wrapping onto the next line where the panel is narrower."""
     return w.HBox(list(children), layout=w.Layout(flex_flow="row wrap"))
-
-
-def _tagged(widget: Any, css_class: str) -> Any:
-    widget.add_class(css_class)
-    return widget
 
 
 __all__ = ["NasPanel"]

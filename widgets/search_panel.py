@@ -35,7 +35,7 @@ from widgets import _ui
 from widgets._context import Context
 from widgets._jobs import Job, JobState
 from widgets._panel import Panel
-from widgets._style import themed
+from widgets._style import tagged, themed
 from widgets._whole import WholeText, parse_whole
 
 log = logging.getLogger(__name__)
@@ -89,16 +89,16 @@ class SearchPanel(Panel):
         self.fleet_target: Target | None = None
 
         names = list(STRATEGIES)
-        self.strategy = _tagged(
+        self.strategy = tagged(
             w.Dropdown(options=names, value=names[0], description="Strategy"), "se-strategy"
         )
-        self.cost_model = _tagged(
+        self.cost_model = tagged(
             w.Dropdown(options=[NO_MODEL], value=NO_MODEL, description="Cost model"),
             "se-cost-model",
         )
         # Not IntText: see widgets._whole (a typed "2.5" must be refused, not read as 25).
-        self.trials = _tagged(WholeText(value=64, description="Max trials"), "se-trials")
-        self.secs = _tagged(
+        self.trials = tagged(WholeText(value=64, description="Max trials"), "se-trials")
+        self.secs = tagged(
             w.FloatText(
                 value=0.0,
                 description="Max secs (0: no limit)",
@@ -107,9 +107,9 @@ class SearchPanel(Panel):
             ),
             "se-secs",
         )
-        self.seed = _tagged(WholeText(value=0, description="Seed"), "se-seed")
+        self.seed = tagged(WholeText(value=0, description="Seed"), "se-seed")
         target = ctx.target
-        self.target = _tagged(
+        self.target = tagged(
             w.Dropdown(
                 options=[(target.name or target.key(), target)],
                 value=target,
@@ -117,7 +117,7 @@ class SearchPanel(Panel):
             ),
             "se-target",
         )
-        self.measure_on = _tagged(
+        self.measure_on = tagged(
             w.Dropdown(
                 options=[("this machine", THIS_MACHINE), ("a fleet (TVM RPC tracker)", FLEET)],
                 value=THIS_MACHINE,
@@ -125,35 +125,35 @@ class SearchPanel(Panel):
             ),
             "se-measure-on",
         )
-        self.fleet_tracker = _tagged(
+        self.fleet_tracker = tagged(
             w.Text(value="", placeholder="HOST:PORT", description="Tracker"), "se-search-tracker"
         )
-        self.fleet_key = _tagged(w.Text(value="local", description="Key"), "se-search-key")
-        self.target_note = _tagged(w.Label(value=""), "se-target-note")
+        self.fleet_key = tagged(w.Text(value="local", description="Key"), "se-search-key")
+        self.target_note = tagged(w.Label(value=""), "se-target-note")
         self.fleet_row = w.HBox(
             [self.fleet_tracker, self.fleet_key], layout=w.Layout(display="none")
         )
-        self.from_session = _tagged(
+        self.from_session = tagged(
             w.Checkbox(value=False, description="Start from my schedule", indent=False),
             "se-from-session",
         )
-        self.from_session_note = _tagged(w.Label(value=""), "se-from-session-note")
+        self.from_session_note = tagged(w.Label(value=""), "se-from-session-note")
         # Where "Start from my schedule" put it in the space (what `explorer tune --start`
         # prints): a hand-made schedule is approximated, and the notes say how.
-        self.start_mapping = _tagged(w.HTML(value=""), "se-start-mapping")
-        self.start_button = _tagged(
+        self.start_mapping = tagged(w.HTML(value=""), "se-start-mapping")
+        self.start_button = tagged(
             w.Button(description="Start", button_style="primary", icon="play"), "se-start"
         )
-        self.stop_button = _tagged(
+        self.stop_button = tagged(
             w.Button(description="Stop", disabled=True, icon="stop"), "se-stop"
         )
-        self.open_best_button = _tagged(
+        self.open_best_button = tagged(
             w.Button(description="Open best in editor", disabled=True), "se-open-best"
         )
-        self.progress = _tagged(
+        self.progress = tagged(
             w.IntProgress(value=0, min=0, max=1, description="Trials"), "se-progress"
         )
-        self.status = _tagged(w.Label(value="Ready."), "se-search-status")
+        self.status = tagged(w.Label(value="Ready."), "se-search-status")
 
         self.strategy.observe(lambda _: self._guard(self._sync_options), names="value")
         self.measure_on.observe(lambda _: self._guard(self._sync_measure_on), names="value")
@@ -471,11 +471,6 @@ def _fleet_target(measurer: RemoteMeasurer) -> tuple[Target, bool]:
         return Target.local_cpu(), True
     except FleetError as exc:
         raise NotStarted(f"{exc}.") from None
-
-
-def _tagged(widget: Any, css_class: str) -> Any:
-    widget.add_class(css_class)
-    return widget
 
 
 __all__ = ["SearchPanel"]

@@ -39,8 +39,9 @@ class StaticSearch(SearchStrategy):
         num_offspring: lambda, children per generation (and the random initial population).
         num_generations: generations after the initial population.
         num_elites: best parents that survive into the next generation.
-        model: the static model (default: a ``StaticCostModel`` with default weights); pass a
-            calibrated one to use per-target weights.
+        model: the static model (default: a ``StaticCostModel`` with default weights, closed
+            once the search has its proposals); pass a calibrated one to use per-target
+            weights: it stays the caller's, who closes it.
 
     Example:
         >>> tuner.run(workload, target, StaticSearch(top_k=8), max_trials=8)  # doctest: +SKIP
@@ -92,7 +93,8 @@ class StaticSearch(SearchStrategy):
             try:
                 self._proposals = self._evolve()
             finally:
-                self.model_.close()  # its compile workers are not needed after the search
+                if self.model is None:  # ours: its compile workers are not needed any more
+                    self.model_.close()  # (a model the caller passed is the caller's to close)
         out, rest = self._proposals[:n], self._proposals[n:]
         self._proposals = rest
         return out

@@ -26,16 +26,17 @@ def test_tour_runs_all_cells_without_errors(jupyter_lab, lab_notebook, page):
     cells.first.scroll_into_view_if_needed()
     shot(page, "01_tour_ran_top")
 
-    # whatever the tour displays must have rendered: the explorer, plotly figures
+    # what the tour displays has rendered: its two explorers (the first cell's, and the one
+    # that opens the best schedule) and plotly figures (their dashboards, the last cell's)
     explorer = page.locator(".se-explorer")
-    if explorer.count():
-        reveal(page, explorer.first)
-        expect(explorer.first).to_be_visible()
-        shot(page, "01_tour_explorer")
+    expect(explorer).to_have_count(2)
+    reveal(page, explorer.first)
+    expect(explorer.first).to_be_visible()
+    shot(page, "01_tour_explorer")
     plots = page.locator(".jp-OutputArea-output .js-plotly-plot")
+    assert plots.count() >= 9, plots.count()  # 4 dashboards per explorer, the last cell's
     for i in range(plots.count()):
         expect(plots.nth(i).locator(".main-svg").first).to_be_attached()
-    if plots.count():
-        shot(page, "01_tour_last_figure", plots.last)
+    shot(page, "01_tour_last_figure", plots.last)
 
     assert_page_clean(page, page.log, "after running the tour notebook")

@@ -162,9 +162,10 @@ def test_static_says_what_it_does_before_its_first_measurement(tmp_path) -> None
     thousand candidates with its model before measuring any)."""
     proc = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "explorer",
+            sys.executable,  # with Ctrl-C's default action, as in a terminal (a background job
+            "-c",  # may start with it ignored; see test_cli_interrupt.py)
+            "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+            "os.execv(sys.executable, [sys.executable, '-m', 'explorer', *sys.argv[1:]])",
             "tune",
             *SMALL,
             "--strategy",

@@ -1,8 +1,8 @@
 """The fleet panel and the search panel's fleet option, headless, against a real local fleet.
 
 A tracker with three device servers runs for the module (key ``local``: two 1-thread servers;
-key ``avx2``: one 1-thread server compiling for ``x86-64-v3``), on ports from 9400 (the fleet
-tests of ``tests/explorer/fleet`` use 92xx-93xx), and is stopped at the end, leaving no process.
+key ``avx2``: one 1-thread server compiling for ``x86-64-v3``), on a port the OS hands out (as
+every fleet test's: ``explorer.testing.ports``), and is stopped at the end, leaving no process.
 As everywhere in tests/widgets, no widget may be written off the UI thread (``ui_thread_only``);
 here, in addition, the panels' code must never talk to a tracker on the UI thread (the kernel's):
 ``no_network_on_the_ui_thread`` fails a test that does.
@@ -39,6 +39,7 @@ from explorer.measure import Candidate, MeasureConfig, Measurer, MeasureResult, 
 from explorer.session import ScheduleSession
 from explorer.storage import NewTrial, get_store
 from explorer.target import Target, _cpu_model
+from explorer.testing.ports import free_port
 from explorer.types import MeasureStatus
 from explorer.workloads import get_workload
 from widgets import Explorer, FleetPanel, SearchPanel, _ui
@@ -57,8 +58,8 @@ FAST = MeasureConfig(
     max_spread=math.inf,  # about devices and counts, not timing quality
 )
 WIDGETS = str(Path(widgets.__file__).resolve().parent) + os.sep  # the panels' code
-NOBODY = "127.0.0.1:9498"  # nothing listens there (checked by the fixture)
-SILENT_PORT = 9497  # accepts connections and never answers
+NOBODY = f"127.0.0.1:{free_port()}"  # nothing listens there (checked by the fixture)
+SILENT_PORT = free_port()  # accepts connections and never answers
 HELD = 1.0  # seconds: the longest the UI thread may be busy at once (a shared, busy machine)
 
 
@@ -85,7 +86,7 @@ def fleet(fleet_state: Path) -> Iterator[LocalFleet]:
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", int(NOBODY.split(":")[1]))) != 0, NOBODY
     specs = [*default_servers(2, threads=1), ServerSpec("avx2", threads=1, mcpu="x86-64-v3")]
-    running = start_fleet(specs, state=fleet_state, port=9400)
+    running = start_fleet(specs, state=fleet_state, port=free_port())
     try:
         yield running
     finally:
@@ -372,7 +373,7 @@ def test_start_and_stop_buttons_run_a_local_fleet(
     tmp_path: Path, make_panel: Callable[..., FleetPanel], pump: Pump
 ) -> None:
     state = tmp_path / "fleet.json"
-    panel = make_panel(state=state, port=9450)
+    panel = make_panel(state=state, port=free_port())
     try:
         assert pump.until(
             lambda: (

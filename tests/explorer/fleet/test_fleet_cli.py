@@ -14,6 +14,8 @@ import time
 import psutil
 import pytest
 
+from explorer.testing.ports import free_port
+
 
 def explorer(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -26,14 +28,15 @@ def explorer(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str
 
 
 def test_up_status_tune_measure_down(tmp_path) -> None:
+    port = free_port()
     state = tmp_path / "fleet.json"
     db = tmp_path / "records.db"
     env = {**os.environ, "EXPLORER_FLEET_STATE": str(state), "EXPLORER_DB": str(db)}
     env["SCHEDULE_EXPLORER_PEAK_CACHE"] = str(tmp_path / "peak.json")
-    up = explorer("fleet", "up", "--servers", "1", "--threads", "1", "--port", "9340", env=env)
+    up = explorer("fleet", "up", "--servers", "1", "--threads", "1", "--port", str(port), env=env)
     assert up.returncode == 0, up.stderr
     try:
-        assert "tracker 127.0.0.1:9340: 1 device server" in up.stdout
+        assert f"tracker 127.0.0.1:{port}: 1 device server" in up.stdout
         more = ("fleet", "up", "--servers", "1", "--key", "avx2", "--threads", "1")
         up2 = explorer(*more, "--mcpu", "x86-64-v3", env=env)
         assert up2.returncode == 0, up2.stderr
@@ -47,14 +50,14 @@ def test_up_status_tune_measure_down(tmp_path) -> None:
         assert "code for x86-64-v3" in status.stdout
 
         shape = ("matmul", "--param", "M=64", "--param", "N=64", "--param", "K=64")
-        fleet = ("--tracker", "127.0.0.1:9340")
+        fleet = ("--tracker", f"127.0.0.1:{port}")
         measured = explorer("measure", *shape, *fleet, "--key", "avx2", env=env)
         assert measured.returncode == 0, measured.stderr
         assert "on avx2@127.0.0.1:" in measured.stdout and "matches NumPy" in measured.stdout
 
         peak = explorer("peak", *fleet, "--key", "avx2", env=env)
         assert peak.returncode == 0, peak.stderr
-        assert "key avx2's devices at 127.0.0.1:9340" in peak.stdout
+        assert f"key avx2's devices at 127.0.0.1:{port}" in peak.stdout
         assert "llvm:x86-64-v3:1): fp32 peak" in peak.stdout and "on 1 thread" in peak.stdout
 
         tuned = explorer("tune", *shape, *fleet, "--trials", "6", "--batch", "3", "-q", env=env)
@@ -71,8 +74,8 @@ def test_up_status_tune_measure_down(tmp_path) -> None:
         assert trials[0] >= 6 + 1  # every trial of the search, and the manual measurement
         # every run says where it measured, with its devices' peak (measured by then)
         measure_env, tune_env = (json.loads(e) for (e,) in rows)
-        assert measure_env["measured_on"] == "fleet 127.0.0.1:9340, key avx2"
-        assert tune_env["measured_on"] == "fleet 127.0.0.1:9340, key local"
+        assert measure_env["measured_on"] == f"fleet 127.0.0.1:{port}, key avx2"
+        assert tune_env["measured_on"] == f"fleet 127.0.0.1:{port}, key local"
         assert measure_env["peak"]["target_key"] == "llvm:x86-64-v3:1"
         assert measure_env["device"]["target"]["vector_bits"] == 256  # AVX2 registers
         local_device = tune_env["device"]["target"]
@@ -125,8 +128,9 @@ def _running(pid: int) -> bool:
 def test_a_fleet_whose_tracker_died_gets_it_back_on_its_port_and_down_stops_everything(
     tmp_path,
 ) -> None:
+    port = free_port()
     env = _fleet_env(tmp_path)
-    up = explorer("fleet", "up", "--servers", "1", "--threads", "1", "--port", "9360", env=env)
+    up = explorer("fleet", "up", "--servers", "1", "--threads", "1", "--port", str(port), env=env)
     assert up.returncode == 0, up.stderr
     first = _recorded_pids(tmp_path)
     try:
@@ -138,7 +142,7 @@ def test_a_fleet_whose_tracker_died_gets_it_back_on_its_port_and_down_stops_ever
         # Seen: "no fleet is running here" while its server ran.
         status = explorer("fleet", "status", env=env)
         assert status.returncode == 1
-        assert "tracker at 127.0.0.1:9360 has stopped; 1 device server of it still run" in (
+        assert f"tracker at 127.0.0.1:{port} has stopped; 1 device server of it still run" in (
             status.stdout
         )
         # Seen: a second tracker on another port, the first server forgotten (down left it).
@@ -147,7 +151,7 @@ def test_a_fleet_whose_tracker_died_gets_it_back_on_its_port_and_down_stops_ever
         assert "had stopped while 1 device server still ran; starting it again there" in (
             again.stdout
         )
-        assert "tracker 127.0.0.1:9360: 2 device servers" in again.stdout  # its own port
+        assert f"tracker 127.0.0.1:{port}: 2 device servers" in again.stdout  # its own port
         status = explorer("fleet", "status", env=env)
         assert status.returncode == 0 and "key local: 2 devices" in status.stdout, status.stdout
         assert all(pid in _recorded_pids(tmp_path) for pid in first[1:])  # the first server
@@ -187,34 +191,38 @@ def _time_wait(port: int) -> None:
 
 
 def test_up_takes_the_port_asked_for_even_in_time_wait_and_refuses_a_taken_one(tmp_path) -> None:
+    port, other, taken_port = free_port(), free_port(), free_port()
     env = _fleet_env(tmp_path)
-    _time_wait(9370)
-    up = explorer("fleet", "up", "--servers", "1", "--threads", "1", "--port", "9370", env=env)
+    _time_wait(port)
+    up = explorer("fleet", "up", "--servers", "1", "--threads", "1", "--port", str(port), env=env)
     try:
         assert up.returncode == 0, up.stderr
-        assert "tracker 127.0.0.1:9370: 1 device server" in up.stdout  # not 9371
-        elsewhere = explorer("fleet", "up", "--servers", "1", "--port", "9380", env=env)
+        assert f"tracker 127.0.0.1:{port}: 1 device server" in up.stdout  # not port + 1
+        elsewhere = explorer("fleet", "up", "--servers", "1", "--port", str(other), env=env)
         assert elsewhere.returncode == 2
-        assert "a fleet already runs here with its tracker at 127.0.0.1:9370" in elsewhere.stderr
+        assert (
+            f"a fleet already runs here with its tracker at 127.0.0.1:{port}" in elsewhere.stderr
+        )
     finally:
         down = explorer("fleet", "down", env=env)
     assert down.returncode == 0 and "stopped 2 processes" in down.stdout
     with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 9390))
+        taken.bind(("127.0.0.1", taken_port))
         taken.listen(1)
-        busy = explorer("fleet", "up", "--servers", "1", "--port", "9390", env=env)
+        busy = explorer("fleet", "up", "--servers", "1", "--port", str(taken_port), env=env)
     assert busy.returncode == 3, busy.stderr
-    assert "port 9390 on 127.0.0.1 is in use by another program" in busy.stderr
+    assert f"port {taken_port} on 127.0.0.1 is in use by another program" in busy.stderr
     assert not (tmp_path / "fleet.json").exists()  # nothing was started, nothing recorded
 
 
 def test_what_an_interrupted_up_started_is_stopped_by_down(tmp_path) -> None:
     """`fleet up` killed while its server still starts: that server and the tracker were
     already recorded, so `down` stops them (recorded only at the end, they ran on, unknown)."""
+    port = free_port()
     env = _fleet_env(tmp_path)
     state = tmp_path / "fleet.json"
     up = subprocess.Popen(
-        [sys.executable, "-m", "explorer", "fleet", "up", "--servers", "1", "--port", "9395"],
+        [sys.executable, "-m", "explorer", "fleet", "up", "--servers", "1", "--port", str(port)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

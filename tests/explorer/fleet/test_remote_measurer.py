@@ -33,6 +33,7 @@ from explorer.storage import RunStatus, get_store
 from explorer.target import Target, cuda_available
 from explorer.testing import hooks
 from explorer.testing.contracts import MeasurerContract
+from explorer.testing.ports import free_port
 from explorer.tuner import Tuner
 from explorer.types import MeasureStatus
 from explorer.workloads import Workload, get_workload
@@ -51,7 +52,7 @@ FAST = MeasureConfig(
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFleet]:
     """Two 1-thread servers under key ``local``, each pinned to its own core."""
     state = tmp_path_factory.mktemp("fleet") / "fleet.json"
-    running = start_fleet(default_servers(2, threads=1), state=state, port=9250)
+    running = start_fleet(default_servers(2, threads=1), state=state, port=free_port())
     try:
         yield running
     finally:
@@ -141,7 +142,7 @@ def test_a_wrong_result_a_crash_and_a_hang_are_results_and_the_fleet_survives(
 def test_a_server_killed_mid_batch_loses_nothing(tmp_path) -> None:
     state = tmp_path / "fleet.json"
     fleet = start_fleet(
-        [ServerSpec("kill", 1, (0,)), ServerSpec("kill", 1, (1,))], state=state, port=9280
+        [ServerSpec("kill", 1, (0,)), ServerSpec("kill", 1, (1,))], state=state, port=free_port()
     )
     try:
         with RemoteMeasurer(fleet.tracker, "kill") as m:
@@ -175,7 +176,7 @@ def test_a_key_whose_devices_all_went_away_is_said_within_seconds(tmp_path) -> N
     (each until the queue timeout), then the candidates stored as failures. The queue timeout
     here is far beyond the test's own: only noticing that the key has no device ends it."""
     state = tmp_path / "fleet.json"
-    fleet = start_fleet([ServerSpec("gone", 1, (0,))], state=state, port=9300)
+    fleet = start_fleet([ServerSpec("gone", 1, (0,))], state=state, port=free_port())
     try:
         with RemoteMeasurer(fleet.tracker, "gone") as m:
             target = m.device_target()
@@ -212,7 +213,7 @@ def test_a_run_whose_devices_went_away_is_failed_never_finished(tmp_path) -> Non
     """Seen: `explorer runs` said `finished` while the end-of-run re-timing waited for devices
     that were gone."""
     state = tmp_path / "fleet.json"
-    fleet = start_fleet([ServerSpec("left", 1, (0,))], state=state, port=9305)
+    fleet = start_fleet([ServerSpec("left", 1, (0,))], state=state, port=free_port())
     store = get_store(tmp_path / "records.db")
     try:
         with RemoteMeasurer(fleet.tracker, "left", FAST) as m:
@@ -244,7 +245,7 @@ def test_misuse_is_one_sentence() -> None:
 
 def test_a_tracker_restarted_mid_batch_loses_nothing(tmp_path) -> None:
     state = tmp_path / "fleet.json"
-    fleet = start_fleet([ServerSpec("again", 1, (0,))], state=state, port=9320)
+    fleet = start_fleet([ServerSpec("again", 1, (0,))], state=state, port=free_port())
     tracker = next(p for p in fleet.processes if p.role == "tracker")
     replacement = None
     try:
@@ -280,9 +281,19 @@ def test_a_tracker_restarted_mid_batch_loses_nothing(tmp_path) -> None:
 def test_a_plain_tvm_rpc_server_works_and_the_cli_says_which_target_it_assumed(
     fleet: LocalFleet, tmp_path
 ) -> None:
+    port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "tvm.exec.rpc_server", "--tracker", str(fleet.tracker)]
-        + ["--key", "plain", "--host", "127.0.0.1", "--port", "9440", "--port-end", "9460"],
+        + [
+            "--key",
+            "plain",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--port-end",
+            str(port + 20),
+        ],
         start_new_session=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

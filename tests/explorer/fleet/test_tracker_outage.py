@@ -16,6 +16,7 @@ import time
 from explorer.errors import StoreError
 from explorer.fleet import default_servers, start_fleet, stop_fleet
 from explorer.storage import get_store
+from explorer.testing.ports import free_port
 
 
 def stored_trials(db) -> int:
@@ -30,7 +31,7 @@ def stored_trials(db) -> int:
 
 def test_a_dead_fleet_leaves_failed_trials_and_an_unconfirmed_best_said_plainly(tmp_path):
     state, db = tmp_path / "fleet.json", tmp_path / "records.db"
-    fleet = start_fleet(default_servers(1, threads=1), state=state, port=9380)
+    fleet = start_fleet(default_servers(1, threads=1), state=state, port=free_port())
     cmd = [
         sys.executable, "-m", "explorer", "tune", "matmul",
         "-p", "M=64", "-p", "N=64", "-p", "K=64", "--strategy", "random",

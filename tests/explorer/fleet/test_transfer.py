@@ -12,6 +12,7 @@ from explorer.measure import MeasureConfig, MeasureResult, RemoteMeasurer
 from explorer.plots import make_transfer_figure
 from explorer.search import make_strategy
 from explorer.storage import get_store
+from explorer.testing.ports import free_port
 from explorer.tuner import Tuner
 from explorer.types import MeasureStatus
 from explorer.workloads import get_workload
@@ -45,7 +46,7 @@ def test_two_targets_tuned_through_a_fleet_then_crossed(tmp_path) -> None:
     fleet = start_fleet(
         [ServerSpec("native", 1, (0,)), ServerSpec("avx2", 1, (1,), "x86-64-v3")],
         state=state,
-        port=9360,
+        port=free_port(),
     )
     try:
         store = get_store(str(tmp_path / "records.db"))

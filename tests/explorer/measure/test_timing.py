@@ -52,6 +52,14 @@ def overlaps(events: list[GateEvent]) -> int:
     return bad
 
 
+def wait_for_step(events: list[GateEvent], thread: str, kind: str, phase: str) -> None:
+    """Until ``thread`` has logged that step in the gate (a handshake, never a fixed sleep)."""
+    deadline = time.monotonic() + 30
+    while not any((e.thread, e.kind, e.phase) == (thread, kind, phase) for e in list(events)):
+        assert time.monotonic() < deadline, f"{thread} never logged {kind} {phase}: {events}"
+        time.sleep(0.001)
+
+
 # -- the gate ---------------------------------------------------------------------------------
 def test_work_waits_for_a_timing_and_a_timing_for_work_in_progress():
     gate = TimingGate()
@@ -79,15 +87,15 @@ def test_work_waits_for_a_timing_and_a_timing_for_work_in_progress():
             with gate.timing():
                 timed.set()
                 late.start()
-                time.sleep(0.05)
-                # Must still be waiting; checked after the timing, not asserted in a thread.
+                wait_for_step(events, "late", "work", "wait")  # it arrived, and waits
+                # Checked after the timing, not asserted in a thread.
                 timed_alone.append(not late_entered.is_set())
 
         timed_alone: list[bool] = []
 
         timer = threading.Thread(target=time_it, name="timer")
         timer.start()
-        time.sleep(0.05)
+        wait_for_step(events, "timer", "timing", "wait")  # it arrived, and waits
         assert not timed.is_set(), "the timing started while work was in progress"
         release_work.set()
         worker.join(10)
@@ -103,20 +111,31 @@ def test_work_waits_for_a_timing_and_a_timing_for_work_in_progress():
 
 def test_nested_work_passes_a_waiting_timing_and_timing_inside_work_raises():
     gate = TimingGate()
-    entered_inner = threading.Event()
+    in_work, entered_inner = threading.Event(), threading.Event()
 
-    def trainer():
-        with gate.work():
-            time.sleep(0.1)  # a timing arrives and waits meanwhile
-            with gate.work():  # update() calling predict(): must not wait for the timer
-                entered_inner.set()
+    with gate.recording() as events:
 
-    t = threading.Thread(target=trainer)
-    t.start()
-    time.sleep(0.03)
-    with gate.timing():
-        assert entered_inner.is_set()
-    t.join(10)
+        def trainer():
+            with gate.work():
+                in_work.set()
+                wait_for_step(events, "timer", "timing", "wait")  # a timing waits meanwhile
+                with gate.work():  # update() calling predict(): must not wait for the timer
+                    entered_inner.set()
+
+        inner_first: list[bool] = []
+
+        def time_it():
+            with gate.timing():
+                inner_first.append(entered_inner.is_set())
+
+        t = threading.Thread(target=trainer, name="trainer")
+        t.start()
+        assert in_work.wait(30)
+        timer = threading.Thread(target=time_it, name="timer")
+        timer.start()
+        t.join(30)
+        timer.join(30)
+        assert inner_first == [True], "the nested work waited for the timing"
     with gate.work(), pytest.raises(RuntimeError, match="inside TimingGate.work"):
         gate.timing().__enter__()
 

@@ -58,3 +58,16 @@ def test_it_says_how_far_its_scoring_got_before_the_first_measurement(cpu_target
     assert notes[0] == "static model: scoring up to 24 candidates before measuring"
     counts = [int(n.split()[2]) for n in notes[1:]]
     assert counts == sorted(counts) and counts[-1] == s.num_scored_ and len(counts) == 3
+
+
+def test_a_model_the_caller_passed_stays_open_and_its_own_is_closed(cpu_target):
+    """The ownership rule of measurers, for cost models: what the caller passed, the caller
+    closes (StaticSearch used to close it after its search)."""
+    mine = StaticCostModel()
+    for model in (mine, None):
+        s = StaticSearch(top_k=1, model=model, **TINY)
+        s.reset(DesignSpace.of(MM64, cpu_target), rng=np.random.default_rng(0))
+        assert s.ask(1)
+        assert (s.model_._pool is not None) == (model is mine), model
+    assert mine._pool is not None  # still the caller's, open
+    mine.close()

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -40,6 +39,7 @@ OWNER = textwrap.dedent(
         store.add_trials(run.id, [make_trial(w, Target.local_cpu())])
         print(run.id, flush=True)
     else:
+        print("ready", flush=True)  # imported, store open
         for line in sys.stdin:  # "go": every claimer starts at once
             break
         try:
@@ -109,7 +109,7 @@ def test_of_two_concurrent_claims_exactly_one_wins(tmp_path, workload, target):
         run = store.create_run(workload, target, "random")
         store.finish_run(run.id, "interrupted")
     claimers = [owner(db, str(run.id)) for _ in range(3)]
-    time.sleep(1.0)  # let them import and open the store
+    assert [proc.stdout.readline().strip() for proc in claimers] == ["ready"] * 3
     for proc in claimers:
         proc.stdin.write("go\n")
         proc.stdin.flush()
