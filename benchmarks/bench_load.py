@@ -41,7 +41,7 @@ from explorer.search._baseline import baseline_candidate
 from explorer.session import ScheduleSession
 from explorer.storage import get_store, summarize_run
 from explorer.storage._summary import confirmation_rows
-from explorer.target import Target, _cpu_model
+from explorer.target import Target, cpu_model
 from explorer.testing.load import cpu_burners
 from explorer.tuner import Tuner
 from explorer.workloads import get_workload, parse_expression
@@ -260,7 +260,7 @@ def main() -> None:
     args = p.parse_args()
     if args.quick:
         args.tunes, args.times = 4, 3
-    print(f"machine: {_cpu_model()}, {Target.local_cpu().num_cores} cores; {args.burners} burners")
+    print(f"machine: {cpu_model()}, {Target.local_cpu().num_cores} cores; {args.burners} burners")
     part_estimators(args.burners, args.times)
     worst = part_same_schedule(args.burners, args.times)
     wrong = part_tunes(args.burners, args.tunes, args.trials)

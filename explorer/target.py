@@ -72,7 +72,7 @@ class Target:
         cpu = _detect_cpu()
         if num_cores is None or num_cores == cpu.num_cores:
             return cpu
-        name = f"{_cpu_model()} ({cpu.mcpu}, {num_cores} core{'s' * (num_cores != 1)})"
+        name = f"{cpu_model()} ({cpu.mcpu}, {num_cores} core{'s' * (num_cores != 1)})"
         return replace(cpu, num_cores=num_cores, name=name)
 
     @classmethod
@@ -183,7 +183,7 @@ def _cpu_flags() -> set[str]:
     return set()
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -213,7 +213,7 @@ def _detect_cpu() -> Target:
         l1d_bytes=caches.get("l1", 32 * 1024),
         l2_bytes=caches.get("l2", 1024 * 1024),
         l3_bytes=caches.get("l3", 0),
-        name=f"{_cpu_model()} ({mcpu}, {cores} cores)",
+        name=f"{cpu_model()} ({mcpu}, {cores} cores)",
     )
 
 

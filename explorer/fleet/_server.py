@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     from explorer import _tvm
     from explorer.core import DEVICE_INFO_FUNC, TrackerAddress
     from explorer.errors import TargetError
-    from explorer.target import MCPU_VECTOR_BITS, Target, _cpu_model
+    from explorer.target import MCPU_VECTOR_BITS, Target, cpu_model
 
     tracker = TrackerAddress.parse(args.tracker)
     target = Target.local_cpu(num_cores=threads)
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         "host": args.host,
         "pid": os.getpid(),
         "hostname": socket.gethostname(),
-        "cpu_model": _cpu_model(),
+        "cpu_model": cpu_model(),
         "tvm_version": _tvm.TVM_VERSION,
         "threads": threads,
         "cores": sorted(os.sched_getaffinity(0)),

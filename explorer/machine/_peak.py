@@ -206,7 +206,7 @@ def measure_peak(target: Target, device: FleetDevice | None = None) -> MachinePe
     ``device``, with the threads its server was started with."""
     _check_cpu(target)
     from explorer import _tvm
-    from explorer.target import _cpu_model
+    from explorer.target import cpu_model
 
     env = dict(os.environ, TVM_NUM_THREADS=str(target.num_cores))
     where = [device.tracker, device.key] if device is not None else []
@@ -237,7 +237,7 @@ def measure_peak(target: Target, device: FleetDevice | None = None) -> MachinePe
         gflops_f32=float(reply["gflops_f32"]),
         bandwidth_gbs=float(reply["bandwidth_gbs"]),
         target_key=target.key(),
-        cpu_model=device.cpu_model if device is not None else _cpu_model(),
+        cpu_model=device.cpu_model if device is not None else cpu_model(),
         tvm_version=_tvm.TVM_VERSION,
         num_threads=int(reply["num_threads"]),
         measured_at=time.time(),
@@ -252,9 +252,9 @@ def _check_cpu(target: Target) -> None:
 
 def _cache_key(target: Target, device: FleetDevice | None = None) -> str:
     from explorer import _tvm
-    from explorer.target import _cpu_model
+    from explorer.target import cpu_model
 
-    model = device.cpu_model if device is not None else _cpu_model()
+    model = device.cpu_model if device is not None else cpu_model()
     return f"{target.key()}|{model}|tvm {_tvm.TVM_VERSION}"
 
 

@@ -36,7 +36,7 @@ def environment() -> dict[str, Any]:
         "ffi_version": _tvm.FFI_VERSION,
         "python_version": platform.python_version(),
         "platform": platform.platform(),
-        "cpu_model": _cpu_model(),
+        "cpu_model": cpu_model(),
         "target_key": Target.local_cpu().key(),
         "tvm_num_threads": os.environ.get("TVM_NUM_THREADS"),
         "hostname": socket.gethostname(),
@@ -45,7 +45,7 @@ def environment() -> dict[str, Any]:
 
 
 @functools.cache
-def _cpu_model() -> str:
+def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):

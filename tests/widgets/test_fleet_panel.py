@@ -38,7 +38,7 @@ from explorer.machine._peak import _cache_key, _write_cache
 from explorer.measure import Candidate, MeasureConfig, Measurer, MeasureResult, RemoteMeasurer
 from explorer.session import ScheduleSession
 from explorer.storage import NewTrial, get_store
-from explorer.target import Target, _cpu_model
+from explorer.target import Target, cpu_model
 from explorer.testing.ports import free_port
 from explorer.types import MeasureStatus
 from explorer.workloads import get_workload
@@ -182,8 +182,8 @@ def test_the_panel_lists_devices_by_key_with_the_target_each_key_reports(
     # key local's peak was measured before (`explorer peak --tracker`), avx2's was not
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "peak.json"))
     one_core = Target.local_cpu(num_cores=1)
-    device = FleetDevice(str(fleet.tracker), "local", _cpu_model())
-    kept = MachinePeak(123.0, 45.0, one_core.key(), _cpu_model(), "0.27", 1, 1.0, None)
+    device = FleetDevice(str(fleet.tracker), "local", cpu_model())
+    kept = MachinePeak(123.0, 45.0, one_core.key(), cpu_model(), "0.27", 1, 1.0, None)
     _write_cache({_cache_key(one_core, device): kept})
     asked: list[str] = []
     original = RemoteMeasurer.device_target
