@@ -90,6 +90,12 @@ def check_drawn(page: Any, want: dict[str, Any], when: str, timeout: float) -> N
     assert_page_clean(page, page.log, when)
 
 
+@pytest.mark.xfail(
+    strict=False,
+    reason="known defect, open (issue 21): after a reload, ipywidgets' restore can leave outputs "
+    "'model not found' (seen beside two burners, and once quiet: the tour's last plot); it "
+    "still runs every time and reports XPASS when every plot draws",
+)
 def test_every_tour_plot_draws_after_run_all_and_after_a_reload(jupyter_lab, browser, request):
     name = "plots_tour.ipynb"
     nb = json.loads((NOTEBOOKS / "00_tour.ipynb").read_text())
