@@ -5,7 +5,8 @@
 // a model 2 s to load it; a model that misses that never handles another message from the
 // kernel. So nothing here depends on this (the view's) model receiving messages: the figure
 // lives in a plain ipywidgets model (the state), and plotly.js comes once per page from a
-// third model (the library), evaluated once and shared by every plot.
+// third model (the library), evaluated once and shared by every plot. The library's model has
+// it when the kernel opens it; a reloaded page asks the library for it (a message).
 //
 // Evaluating plotly.js holds the page for a second or more (seconds on a slow laptop): views
 // still loading this module meanwhile would miss anywidget's 2 s (harmless here, but it logs
@@ -38,6 +39,22 @@ async function modelOf(manager, ref) {
   }
 }
 
+/** plotly.js's source from the library model: in its state when the kernel opened it; a
+ * reloaded page (whose restored state is empty, to keep the restore small) asks for it. */
+async function sourceOf(library) {
+  const source = library.get("source");
+  if (source && source.byteLength > 0) return source;
+  return new Promise((resolve) => {
+    const onMessage = (content, buffers) => {
+      if (content?.["plotly.js"] === undefined || !buffers?.length) return;
+      library.off("msg:custom", onMessage);
+      resolve(buffers[0]);
+    };
+    library.on("msg:custom", onMessage);
+    library.send({ request: "plotly.js" });
+  });
+}
+
 /** plotly.js from the library model, evaluated once per page and version. */
 async function plotlyOf(library) {
   const loaded = SHARED.plotly;
@@ -50,11 +67,13 @@ async function plotlyOf(library) {
     // arrives as bytes (a DataView), put in the module as they are.
     const head = "const module = { exports: {} };\n";
     const tail = "\nexport default module.exports;\n";
-    const parts = [head, library.get("source"), tail];
-    const url = URL.createObjectURL(new Blob(parts, { type: "text/javascript" }));
-    const plotly = import(/* webpackIgnore: true */ url)
-      .finally(() => URL.revokeObjectURL(url))
-      .then((m) => m.default);
+    const plotly = sourceOf(library).then((source) => {
+      const blob = new Blob([head, source, tail], { type: "text/javascript" });
+      const url = URL.createObjectURL(blob);
+      return import(/* webpackIgnore: true */ url)
+        .finally(() => URL.revokeObjectURL(url))
+        .then((m) => m.default);
+    });
     loaded.set(version, plotly);
   }
   return loaded.get(version);

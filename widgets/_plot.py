@@ -12,7 +12,8 @@ A ``LiveFigure`` is a plain ``go.Figure`` (every plotly API works on it, and
 
 * ``_FigureState`` (a plain ipywidgets model, handled at once, with no module to load) holds
   the figure as JSON, rewritten after every change of the figure;
-* ``_PlotlyLibrary`` holds plotly.js, once per kernel, whatever the number of figures;
+* ``_PlotlyLibrary`` brings plotly.js to the page, once per kernel (and once more to a page
+  reloaded), whatever the number of figures;
 * ``PlotView`` (the anywidget shown in the page) has a small module that draws the state with
   plotly.js and draws it again whenever it changes. It needs no message of its own, so
   anywidget's 2 s limit cannot break it (anywidget then logs "Failed to initialize model",
@@ -27,7 +28,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ParamSpec, TypeGuard
+from typing import Any, ClassVar, ParamSpec, TypeGuard
 
 import anywidget
 import ipywidgets as w
@@ -44,13 +45,31 @@ _ESM = (Path(__file__).parent / "_plot.js").read_text(encoding="utf-8")
 class _PlotlyLibrary(w.Widget):  # type: ignore[misc]  # ipywidgets is untyped: its base class is Any
     """plotly.js, sent to the page once per kernel for every figure to share.
 
-    Its 4.8 MB travel as a binary buffer, never inside the JSON of a message: a reloaded page
-    asks the kernel for every widget's state in one reply, and gives up on that reply after 4 s
-    (then the widgets it restores show "model not found"). On a busy machine, encoding and
-    parsing plotly.js as JSON text made that reply miss the 4 s."""
+    Its 4.8 MB go with the model's opening message only (as a binary buffer, never inside
+    JSON); the kernel then forgets them. A reloaded page asks the kernel for every widget's
+    state in one reply, and an output whose widget is not back within 2 s shows "Error
+    displaying widget: model not found" for good: with plotly.js in that reply (5.4 MB of the
+    tour's 5.8 MB) it took 2.2 s. A page without the library (a reloaded one) asks for it with
+    a message (``REQUEST``), answered with the source as a buffer.
+    """
 
     source = traitlets.Bytes().tag(sync=True)
     version = traitlets.Unicode().tag(sync=True)
+
+    REQUEST: ClassVar[dict[str, str]] = {"request": "plotly.js"}
+
+    def __init__(self) -> None:
+        self._source = get_plotlyjs().encode()
+        super().__init__(source=self._source, version=get_plotlyjs_version())  # opens the model
+        # Emptied in the kernel without telling the page (which keeps its copy): a property
+        # lock on the new value is how ipywidgets sets a value the page already holds.
+        with self._lock_property(source=b""):
+            self.source = b""
+        self.on_msg(self._on_page_message)
+
+    def _on_page_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if content == self.REQUEST:
+            self.send({"plotly.js": self.version}, buffers=[self._source])
 
 
 class _FigureState(w.Widget):  # type: ignore[misc]  # ipywidgets is untyped: its base class is Any
@@ -76,7 +95,7 @@ _library: _PlotlyLibrary | None = None
 def _shared_library() -> _PlotlyLibrary:
     global _library
     if _library is None or _library.comm is None:  # none yet, or closed (Widget.close_all)
-        _library = _PlotlyLibrary(source=get_plotlyjs().encode(), version=get_plotlyjs_version())
+        _library = _PlotlyLibrary()
     return _library
 
 

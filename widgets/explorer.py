@@ -4,11 +4,18 @@ It composes the panels around one shared ``Context``: the workload builder on to
 hand-scheduling (editor and cost side by side), search, dashboards, the fleet (its polling runs
 while its tab is shown) and NAS (a layer it opens shows in the editor). Each panel is also usable
 alone (``ExpressionBuilder(ctx)`` ...); the ``Explorer`` only wires them to one context.
+
+The panels of the other tabs are built when their tab is first opened, or their attribute
+(``ex.search`` ...) first read: an explorer is about 400 widget models when all are built, and
+a reloaded page must fetch every live model from the kernel before its outputs can draw
+(JupyterLab gives an output 2 s to find its model; two explorers' worth took longer on a
+busy machine, and the outputs said "model not found" for good).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar, cast
 
 import ipywidgets as w
 
@@ -29,8 +36,16 @@ from widgets.search_panel import SearchPanel
 
 DEFAULT_WORKLOAD = ("matmul", {"M": 128, "N": 128, "K": 128})
 """What ``Explorer()`` opens: small enough that a measurement takes well under a second."""
-FLEET_TAB = 3
-NAS_TAB = 4
+TITLES = ("Schedule", "Search", "Dashboards", "Fleet", "NAS")
+SCHEDULE_TAB, SEARCH_TAB, DASHBOARDS_TAB, FLEET_TAB, NAS_TAB = range(len(TITLES))
+
+
+class _TabPanel(Protocol):
+    @property
+    def widget(self) -> w.Widget: ...
+
+
+P = TypeVar("P", bound=_TabPanel)
 
 
 class Explorer:
@@ -63,10 +78,8 @@ class Explorer:
         self.builder = ExpressionBuilder(self.ctx)
         self.editor = ScheduleEditor(self.ctx)
         self.cost = CostPanel(self.ctx)
-        self.search = SearchPanel(self.ctx)
-        self.dashboards = Dashboards(self.ctx)
-        self.fleet = FleetPanel(self.ctx, autostart=False)
-        self.nas = NasPanel(self.ctx)
+        # The other tabs' panels, by tab, once built (``_panel``).
+        self._panels: dict[int, _TabPanel] = {}
 
         # The editor gets the width: its loop table, TVMScript and help examples need ~800 px.
         # The cost panel sits beside it only when both fit (a wide screen), else it wraps below
@@ -82,22 +95,13 @@ class Explorer:
         self.cost.widget.layout.min_width = "min(320px, 100%)"
         self.cost.widget.layout.padding = "0 0 0 12px"
         self.cost.widget.layout.border_left = "1px solid #ddd"
-        self.tabs = w.Tab(
-            children=[
-                schedule,
-                self.search.widget,
-                self.dashboards.widget,
-                self.fleet.widget,
-                self.nas.widget,
-            ],
-            titles=("Schedule", "Search", "Dashboards", "Fleet", "NAS"),
-        )
+        # A slot per later tab, which gets its panel when the tab is first opened.
+        self._slots = [schedule] + [
+            w.Box(layout=w.Layout(width="100%", display="block")) for _ in TITLES[1:]
+        ]
+        self.tabs = w.Tab(children=self._slots, titles=TITLES)
         self.tabs.add_class("se-tabs")
-        # The fleet panel asks its tracker every few seconds: only while someone looks at it.
-        self.tabs.observe(lambda _: self._sync_fleet_polling(), names="selected_index")
-        # A point clicked in the dashboards opens in the editor: show it there.
-        self.dashboards.on_open = lambda _record: setattr(self.tabs, "selected_index", 0)
-        self.nas.on_open = lambda _session: setattr(self.tabs, "selected_index", 0)
+        self.tabs.observe(lambda _: self._on_tab(), names="selected_index")
         self._root = w.VBox([self.builder.widget, self.tabs])
         self._root.add_class("se-explorer")
         themed(self._root)
@@ -121,11 +125,62 @@ class Explorer:
         self.ctx.set_session(session)
         return session
 
-    def _sync_fleet_polling(self) -> None:
-        if self.tabs.selected_index == FLEET_TAB:
-            self.fleet.start_polling()
-        else:
-            self.fleet.stop_polling()
+    @property
+    def search(self) -> SearchPanel:
+        """The Search tab's panel (built on first use)."""
+        return self._panel(SEARCH_TAB, lambda: SearchPanel(self.ctx))
+
+    @property
+    def dashboards(self) -> Dashboards:
+        """The Dashboards tab's panel (built on first use)."""
+        return self._panel(DASHBOARDS_TAB, self._make_dashboards)
+
+    @property
+    def fleet(self) -> FleetPanel:
+        """The Fleet tab's panel (built on first use; it polls its tracker while shown)."""
+        return self._panel(FLEET_TAB, lambda: FleetPanel(self.ctx, autostart=False))
+
+    @property
+    def nas(self) -> NasPanel:
+        """The NAS tab's panel (built on first use)."""
+        return self._panel(NAS_TAB, self._make_nas)
+
+    def _panel(self, tab: int, build: Callable[[], P]) -> P:
+        if tab not in self._panels:
+            if self._root.comm is None:  # closed: a new panel would work on a closed context
+                raise RuntimeError(f"this explorer is closed: its {TITLES[tab]} tab cannot open")
+            panel = build()
+            self._panels[tab] = panel
+            self._slots[tab].children = (panel.widget,)
+        return cast(P, self._panels[tab])  # each tab is only ever built by its own property
+
+    def _make_dashboards(self) -> Dashboards:
+        dashboards = Dashboards(self.ctx)
+        # A point clicked in the dashboards opens in the editor: show it there.
+        dashboards.on_open = lambda _record: setattr(self.tabs, "selected_index", SCHEDULE_TAB)
+        return dashboards
+
+    def _make_nas(self) -> NasPanel:
+        nas = NasPanel(self.ctx)
+        nas.on_open = lambda _session: setattr(self.tabs, "selected_index", SCHEDULE_TAB)
+        return nas
+
+    def _on_tab(self) -> None:
+        shown = self.tabs.selected_index
+        panels: dict[int, Callable[[], _TabPanel]] = {
+            SEARCH_TAB: lambda: self.search,
+            DASHBOARDS_TAB: lambda: self.dashboards,
+            FLEET_TAB: lambda: self.fleet,
+            NAS_TAB: lambda: self.nas,
+        }
+        if shown in panels:
+            panels[shown]()  # builds the tab's panel the first time it is shown
+        # The fleet panel asks its tracker every few seconds: only while someone looks at it.
+        if FLEET_TAB in self._panels:
+            if shown == FLEET_TAB:
+                self.fleet.start_polling()
+            else:
+                self.fleet.stop_polling()
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self._root._repr_mimebundle_(**kwargs)
@@ -134,15 +189,8 @@ class Explorer:
         """Stop background work, release the measurer's workers and close the widgets (a
         fleet started from the Fleet tab keeps running: its Stop button or
         ``explorer fleet down`` stops it)."""
-        for panel in (
-            self.nas,
-            self.fleet,
-            self.dashboards,
-            self.search,
-            self.cost,
-            self.editor,
-            self.builder,
-        ):
+        built = [self._panels[tab] for tab in sorted(self._panels, reverse=True)]
+        for panel in (*built, self.cost, self.editor, self.builder):
             close = getattr(panel, "close", None)
             if close is not None:
                 close()

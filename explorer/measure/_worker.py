@@ -180,8 +180,9 @@ class _Worker:
                 if mismatch is not None:
                     return {"ok": False, "stage": "wrong", "error": mismatch}
             if not self.pinned and req.get("device", "cpu") == "cpu":
-                self.pinned = True  # TVM's thread pool exists now: its workers are bound
-                keep_off_worker_cores()
+                # Until it worked: TVM's thread pool exists only once a parallel kernel ran
+                # (a tune times the unscheduled program, with no parallel loop, first).
+                self.pinned = keep_off_worker_cores() is not None
             warmup = float(req.get("warmup_secs", 0.0))
             call_secs = _warm_up(module["main"], args, warmup, done_secs=checked_secs)
             dev.sync()  # a GPU runs the warm-up's launches asynchronously: all done first

@@ -15,6 +15,7 @@ from typing import Any
 from playwright.sync_api import Locator, Page
 
 REPO = Path(__file__).resolve().parents[2]
+NOTEBOOKS = REPO / "notebooks"
 # Screenshots; artifacts/ is already git-ignored.
 ARTIFACTS = Path(os.environ.get("BROWSER_ARTIFACTS") or REPO / "artifacts" / "browser")
 
@@ -297,6 +298,13 @@ _MARK_HIDDEN_TABS_JS = """(el) => {
 }"""
 
 
+def show_tab(page: Page, tab: str) -> None:
+    """Click the first explorer's tab titled ``tab``, like a user: the Explorer builds a tab's
+    panel when it is first shown, so what is in it exists in the page from then on."""
+    page.locator(".se-tabs .lm-TabBar-tab").filter(has_text=tab).first.click()
+    settle(page, 600)
+
+
 def reveal(page: Page, loc: Locator) -> None:
     """Select the Tab(s) / open the Accordion section(s) that hide ``loc``, like a user would."""
     loc.wait_for(state="attached")
@@ -311,6 +319,7 @@ def reveal(page: Page, loc: Locator) -> None:
 def text_input(page: Page, cls: str) -> Locator:
     """The <input>/<textarea> of a Text/IntText widget (or the element itself if it is one)."""
     outer = page.locator(f".{cls}").first
+    outer.wait_for(state="attached")  # a tab's panel is built when the tab first opens
     inner = outer.locator("input, textarea").first
     return inner if inner.count() else outer
 
@@ -318,6 +327,7 @@ def text_input(page: Page, cls: str) -> Locator:
 def select_of(page: Page, cls: str) -> Locator:
     """The <select> of a Dropdown widget (or the element itself if it is one)."""
     outer = page.locator(f".{cls}").first
+    outer.wait_for(state="attached")  # a tab's panel is built when the tab first opens
     inner = outer.locator("select").first
     return inner if inner.count() else outer
 

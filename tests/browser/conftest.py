@@ -34,9 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_helpers import REPO, new_page, safe_name, save_failure_screenshot
+from browser_helpers import NOTEBOOKS, REPO, new_page, safe_name, save_failure_screenshot
 
-NOTEBOOKS = REPO / "notebooks"
 SERVER_START_TIMEOUT = float(os.environ.get("JUPYTER_START_TIMEOUT", "120"))
 # Playwright already passes --headless --no-sandbox --disable-dev-shm-usage ...; repeated here to
 # document intent (root needs --no-sandbox, containers have a 64 MB /dev/shm). No GPU: WebGL

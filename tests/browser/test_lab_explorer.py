@@ -32,6 +32,7 @@ from browser_helpers import (
     set_text,
     settle,
     shot,
+    show_tab,
     stderr_outputs,
     visible_text,
     write_notebook,
@@ -332,6 +333,7 @@ def test_measure_shows_a_latency(ui):
 
 def test_short_search_fills_the_convergence_plot(ui):
     page = ui
+    show_tab(page, "Search")
     panel = page.locator(".se-search").first
     reveal(page, panel)
     strategies = options_of(select_of(page, "se-strategy"))
@@ -351,7 +353,10 @@ def test_short_search_fills_the_convergence_plot(ui):
     shot(page, "06_search_before_start", panel)
 
     convergence = page.locator(".se-convergence").first
-    before = max(plot_points(page, "se-convergence"), 0)  # e.g. the manual measurement's point
+    show_tab(page, "Dashboards")  # what the plot holds before (the manual measurement's point)
+    expect(convergence.locator(".js-plotly-plot").first).to_be_attached()
+    before = max(plot_points(page, "se-convergence"), 0)
+    show_tab(page, "Search")
     start.click()
     t0 = time.monotonic()
     wait_kernel_settled(page)  # Start handled: the panel now says it is running
@@ -360,6 +365,7 @@ def test_short_search_fills_the_convergence_plot(ui):
     shot(page, "06_search_running", panel)
 
     # a user switches to the dashboards while the search runs, and watches points arrive
+    show_tab(page, "Dashboards")
     figure = convergence.locator(".js-plotly-plot").first
     reveal(page, figure)
     expect(figure).to_be_visible(timeout=60_000)

@@ -25,6 +25,7 @@ from browser_helpers import (
     set_text,
     settle,
     shot,
+    show_tab,
 )
 from playwright.sync_api import expect
 from test_lab_explorer import heading_problems
@@ -115,11 +116,6 @@ def open_file_browser(page: Any) -> None:
     if not page.locator("#filebrowser").first.is_visible():
         page.locator('[data-id="filebrowser"]').first.click()
     settle(page, 800)
-
-
-def show_tab(page: Any, tab: str) -> None:
-    page.locator(".se-tabs .lm-TabBar-tab").filter(has_text=tab).first.click()
-    settle(page, 600)
 
 
 def test_a_search_from_my_schedule_ends_with_a_whole_sentence(ui: Any) -> None:

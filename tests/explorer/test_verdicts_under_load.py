@@ -40,6 +40,16 @@ def params(values: dict[str, int]) -> list[str]:
     return [arg for k, v in values.items() for arg in ("-p", f"{k}={v}")]
 
 
+def rows_of(db) -> str:
+    """Every trial of the database, one line each: what a failed verdict is read from."""
+    with get_store(db, read_only=True) as store:
+        return "".join(
+            f"\n{r.id} {r.status.value} again={r.is_remeasure} hash={r.trace_hash % 10**6} "
+            f"{[f'{x * 1e6:.1f}us' for x in r.run_secs]}"
+            for r in store.trial_rows()
+        )
+
+
 def test_a_correct_kernel_exits_0_on_a_busy_machine(burners, tmp_path):
     # It exited 1 in 2 of 3 runs ("noisy ... matches NumPy"): scripts using && failed at random.
     db = tmp_path / "records.db"
@@ -61,7 +71,7 @@ def test_a_busy_machine_does_not_flip_a_tunes_verdict(burners, tmp_path):
         "--db", str(db), "--save-trace", str(saved), "-q",
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "x faster than unscheduled" in out.stdout, out.stdout
+    assert "x faster than unscheduled" in out.stdout, out.stdout + rows_of(db)
     workload, target = get_workload("conv2d", **CONV), Target.local_cpu()
     base = baseline_candidate(workload, target)
     best = Candidate(workload, target, json.loads(saved.read_text()))

@@ -53,6 +53,39 @@ def test_composes_every_panel(explorer: Explorer) -> None:
         assert panel.ctx is ex.ctx
 
 
+def live_models() -> set[str]:
+    from ipywidgets.widgets.widget import _instances
+
+    return set(_instances)
+
+
+def test_the_other_tabs_are_built_when_first_opened(
+    make_replay: Callable[..., Measurer],
+) -> None:
+    # A reloaded page fetches every live widget model before its outputs can draw, and gives
+    # them 2 s: two explorers of ~400 models each took longer on a busy machine ("model not
+    # found" for good). An explorer starts with its first tab only.
+    before = live_models()
+    ex = Explorer(store=":memory:", measurer=make_replay())
+    try:
+        first = live_models() - before
+        shown = {x.model_id for x in descendants(ex.widget)}
+        assert shown <= first and ex._panels == {}
+        assert all(slot.children == () for slot in ex.tabs.children[1:])
+        ex.tabs.selected_index = 2  # the dashboards: built now, into their tab
+        assert ex.tabs.children[2].children == (ex.dashboards.widget,)
+        assert ex.dashboards.ctx is ex.ctx and set(ex._panels) == {2}
+        all_tabs = live_models() - before
+        search = ex.search  # read from code: built too, into its own tab
+        assert ex.tabs.children[1].children == (search.widget,)
+        assert len(first) < len(all_tabs) < len(live_models() - before)
+        assert ex.search is search  # once
+    finally:
+        ex.close()
+    with pytest.raises(RuntimeError, match="this explorer is closed: its NAS tab cannot open"):
+        ex.nas  # noqa: B018
+
+
 def test_no_box_of_the_explorer_can_change_a_typed_number(explorer: Explorer) -> None:
     # IntText's front end read a typed "2.5" as 25 and BoundedIntText moved a number outside
     # its range to the bound, both without a word: every whole-number box is a WholeText, read

@@ -386,7 +386,9 @@ def test_start_and_stop_buttons_run_a_local_fleet(
         panel.start_button.click()
         assert panel.start_button.disabled and panel.stop_button.disabled
         assert panel.notice.value == "Starting a local fleet: a tracker and 2 servers..."
+        # The panel's polling can see both devices before the start's job has ended.
         assert pump.until(lambda: panel.info is not None and len(panel.info.devices) == 2)
+        assert pump.until(lambda: panel.notice.value.startswith("Started")), panel.notice.value
         running = read_fleet(state)
         assert running is not None and len(running.servers) == 2
         assert all(p.spec is not None and p.spec.threads == 1 for p in running.servers)
@@ -434,7 +436,7 @@ def test_the_explorer_has_a_fleet_tab_that_polls_while_shown(
     try:
         ex.fleet.state = fleet_state
         assert ex.tabs.titles[FLEET_TAB] == "Fleet"
-        assert ex.tabs.children[FLEET_TAB] is ex.fleet.widget
+        assert ex.tabs.children[FLEET_TAB].children == (ex.fleet.widget,)
         assert not ex.fleet.is_polling and ex.fleet.num_polls == 0
         ex.tabs.selected_index = FLEET_TAB
         assert ex.fleet.is_polling

@@ -368,7 +368,10 @@ def test_width_follows_the_network_and_clicks_before_a_search_say_so(make_panel)
 def test_the_explorer_has_a_nas_tab_after_the_others() -> None:
     ex = Explorer(store=":memory:")
     try:
-        assert ex.tabs.titles[NAS_TAB] == "NAS" and ex.tabs.children[NAS_TAB] is ex.nas.widget
+        nas = ex.nas  # built on first use, into its tab
+        assert ex.tabs.titles[NAS_TAB] == "NAS" and ex.tabs.children[NAS_TAB].children == (
+            nas.widget,
+        )
         assert ex.tabs.titles[:4] == ("Schedule", "Search", "Dashboards", "Fleet")
         ex.tabs.selected_index = NAS_TAB
         assert ex.nas.on_open is not None

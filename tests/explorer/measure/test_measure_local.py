@@ -192,3 +192,21 @@ def test_the_launching_thread_keeps_off_the_cores_of_tvms_workers(mm, target):
     mine, bound = set(cores["value"]["mine"]), set(cores["value"]["bound"])
     assert bound, "TVM bound its worker thread to a core"
     assert mine and not (mine & bound), cores
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 cores to place threads on")
+def test_the_launching_thread_keeps_off_them_after_a_one_thread_kernel_ran_first(mm, target):
+    """A tune times the unscheduled program first: it has no parallel loop, so TVM's thread
+    pool did not exist yet when the runner looked for its workers' cores, and the runner never
+    looked again. Every parallel kernel after it ran with the launching thread free to share
+    a worker's core (on a busy machine, a conv2d's schedules read up to 48x slow and the
+    unscheduled program was called the answer)."""
+    config = MeasureConfig(repeat=2, min_repeat_secs=0, num_threads=2)
+    with LocalMeasurer(config, num_build_workers=1) as m:
+        (first,) = m.measure([unscheduled(mm, target)])
+        (r,) = m.measure([tiled(mm, target, 8, 16)])
+        cores = m._pool.call("explorer.testing.hooks:thread_cores", num_threads=2)
+    assert first.is_ok and r.is_ok and isinstance(cores, dict) and cores["ok"], cores
+    mine, bound = set(cores["value"]["mine"]), set(cores["value"]["bound"])
+    assert bound, "TVM bound its worker thread to a core"
+    assert mine and not (mine & bound), cores
