@@ -10,15 +10,22 @@ from __future__ import annotations
 
 import html
 import logging
-import re
 from collections.abc import Mapping
 from typing import Any
 
 import ipywidgets as w
 
-from explorer.errors import ExplorerError, WorkloadError
+from explorer.errors import ExplorerError
 from explorer.session import ScheduleSession
-from explorer.workloads import FAMILIES, Workload, get_family, get_workload, presets
+from explorer.workloads import (
+    FAMILIES,
+    Workload,
+    format_shapes,
+    get_family,
+    get_workload,
+    parse_shapes,
+    presets,
+)
 from widgets._context import Context
 from widgets._style import themed
 from widgets._whole import WholeText
@@ -256,53 +263,6 @@ def _field(param: Any, value: Any) -> w.ValueWidget:
     field.tooltip = tip
     field.add_class(f"se-expr-param-{param.name}")
     return field
-
-
-# -- shapes text --------------------------------------------------------------------------------
-_ENTRY = re.compile(
-    r"\s*(?P<name>[A-Za-z_]\w*)\s*(?:[:=]\s*)?(?P<open>[\(\[]?)\s*"
-    r"(?P<dims>\d+(?:\s*[x\u00d7,*]\s*\d+)*)\s*(?P<close>[\)\]]?)\s*[,;]?\s*(?=[A-Za-z_]|$)"
-)
-_NAME_PART = re.compile(r"\s*[A-Za-z_]\w*\s*(?:[:=]\s*)?[\(\[]?\s*")
-
-
-def parse_shapes(text: str) -> dict[str, tuple[int, ...]]:
-    """``"A: 64x32, B: 32x16"`` (also ``A=(64, 32); B=[32, 16]``) as ``{"A": (64, 32), ...}``.
-
-    Raises:
-        WorkloadError: with ``position``/``text`` at the first character that does not fit.
-    """
-    out: dict[str, tuple[int, ...]] = {}
-    pos = 0
-    while pos < len(text) and text[pos:].strip():
-        m = _ENTRY.match(text, pos)
-        if m is None or m.end() == pos:
-            # Point at the first character that does not fit: after a name, at its dims.
-            head = _NAME_PART.match(text, pos)
-            start = head.end() if head else pos + len(text[pos:]) - len(text[pos:].lstrip())
-            raise WorkloadError(
-                "shapes: expected NAME: dims, e.g. 'A: 64x32, B: 32x16'", position=start, text=text
-            )
-        name = m["name"]
-        if name in out:
-            raise WorkloadError(
-                f"shapes: tensor {name!r} is given twice", position=m.start("name"), text=text
-            )
-        out[name] = tuple(int(d) for d in re.split(r"\s*[x\u00d7,*]\s*", m["dims"]))
-        pos = m.end()
-    if not out:
-        raise WorkloadError(
-            "shapes: give the shape of every input, e.g. 'A: 64x32, B: 32x16'",
-            position=0,
-            text=text,
-        )
-    return out
-
-
-def format_shapes(shapes: Any) -> str:
-    """The inverse of ``parse_shapes`` for a mapping or ``(name, dims)`` pairs."""
-    pairs = shapes.items() if isinstance(shapes, Mapping) else shapes
-    return ", ".join(f"{name}: {'x'.join(str(d) for d in dims)}" for name, dims in pairs)
 
 
 # -- errors -------------------------------------------------------------------------------------

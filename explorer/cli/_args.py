@@ -18,8 +18,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from explorer import workloads
 from explorer._urls import redact
-from explorer.errors import ExplorerError, UnknownPluginError
+from explorer.errors import ExplorerError, UnknownPluginError, WorkloadError
 from explorer.types import MAX_SECS, MAX_TRIALS, TOO_LONG, TOO_MANY_TRIALS
 
 # The registered strategies, for `tune --help` without importing the search package (and TVM)
@@ -223,16 +224,21 @@ def _refuse_disguised_number(where: str, text: str) -> None:
 
 
 def parse_shapes(items: Sequence[str]) -> dict[str, tuple[int, ...]]:
-    """``--shape NAME=DxD`` options as a dict; a name given twice is refused."""
+    """``--shape NAME=DxD`` options as a dict (each in the expression builder's grammar,
+    ``explorer.workloads.parse_shapes``); a name given twice is refused."""
     shapes: dict[str, tuple[int, ...]] = {}
     for item in items:
-        name, sep, dims = item.partition("=")
-        if not sep or not name or not re.fullmatch(r"[0-9]+([xX][0-9]+)*", dims):
+        try:
+            entry = workloads.parse_shapes(item)
+        except WorkloadError:
+            entry = {}
+        if len(entry) != 1:
             raise UsageError(f"--shape expects NAME=DxD, e.g. A=64x32 (got {item!r})")
+        ((name, dims),) = entry.items()
         if name in shapes:
             first = "x".join(map(str, shapes[name]))
             raise UsageError(f"--shape {name} is given twice ({name}={first} and {item})")
-        shapes[name] = tuple(int(d) for d in dims.lower().split("x"))
+        shapes[name] = dims
     return shapes
 
 

@@ -29,6 +29,7 @@ from explorer.workloads._expr import EXPR, parse_expression
 from explorer.workloads._layer_norm import LAYER_NORM
 from explorer.workloads._matmul import MATMUL
 from explorer.workloads._reduce import REDUCE_SUM
+from explorer.workloads._shapes import format_shapes, parse_shapes
 from explorer.workloads._softmax import SOFTMAX
 from explorer.workloads._transpose import TRANSPOSE
 
@@ -93,9 +94,11 @@ __all__ = [
     "ShapeParam",
     "Workload",
     "WorkloadError",
+    "format_shapes",
     "get_family",
     "get_workload",
     "out_size",
     "parse_expression",
+    "parse_shapes",
     "presets",
 ]

@@ -155,7 +155,7 @@ BAD: list[tuple[list[str], int, str]] = [
     (["tune", *SMALL, "--trials", " 3"], 2, "--trials: expected an integer"),
     (["tune", *SMALL, "--seconds", "\u0661"], 2, "--seconds: expected a number"),
     (["show", "expr", "--expr", "C[i] = A[i]", "--shape", "A=\u0664"], 2, "NAME=DxD"),
-    (["show", "expr", "--expr", "C[i] = A[i]", "--shape", "A= 4"], 2, "NAME=DxD"),
+    (["show", "expr", "--expr", "C[i] = A[i]", "--shape", "A=4 5"], 2, "NAME=DxD"),
     # runs, export, import
     (["runs", "--bogus"], 2, "unrecognized"),
     (["runs", "extra"], 2, "unrecognized"),

@@ -11,7 +11,7 @@ from explorer.errors import WorkloadError
 from explorer.session import ScheduleSession
 from explorer.workloads import FAMILIES, get_workload
 from widgets._context import Context
-from widgets.expression import ExpressionBuilder, caret_html, format_shapes, parse_shapes
+from widgets.expression import ExpressionBuilder, caret_html
 
 
 def caret_column(error_html: str) -> int:
@@ -182,31 +182,6 @@ def test_a_session_opened_elsewhere_shows_its_workload(ctx: Context) -> None:
     ctx.set_session(ScheduleSession(custom, ctx.target))
     assert b.family.value == "expr"
     assert b.workload() == custom
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("A: 64x32, B: 32x16", {"A": (64, 32), "B": (32, 16)}),
-        ("A=(64, 32); B=[32, 16]", {"A": (64, 32), "B": (32, 16)}),
-        ("A: 64, 32, B: 32, 16", {"A": (64, 32), "B": (32, 16)}),
-        ("A[4,3]\nB[3,2]", {"A": (4, 3), "B": (3, 2)}),
-        ("X: 7", {"X": (7,)}),
-    ],
-)
-def test_parse_shapes(text: str, expected: dict[str, tuple[int, ...]]) -> None:
-    assert parse_shapes(text) == expected
-    assert parse_shapes(format_shapes(expected)) == expected
-
-
-@pytest.mark.parametrize(
-    ("text", "position"),
-    [("", 0), ("3x2", 0), ("A: x3", 3), ("A: 4x3 B 3x2 ?", 13), ("A: 4x3, A: 2", 8)],
-)
-def test_parse_shapes_errors_point_at_the_problem(text: str, position: int) -> None:
-    with pytest.raises(WorkloadError) as info:
-        parse_shapes(text)
-    assert info.value.position == position and info.value.text == text
 
 
 def test_caret_on_a_multiline_expression() -> None:
