@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
+from explorer._text import format_secs
 from explorer.cost_models import Prediction
 from explorer.machine import MachinePeak, PeakMeasureError, measured_peak
 from explorer.measure import MeasureResult
@@ -67,14 +68,6 @@ def measurement(store: RecordStore, record: TrialRecord, label: str) -> Measurem
 
 
 # -- rendering ----------------------------------------------------------------------------------
-def format_secs(secs: float) -> str:
-    """``"0.123 ms"``; microseconds below a microsecond-ish millisecond."""
-    ms = secs * 1e3
-    if ms < 0.001:
-        return f"{ms * 1e3:.3f} \u00b5s"
-    return f"{ms:.3f} ms"
-
-
 def predictions_html(predictions: dict[str, Prediction]) -> str:
     rows = []
     for p in predictions.values():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import ipywidgets as w
 
@@ -19,6 +19,9 @@ class Panel:
     widget: w.Widget
     status: w.Label
 
+    # Raised by a user's own mistake (an illegal schedule step ...): shown, not logged.
+    expected_errors: ClassVar[tuple[type[Exception], ...]] = ()
+
     def _say(self, text: str) -> None:
         # A Label shows text as is: an error message can never inject markup.
         self.status.value = text
@@ -30,6 +33,8 @@ class Panel:
         """Run a button or observer callback; show what it raised instead of raising."""
         try:
             action()
+        except self.expected_errors as exc:
+            self._show_error(exc)
         except Exception as exc:
             log.exception("%s action failed", type(self).__name__)
             self._show_error(exc)

@@ -43,7 +43,6 @@ from widgets._cost_views import (
     Measurement,
     details_html,
     error_html,
-    format_secs,
     latency_html,
     latency_text,
     measurement,
@@ -52,6 +51,7 @@ from widgets._cost_views import (
     roofline_text,
 )
 from widgets._jobs import Job, JobRunner
+from widgets._panel import Panel
 from widgets._style import themed
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ class _Look:
     stored: Measurement | None  # its latest stored measurement
 
 
-class CostPanel:
+class CostPanel(Panel):
     """Predicted and measured cost of the current schedule.
 
     Args:
@@ -463,12 +463,8 @@ class CostPanel:
         self.message.layout.display = "none"
         self.message.value = ""
 
-    def _guard(self, fn: Callable[[], object]) -> None:
-        try:
-            fn()
-        except Exception as exc:
-            log.exception("cost panel callback failed")
-            self._notice(f"Something went wrong: {exc}")
+    def _show_error(self, exc: Exception) -> None:
+        self._notice(f"Something went wrong: {exc}")
 
     def close(self) -> None:
         self._closed = True
@@ -494,7 +490,6 @@ __all__ = [
     "Measurement",
     "candidate_key",
     "details_html",
-    "format_secs",
     "latency_html",
     "latency_text",
     "measurement",

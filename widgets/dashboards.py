@@ -44,6 +44,7 @@ from explorer.workloads import Workload
 from widgets import _ui
 from widgets._context import Context
 from widgets._jobs import Job, JobRunner
+from widgets._panel import Panel
 from widgets._plot import LiveFigure
 from widgets._style import themed
 
@@ -61,7 +62,7 @@ class _Frame:
     status: str
 
 
-class Dashboards:
+class Dashboards(Panel):
     """The four dashboard figures of the current session's workload and target.
 
     Args:
@@ -401,9 +402,6 @@ class Dashboards:
             table = table.extend(self.ctx.store.trial_rows(run_id=run.id))
         return table
 
-    def _say(self, text: str) -> None:
-        self.status.value = text
-
     def _space(self, workload: Workload, target: Target) -> KnobSpace | str:
         key = f"{workload.key()}|{target.key()}"
         if key not in self._spaces:
@@ -462,9 +460,6 @@ class Dashboards:
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         self._unsubscribe = []
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
 
 
 def _picked(trace: Any, points: Any) -> list[Any]:

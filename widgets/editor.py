@@ -20,6 +20,7 @@ from explorer.errors import PrimitiveError
 from explorer.session import PRIMITIVES, REQUIRED, ParamSpec, ScheduleSession, Snapshot
 from widgets._context import Context
 from widgets._editor_views import changed_lines, loop_table_html, primitive_help, script_html
+from widgets._panel import Panel
 from widgets._style import themed
 from widgets._whole import WholeText, whole_number
 
@@ -31,7 +32,7 @@ _NONE_TOKENS = {"none", "-1", "?", "_", "*"}  # what users write for "infer this
 _FILL = {"width": "100%", "min_width": "0"}  # a field as wide as its column, never wider
 
 
-class ScheduleEditor:
+class ScheduleEditor(Panel):
     """Loop nest, primitive forms, Apply/Undo/Redo, history, TVMScript and trace of a session.
 
     Args:
@@ -56,6 +57,8 @@ class ScheduleEditor:
         >>> ctx.session.loops()
         ['i_0', 'i_1', 'j', 'k']
     """
+
+    expected_errors = (PrimitiveError,)  # an illegal step: the user's, shown in the banner
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
@@ -258,15 +261,8 @@ class ScheduleEditor:
             self._unsubscribe_session = None
 
     # -- internals ----------------------------------------------------------------------------
-    def _guard(self, fn: Callable[[], Any]) -> None:
-        """Run a UI callback; any exception is shown in the banner (and logged), never lost."""
-        try:
-            fn()
-        except PrimitiveError as exc:
-            self.show_error(exc)
-        except Exception as exc:
-            log.exception("schedule editor callback failed")
-            self.show_error(exc)
+    def _show_error(self, exc: Exception) -> None:
+        self.show_error(exc)  # in the banner
 
     def _require_session(self) -> ScheduleSession | None:
         if self.session is None:

@@ -27,6 +27,7 @@ from explorer.workloads import (
     presets,
 )
 from widgets._context import Context
+from widgets._panel import Panel
 from widgets._style import themed
 from widgets._whole import WholeText
 
@@ -36,7 +37,7 @@ EXPR = "expr"
 _PRESET = "preset:"  # dropdown values of presets, so a preset never shadows a family name
 
 
-class ExpressionBuilder:
+class ExpressionBuilder(Panel):
     """The workload picker: family or preset, generated shape form, custom expression, Build.
 
     Args:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import ipywidgets as w
 
+from explorer._text import error_text, plural
 from explorer.core import QueueTimeout
 from explorer.errors import FleetError
 from explorer.fleet import (
@@ -255,7 +256,7 @@ class FleetPanel(Panel):
         if self._closed:
             return
         if job.state is JobState.ERROR:
-            self._show_problem(f"Could not poll: {_sentence(job.exception)}")
+            self._show_problem(f"Could not poll: {error_text(job.exception)}")
         else:
             found: _Poll = job.result
             self._local = found.local
@@ -342,7 +343,7 @@ class FleetPanel(Panel):
         def done(job: Job) -> None:
             found: dict[str, tuple[Target | str, MachinePeak | None, bool]]
             if job.state is JobState.ERROR:
-                found = {k: (f"not known: {_sentence(job.exception)}", None, False) for k in keys}
+                found = {k: (f"not known: {error_text(job.exception)}", None, False) for k in keys}
             else:
                 found = job.result or {}
             peaks = self._peaks.setdefault(tracker, {})
@@ -379,14 +380,14 @@ class FleetPanel(Panel):
                 return f"A local fleet already runs (tracker {running.tracker}): stop it first."
             return start_fleet(specs, state=state, port=port)
 
-        self._note(f"Starting a local fleet: a tracker and {_plural(len(specs), 'server')}...")
+        self._note(f"Starting a local fleet: a tracker and {plural(len(specs), 'server')}...")
         job = self._control_jobs.submit("start a local fleet", start, on_done=self._started)
         self._sync_buttons()
         return job
 
     def _started(self, job: Job) -> None:
         if job.state is JobState.ERROR:
-            self._note(f"Could not start a local fleet: {_sentence(job.exception)}")
+            self._note(f"Could not start a local fleet: {error_text(job.exception)}")
         elif isinstance(job.result, str):
             self._note(job.result)
         else:
@@ -395,7 +396,7 @@ class FleetPanel(Panel):
             specs = [p.spec for p in fleet.servers if p.spec is not None]
             self._note(
                 f"Started a local fleet: tracker {fleet.tracker}, "
-                f"{_plural(len(specs), 'device server')} ({_describe(specs)})."
+                f"{plural(len(specs), 'device server')} ({_describe(specs)})."
             )
             if self.tracker.value.strip():
                 self.tracker.value = ""  # show it (observing the field polls again)
@@ -417,10 +418,10 @@ class FleetPanel(Panel):
 
     def _stopped(self, job: Job) -> None:
         if job.state is JobState.ERROR:
-            self._note(f"Could not stop the local fleet: {_sentence(job.exception)}")
+            self._note(f"Could not stop the local fleet: {error_text(job.exception)}")
         elif job.result:
             self._local = None
-            self._note(f"Stopped the local fleet ({_plural(int(job.result), 'process')}).")
+            self._note(f"Stopped the local fleet ({plural(int(job.result), 'process')}).")
         else:
             self._local = None
             self._note("No local fleet was running.")
@@ -454,8 +455,8 @@ class FleetPanel(Panel):
         )
         n = len(info.devices)
         self._say(
-            f"Tracker {info.tracker}: {_plural(n, 'device')} under "
-            f"{_plural(len(info.keys), 'key')}; updated {time.strftime('%H:%M:%S')}."
+            f"Tracker {info.tracker}: {plural(n, 'device')} under "
+            f"{plural(len(info.keys), 'key')}; updated {time.strftime('%H:%M:%S')}."
         )
         self.table.value = render_fleet(info, local, now=time.time())
 
@@ -464,7 +465,7 @@ class FleetPanel(Panel):
         self._summary = None
         self.info = None
         self.table.value = ""
-        text = _one_line(problem).rstrip(".")
+        text = (" ".join(problem.split()) or "unknown problem").rstrip(".")
         if again and self._polling:
             text += f" (asking again every {self.poll_secs:g} s)"
         self._say(text[:1].upper() + text[1:] + ".")
@@ -473,7 +474,7 @@ class FleetPanel(Panel):
         self.notice.value = text
 
     def _show_error(self, exc: Exception) -> None:
-        self._note(f"Error: {_sentence(exc)}")
+        self._note(f"Error: {error_text(exc)}")
 
     def close(self) -> None:
         """Stop polling and listening to the store (the fleet itself keeps running)."""
@@ -499,7 +500,7 @@ def _ask_target(
     except QueueTimeout:
         return f"not known yet: every device was busy for {timeout:g} s", None, False
     except FleetError as exc:
-        return f"not known yet: {_one_line(str(exc))}", None, False
+        return f"not known yet: {error_text(exc)}", None, False
     finally:
         measurer.close()
 
@@ -566,8 +567,8 @@ def render_fleet(
         rows.append(
             "<div class='se-fleet-gone' style='color:#777'>"
             + html.escape(
-                f"{_plural(info.gone_measured, 'trial')} in the database were measured by "
-                f"{_plural(info.gone_devices, 'device')} of these keys no longer registered."
+                f"{plural(info.gone_measured, 'trial')} in the database were measured by "
+                f"{plural(info.gone_devices, 'device')} of these keys no longer registered."
             )
             + "</div>"
         )
@@ -578,7 +579,7 @@ def _key_line(key: KeyStatus, tracker: str) -> str:
     queue = (
         "no request yet"
         if key.free is None
-        else f"{key.free} free, {_plural(key.pending or 0, 'request')} waiting"
+        else f"{key.free} free, {plural(key.pending or 0, 'request')} waiting"
     )
     if key.target is not None:
         target = (
@@ -588,7 +589,7 @@ def _key_line(key: KeyStatus, tracker: str) -> str:
     else:
         target = f"target {html.escape(key.target_note)}"
     return (
-        f"<b>key {html.escape(key.key)}</b>: {_plural(len(key.devices), 'device')}, "
+        f"<b>key {html.escape(key.key)}</b>: {plural(len(key.devices), 'device')}, "
         f"{html.escape(queue)}; <span class='se-fleet-target'>{target}</span>"
     )
 
@@ -603,7 +604,7 @@ def _peak_text(key: KeyStatus, tracker: str) -> str:
 def _describe(specs: list[ServerSpec]) -> str:
     parts = []
     for spec in specs:
-        threads = _plural(spec.threads, "thread") if spec.threads else "all cores"
+        threads = plural(spec.threads, "thread") if spec.threads else "all cores"
         cores = f" on core{'s' * (len(spec.cores) != 1)} {','.join(map(str, spec.cores))}"
         mcpu = f", code for {spec.mcpu}" if spec.mcpu else ""
         parts.append(f"{threads}{cores if spec.cores else ''}{mcpu}")
@@ -618,25 +619,6 @@ def _ago(secs: float) -> str:
     if secs < 90 * 60:
         return f"{secs / 60:.0f} min ago"
     return f"{secs / 3600:.1f} h ago"
-
-
-def _plural(n: int, word: str) -> str:
-    suffix = "es" if word.endswith("s") else "s"
-    return f"{n} {word}" + (suffix if n != 1 else "")
-
-
-def _one_line(text: str) -> str:
-    text = " ".join(str(text).split())
-    return text or "unknown problem"
-
-
-def _sentence(exc: BaseException | None) -> str:
-    if exc is None:
-        return "unknown problem"
-    text = _one_line(str(exc))
-    if isinstance(exc, FleetError | ValueError | OSError):
-        return text
-    return f"{type(exc).__name__}: {text}"
 
 
 __all__ = ["FleetPanel", "render_fleet"]

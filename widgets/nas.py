@@ -31,6 +31,7 @@ from typing import Any
 import ipywidgets as w
 
 from explorer._plots_nas import make_nas_pareto_figure, update_nas_pareto_figure
+from explorer._text import error_text
 from explorer.analysis import NasFrontInfo, NasPointInfo, format_count, format_ms, nas_front_info
 from explorer.nas import (
     KINDS,
@@ -383,7 +384,7 @@ class NasPanel(Panel):
                 self._set_running(False)
                 self._note("")
                 self.progress.bar_style = "danger"
-                self._say(f"NAS search failed: {_sentence(job.exception)}")
+                self._say(f"NAS search failed: {error_text(job.exception)}.")
             return
         result: NasResult = job.result
         info = nas_front_info(result)
@@ -583,15 +584,6 @@ def _row(p: NasPointInfo) -> str:
         for k, c in enumerate(cells)
     )
     return f"<tr class='se-nas-row' data-index='{p.index}' style='{style}'>{tds}</tr>"
-
-
-def _sentence(exc: BaseException | None) -> str:
-    """What a failed search raised, as one sentence (a missing extra names its install)."""
-    if exc is None:
-        return "unknown error."
-    text = str(exc).rstrip()
-    name = "" if isinstance(exc, (ImportError, ValueError)) else f"{type(exc).__name__}: "
-    return f"{name}{text}" + ("" if text.endswith(".") else ".")
 
 
 def _fields(*children: w.Widget) -> w.HBox:

@@ -49,7 +49,7 @@ CELLS = [
 ]
 MEASURE_TIMEOUT = 180_000  # ms: first use starts the measurer's worker processes
 SEARCH_TIMEOUT = 300_000  # ms: 8 trials (build + time each), plus re-measuring the best
-LATENCY = re.compile(r"\d+(?:\.\d+)?\s*ms\b")
+LATENCY = re.compile(r"\d+(?:\.\d+)? (?:s|ms|\u00b5s|ns)\b")  # explorer._text.format_secs
 
 
 SIZES = {"1400x1000": (1400, 1000), "1280x800": (1280, 800)}
