@@ -32,16 +32,15 @@ class JobState(enum.Enum):
 
 
 class Job:
-    """One submitted call. ``cancel()`` only asks: the function polls ``is_cancelled``."""
+    """One submitted call, around the executor's ``Future``: ``cancel()`` only asks (the
+    function polls ``is_cancelled``); what the call returned or raised is the future's."""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.state = JobState.PENDING
-        self.result: Any = None
-        self.exception: BaseException | None = None
+        self.future: Future[Any] = Future()  # replaced by the executor's when submitted
         self._cancel = threading.Event()
-        self._settled = False  # its on_done has started (on the UI thread)
-        self._done = threading.Event()
+        self._settled = threading.Event()  # its on_done has started (on the UI thread)
+        self._done = threading.Event()  # ... and ended
 
     def cancel(self) -> None:
         self._cancel.set()
@@ -50,8 +49,36 @@ class Job:
         return self._cancel.is_set()
 
     @property
+    def state(self) -> JobState:
+        f = self.future
+        if not f.done():
+            return JobState.RUNNING if f.running() else JobState.PENDING
+        if f.cancelled():
+            return JobState.CANCELLED
+        if f.exception() is not None:
+            return JobState.ERROR
+        return JobState.CANCELLED if self.is_cancelled() else JobState.FINISHED
+
+    @property
+    def result(self) -> Any:
+        """What the call returned (``None`` until it did, or when it raised)."""
+        f = self.future
+        return f.result() if f.done() and not f.cancelled() and f.exception() is None else None
+
+    @property
+    def exception(self) -> BaseException | None:
+        """What the call raised, if it did."""
+        f = self.future
+        return f.exception() if f.done() and not f.cancelled() else None
+
+    @property
     def is_active(self) -> bool:
         return self.state in (JobState.PENDING, JobState.RUNNING)
+
+    @property
+    def is_settled(self) -> bool:
+        """Whether the job's end reached the UI (its ``on_done`` started on the UI thread)."""
+        return self._settled.is_set()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the job ended and its ``on_done`` ran (for tests, scripts and notebook
@@ -77,7 +104,7 @@ class JobRunner:
     def busy(self) -> bool:
         """A job runs, or its result has not reached the UI yet (its ``on_done`` has not
         started): the UI never sees a runner idle before it has seen the job's end."""
-        return self.current is not None and not self.current._settled
+        return self.current is not None and not self.current.is_settled
 
     def when_free(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Call ``callback()`` on the UI thread each time a job has ended and its ``on_done``
@@ -109,26 +136,25 @@ class JobRunner:
                 raise RuntimeError(f"{self.current.name!r} is still running; stop it or wait")
             job = Job(name)
             self.current = job
-        future: Future[None] = self._pool.submit(self._run, job, fn, on_done)
-        del future  # errors are kept on the job, never raised from the future
+            job.future = self._pool.submit(self._call, job, fn)
+        # Done callbacks run on the worker (or here, if it already ended): post to the UI.
+        job.future.add_done_callback(lambda _f: _ui.call_soon(self._settle, job, on_done))
         return job
 
-    def _run(
-        self, job: Job, fn: Callable[[Job], Any], on_done: Callable[[Job], None] | None
-    ) -> None:
-        job.state = JobState.RUNNING
+    @staticmethod
+    def _call(job: Job, fn: Callable[[Job], Any]) -> Any:
         try:
-            job.result = fn(job)
-            job.state = JobState.CANCELLED if job.is_cancelled() else JobState.FINISHED
-        except BaseException as exc:  # noqa: BLE001  (a job's failure is data, shown in the UI)
-            job.exception = exc
-            job.state = JobState.ERROR
+            return fn(job)
+        except BaseException as exc:
             log.warning("job %r failed: %s", job.name, exc)
-        _ui.call_soon(self._settle, job, on_done)
+            raise  # kept on the future: a job's failure is data, shown in the UI
 
     def _settle(self, job: Job, on_done: Callable[[Job], None] | None) -> None:
         """The job's end, on the UI thread."""
-        job._settled = True
+        job._settled.set()
+        if job.future.cancelled():  # never started: the runner was shut down (its panel closed)
+            job._done.set()
+            return
         try:
             if on_done is not None:
                 on_done(job)

@@ -364,7 +364,7 @@ class NasPanel(Panel):
 
     # -- callbacks (UI thread) ----------------------------------------------------------------
     def _on_progress(self, p: NasProgress) -> None:
-        if self.job is None or self.job._settled or self.job.is_cancelled():
+        if self.job is None or self.job.is_settled or self.job.is_cancelled():
             return  # a late report of a search that has ended, or is stopping (says so)
         settings = self._settings
         self.progress.max = max(p.total, 1)

@@ -317,7 +317,7 @@ class SearchPanel(Panel):
 
     # -- callbacks (UI thread) ----------------------------------------------------------------
     def _on_progress(self, p: TuneProgress) -> None:
-        if self.job is None or self.job._settled:
+        if self.job is None or self.job.is_settled:
             return  # a late report of a search that has ended
         self.progress.value = min(p.num_trials, self.progress.max)
         best = "none yet" if p.best_secs is None else f"{p.best_secs * 1e3:.4g} ms"
@@ -378,7 +378,7 @@ class SearchPanel(Panel):
             )
         else:
             self.target_note.value = f"target: {target.key()} (reported by key {key})"
-        if self.job is not None and not self.job._settled:
+        if self.job is not None and not self.job.is_settled:
             self._say(f"Searching on {target.key()} (key {key}): building the first batch...")
 
     # -- helpers ------------------------------------------------------------------------------
