@@ -1,11 +1,15 @@
 """How numbers read in sentences, the same in the CLI, the widgets, the report and a run's
-verdicts."""
+verdicts; and whole numbers read from what a user typed (never rounded)."""
 
 from __future__ import annotations
 
 import math
+import numbers
+import re
 
 from explorer.errors import ExplorerError
+
+_WHOLE = re.compile(r"[+-]?[0-9]+(\.0*)?")
 
 # Errors whose message is written for the user: shown alone, without the exception's type.
 USER_ERRORS = (ExplorerError, ValueError, OSError, ImportError)
@@ -36,3 +40,40 @@ def error_text(exc: BaseException | None) -> str:
         return "unknown problem"
     text = " ".join(str(exc).split()).rstrip(".") or "no message"
     return text if isinstance(exc, USER_ERRORS) else f"{type(exc).__name__}: {text}"
+
+
+def whole_number(text: object) -> int | None:
+    """``text`` as a whole number, or ``None``: ``6``, `` 6 `` and ``6.0`` are 6; ``2.5``,
+    ``1e3``, ``six`` and an empty box are not whole numbers.
+
+    Example:
+        >>> whole_number(" -3 "), whole_number("6.0"), whole_number("2.5")
+        (-3, 6, None)
+    """
+    if isinstance(text, bool):
+        return None
+    if isinstance(text, numbers.Integral):
+        return int(text)
+    shown = str(text).strip()
+    return int(shown.split(".")[0]) if _WHOLE.fullmatch(shown) else None
+
+
+def parse_whole(field: str, text: object, least: int, at_least: str) -> int | str:
+    """``text`` (what a box holds) as a whole number of at least ``least``, or why not: one
+    sentence naming ``field``. Never rounded.
+
+    Example:
+        >>> parse_whole("Samples", " 6 ", 1, "at least 1 candidate")
+        6
+        >>> parse_whole("Samples", "2.5", 1, "at least 1 candidate")
+        'Samples must be a whole number (got 2.5).'
+        >>> parse_whole("Seed", "-1", 0, "a whole number >= 0")
+        'Seed must be a whole number >= 0 (got -1).'
+    """
+    n = whole_number(text)
+    if n is None:
+        shown = str(text).strip()
+        return f"{field} must be a whole number (got {shown or 'an empty box'})."
+    if n < least:
+        return f"{field} must be {at_least} (got {n})."
+    return n

@@ -34,6 +34,7 @@ from explorer.search import (
     baseline_candidate,
     baseline_trial,
     is_baseline,
+    is_object_setting,
     make_strategy,
     start_trial,
 )
@@ -529,6 +530,12 @@ def strategy_of(run: RunInfo, trials: Sequence[TrialRecord] = ()) -> SearchStrat
         )
     accepted = set(STRATEGIES.parameters(run.strategy))
     params = {k: v for k, v in run.settings.items() if k in accepted and k not in RunBudget.KEYS}
+    objects = sorted(k for k, v in params.items() if is_object_setting(v))
+    if objects:
+        raise SearchError(
+            f"run {run.id} was given {' and '.join(objects)} as Python objects, which its "
+            "record cannot rebuild; pass the strategy itself to Tuner.resume"
+        )
     start = params.get("start")
     if isinstance(start, Mapping) and not {"sketch", "point"} <= set(start):
         # A hand-made start is stored as the run's reference trial, not in the settings: the

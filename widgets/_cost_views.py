@@ -8,11 +8,10 @@ from dataclasses import dataclass
 
 from explorer._text import format_secs
 from explorer.cost_models import Prediction
-from explorer.machine import MachinePeak, PeakMeasureError, measured_peak
+from explorer.machine import MachinePeak, PeakMeasureError, measured_peak, roofline_text
 from explorer.measure import MeasureResult
 from explorer.storage import RecordStore, TrialRecord
 from explorer.types import MeasureStatus
-from explorer.workloads import Workload
 
 _NOTES = {
     "static": "analytical (no training)",
@@ -155,16 +154,6 @@ def rank_text(m: Measurement) -> str:
         f"Rank: #{m.rank} of the {m.num_ok} correct timings stored for this workload; the "
         f"fastest takes {best}{slower}."
     )
-
-
-def roofline_text(workload: Workload, result: MeasureResult, peak: MachinePeak | None) -> str:
-    """Where the schedule sits under this CPU's measured roofline (``None``: no peak known)."""
-    secs = result.median_secs or 0.0
-    gflops = workload.flops() / secs / 1e9 if secs else 0.0
-    intensity = workload.flops() / max(workload.bytes_moved(), 1)
-    if peak is None:
-        return f"Arithmetic intensity {intensity:.2f} FLOP/byte."
-    return peak.describe(gflops, intensity)
 
 
 def error_html(head: str, exc: BaseException) -> str:

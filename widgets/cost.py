@@ -48,7 +48,6 @@ from widgets._cost_views import (
     measurement,
     predictions_html,
     rank_text,
-    roofline_text,
 )
 from widgets._jobs import Job, JobRunner
 from widgets._panel import Panel
@@ -495,5 +494,4 @@ __all__ = [
     "measurement",
     "predictions_html",
     "rank_text",
-    "roofline_text",
 ]

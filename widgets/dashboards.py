@@ -37,7 +37,7 @@ from explorer.analysis import (
     strategy_comparison_info,
 )
 from explorer.session import ScheduleSession
-from explorer.space import DesignSpace, KnobSpace
+from explorer.space import KnobSpace
 from explorer.storage import MANUAL, CheckSummary, TrialRecord, check_unchecked
 from explorer.target import Target
 from explorer.workloads import Workload
@@ -108,7 +108,6 @@ class Dashboards(Panel):
         self._timer: threading.Timer | None = None  # a refresh is due
         self._jobs = JobRunner("explorer-dashboards")
         self._last_refresh = 0.0
-        self._spaces: dict[str, KnobSpace | str] = {}  # key -> space, or why there is none
         self._closed = False
 
         self.convergence_fig = LiveFigure(plots.make_convergence_figure(convergence_info(())))
@@ -403,14 +402,11 @@ class Dashboards(Panel):
         return table
 
     def _space(self, workload: Workload, target: Target) -> KnobSpace | str:
-        key = f"{workload.key()}|{target.key()}"
-        if key not in self._spaces:
-            try:
-                self._spaces[key] = KnobSpace(DesignSpace.of(workload, target))
-            except Exception as exc:  # noqa: BLE001 - TVM refused the workload: the other plots still work
-                log.warning("no knob space for %s: %s", key, exc)
-                self._spaces[key] = f"no knob space: {exc}"
-        return self._spaces[key]
+        try:
+            return KnobSpace.of(workload, target)
+        except Exception as exc:  # noqa: BLE001 - TVM refused the workload: the other plots still work
+            log.warning("no knob space for %s: %s", workload.key(), exc)
+            return f"no knob space: {exc}"
 
     # -- clicks -------------------------------------------------------------------------------
     def _on_pred_click(self, trace: Any, points: Any, state: Any = None) -> None:

@@ -17,18 +17,24 @@ from typing import Any
 import ipywidgets as w
 
 from explorer.errors import PrimitiveError
-from explorer.session import PRIMITIVES, REQUIRED, ParamSpec, ScheduleSession, Snapshot
+from explorer.session import (
+    PRIMITIVES,
+    REQUIRED,
+    ParamSpec,
+    ScheduleSession,
+    Snapshot,
+    parse_arguments,
+)
 from widgets._context import Context
 from widgets._editor_views import changed_lines, loop_table_html, primitive_help, script_html
 from widgets._panel import Panel
 from widgets._style import themed
-from widgets._whole import WholeText, whole_number
+from widgets._whole import WholeText
 
 log = logging.getLogger(__name__)
 
 _NONE_LABEL = "(none)"
 _ADD_LABEL, _ADD = "add loop\u2026", ""  # not None: a Dropdown shows value None as blank
-_NONE_TOKENS = {"none", "-1", "?", "_", "*"}  # what users write for "infer this factor"
 _FILL = {"width": "100%", "min_width": "0"}  # a field as wide as its column, never wider
 
 
@@ -199,29 +205,13 @@ class ScheduleEditor(Panel):
         session.checkout(int(target))
 
     def arguments(self) -> dict[str, Any]:
-        """The form's values as ``apply`` keyword arguments (text fields parsed).
+        """The form's values as ``apply`` keyword arguments (``explorer.session.parse_arguments``).
 
         Raises:
             PrimitiveError: a text field does not parse; names the parameter.
         """
-        prim = PRIMITIVES[str(self.primitive.value)]
-        args: dict[str, Any] = {}
-        for spec in prim.params:
-            field = self.params[spec.name]
-            value = field.value
-            if spec.kind == "factors":
-                value = parse_factors(prim.name, spec, value)
-            elif spec.kind == "loops":
-                value = parse_loops(prim.name, spec, value)
-            elif spec.kind == "int":
-                value = parse_int(prim.name, spec, value)
-            elif spec.kind in ("loop", "block") and value is None:
-                if spec.required:
-                    what = "loop" if spec.kind == "loop" else "block"
-                    raise PrimitiveError(prim.name, spec.name, f"pick a {what}")
-                continue
-            args[spec.name] = value
-        return args
+        values = {name: field.value for name, field in self.params.items()}
+        return parse_arguments(str(self.primitive.value), values)
 
     # -- banner -------------------------------------------------------------------------------
     def show_error(self, exc: BaseException) -> None:
@@ -446,72 +436,10 @@ def _param_widget(spec: ParamSpec) -> w.ValueWidget:
     return w.Text(value="" if default is None else str(default), **common)
 
 
-# -- parsing text fields (no eval) ------------------------------------------------------------
-def _tokens(text: str) -> list[str]:
-    inner = text.strip().strip("[]()").strip()
-    return [t.strip().strip("'\"") for t in re.split(r"[,\s]+", inner) if t.strip()]
-
-
-def parse_factors(primitive: str, spec: ParamSpec, text: Any) -> list[int | None]:
-    """``"None, 16"`` / ``"-1, 16"`` / ``"[4, 16]"`` as a factor list (``None`` = inferred).
-
-    Raises:
-        PrimitiveError: naming the parameter and the token that is not a factor.
-    """
-    if not isinstance(text, str):
-        return list(text)
-    tokens = _tokens(text)
-    if not tokens:
-        raise PrimitiveError(
-            primitive, spec.name, "is required: write trip counts, outer first, e.g. None, 16"
-        )
-    factors: list[int | None] = []
-    for token in tokens:
-        if token.lower() in _NONE_TOKENS:
-            factors.append(None)
-        elif token.isdigit() and int(token) > 0:
-            factors.append(int(token))
-        else:
-            raise PrimitiveError(
-                primitive,
-                spec.name,
-                f"{token!r} is not a positive integer or None (write e.g. None, 16)",
-                value=text,
-            )
-    return factors
-
-
-def parse_int(primitive: str, spec: ParamSpec, text: Any) -> int:
-    """A whole-number field's text as an int (its range is the session's to check).
-
-    Raises:
-        PrimitiveError: the text is not a whole number (``2.5`` is refused, never rounded).
-    """
-    number = whole_number(text)
-    if number is None:
-        raise PrimitiveError(primitive, spec.name, "must be a whole number", value=text)
-    return number
-
-
-def parse_loops(primitive: str, spec: ParamSpec, text: Any) -> list[str]:
-    """``"i_0, j"`` as a list of loop names (checked against the nest by the session)."""
-    if not isinstance(text, str):
-        return list(text)
-    names = _tokens(text)
-    if not names:
-        raise PrimitiveError(
-            primitive, spec.name, "is required: write loop names, outer first, e.g. i_0, j"
-        )
-    return names
-
-
 __all__ = [
     "ScheduleEditor",
     "changed_lines",
     "loop_table_html",
-    "parse_factors",
-    "parse_int",
-    "parse_loops",
     "primitive_help",
     "script_html",
 ]

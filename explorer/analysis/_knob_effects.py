@@ -103,7 +103,7 @@ def knob_effects_info(
         max_lines: the most trials shipped for drawing; the importance uses all of them.
 
     Example:
-        >>> space = KnobSpace(DesignSpace.of(workload, target))  # doctest: +SKIP
+        >>> space = KnobSpace.of(workload, target)  # doctest: +SKIP
         >>> info = knob_effects_info(store.trials(workload=workload), space)  # doctest: +SKIP
         >>> [(k.label, round(k.importance, 2)) for k in info.knobs]  # doctest: +SKIP
         [('tile #1', 0.62), ('categorical #0', 0.21), ('tile #0', 0.05), ('tile #2', 0.0)]

@@ -46,7 +46,7 @@ from explorer import _tvm
 from explorer.core import Candidate, RecordStore, TrialRecord
 from explorer.cost_models._base import CostModel
 from explorer.cost_models._xgb import import_xgboost
-from explorer.space import DesignSpace, KnobSpace
+from explorer.space import KnobSpace
 from explorer.target import Target
 from explorer.types import JSON
 from explorer.workloads import Workload
@@ -71,14 +71,8 @@ class ValueSample:
 
 
 def knob_space(workload: Workload, target: Target) -> KnobSpace:
-    """The (cached) knob space of a workload on a target."""
-    key = (workload, target)
-    if key not in _KNOB_SPACES:
-        _KNOB_SPACES[key] = KnobSpace(DesignSpace.of(workload, target))
-    return _KNOB_SPACES[key]
-
-
-_KNOB_SPACES: dict[tuple[Workload, Target], KnobSpace] = {}
+    """The (shared, cached) knob space of a workload on a target (``KnobSpace.of``)."""
+    return KnobSpace.of(workload, target)
 
 
 def locate(space: KnobSpace, candidate: Candidate) -> tuple[int, tuple[JSON, ...]] | None:
@@ -113,11 +107,12 @@ def _skeleton(trace_json: JSON) -> str:
     return json.dumps(insts)
 
 
-_SKELETONS: dict[tuple[int, int], str] = {}
+# By workload, target and sketch: a space's identity is no key, its object may be rebuilt.
+_SKELETONS: dict[tuple[Workload, Target, int], str] = {}
 
 
 def _sketch_skeleton(space: KnobSpace, sketch: int) -> str:
-    key = (id(space.design), sketch)
+    key = (space.workload, space.target, sketch)
     if key not in _SKELETONS:
         _SKELETONS[key] = _skeleton(_tvm.trace_to_json(space.design.sketch_trace(sketch)))
     return _SKELETONS[key]
@@ -216,7 +211,7 @@ class ValueModel(CostModel):
         >>> model = ValueModel(num_rounds=20).fit_from_store(store, workloads=[recordings.SMALL])
         >>> target = recordings.recorded_trials(store, recordings.SMALL)[0].candidate.target
         >>> store.close(); folder.cleanup()
-        >>> space = KnobSpace(DesignSpace.of(recordings.SMALL, target))
+        >>> space = KnobSpace.of(recordings.SMALL, target)
         >>> first = space.domains[0][0].values[0]  # the first knob's first value
         >>> model.values(space, 0, [(), (first,)]).shape  # the root, then one decided knob
         (2,)

@@ -16,6 +16,7 @@ from explorer.machine._peak import (
     cached_peak,
     measure_peak,
     measured_peak,
+    roofline_text,
 )
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "cached_peak",
     "measure_peak",
     "measured_peak",
+    "roofline_text",
     "NumpyBaseline",
     "NumpyBaselineError",
     "NumpyTimer",

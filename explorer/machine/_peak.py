@@ -38,8 +38,10 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from explorer.core import MeasureResult
 from explorer.errors import ExplorerError, TargetError
 from explorer.target import Target
+from explorer.workloads import Workload
 
 CACHE_ENV = "SCHEDULE_EXPLORER_PEAK_CACHE"
 MEASURE_TIMEOUT_SECS = 300.0
@@ -287,3 +289,14 @@ def _write_cache(entries: dict[str, MachinePeak]) -> None:
     except OSError:
         with contextlib.suppress(OSError, UnboundLocalError):
             os.unlink(tmp)
+
+
+def roofline_text(workload: Workload, result: MeasureResult, peak: MachinePeak | None) -> str:
+    """Where a measured schedule sits under this CPU's measured roofline, in one sentence
+    (only its arithmetic intensity without a ``peak``: a GPU, or no peak measured yet)."""
+    secs = result.median_secs or 0.0
+    gflops = workload.flops() / secs / 1e9 if secs else 0.0
+    intensity = workload.flops() / max(workload.bytes_moved(), 1)
+    if peak is None:
+        return f"Arithmetic intensity {intensity:.2f} FLOP/byte."
+    return peak.describe(gflops, intensity)

@@ -229,10 +229,10 @@ def _workload_report(
 def _knobs(
     workload: Workload, target: Target, table: TrialTable
 ) -> tuple[KnobEffectsInfo | None, str | None]:
-    from explorer.space import DesignSpace, KnobSpace
+    from explorer.space import KnobSpace
 
     try:
-        space = KnobSpace(DesignSpace.of(workload, target))
+        space = KnobSpace.of(workload, target)
     except Exception as exc:  # noqa: BLE001 - TVM refused the workload: the other plots still work
         log.warning("no knob space for %s: %s", workload.key(), exc)
         return None, f"no knob space: {exc}"

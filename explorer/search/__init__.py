@@ -13,7 +13,7 @@ from explorer._registry import Registry
 from explorer.cost_models import COST_MODELS
 from explorer.errors import CapabilityError
 from explorer.search._autotvm import AutoTVMSearch
-from explorer.search._base import Capabilities, SearchStrategy
+from explorer.search._base import Capabilities, SearchStrategy, is_object_setting
 from explorer.search._baseline import baseline_candidate, baseline_trial, is_baseline
 from explorer.search._droplet import DropletSearch, EvolutionaryDropletSearch
 from explorer.search._evolutionary import EvolutionarySearch
@@ -165,6 +165,7 @@ __all__ = [
     "capabilities",
     "check_capabilities",
     "is_baseline",
+    "is_object_setting",
     "is_start",
     "make_strategy",
     "prediction_sources",

@@ -86,9 +86,6 @@ class SearchStrategy(abc.ABC):
     name: ClassVar[str] = ""
     capabilities: ClassVar[Capabilities] = Capabilities()
     """What the strategy takes besides its hyper-parameters (the UI and the CLI read this)."""
-    accepts_start: ClassVar[bool] = False
-    """``capabilities.start``, kept for older callers (set from ``capabilities``; a subclass
-    that declares only ``accepts_start = True`` gets ``Capabilities(start=True)``)."""
     on_working: Callable[[str], None] | None = None
     """Set by whoever shows progress (the command line's bar): told, in a few words, what an
     ``ask`` that takes long is doing before it measures anything (``static`` scores about a
@@ -96,17 +93,11 @@ class SearchStrategy(abc.ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        own = cls.__dict__
-        if "accepts_start" in own and "capabilities" not in own:  # the older declaration
-            cls.capabilities = Capabilities(
-                start=bool(own["accepts_start"]), cost_models=cls.capabilities.cost_models
-            )
-        elif "accepts_start" in own and own["accepts_start"] != cls.capabilities.start:
+        if "accepts_start" in cls.__dict__:  # the older spelling: one declaration only
             raise TypeError(
-                f"{cls.__name__}: accepts_start={own['accepts_start']} contradicts "
-                f"capabilities.start={cls.capabilities.start}; declare capabilities only"
+                f"{cls.__name__}: declare capabilities = Capabilities(start=True) instead of "
+                "accepts_start"
             )
-        cls.accepts_start = cls.capabilities.start
 
     @classmethod
     def cost_model_arguments(cls, cost_model: str) -> dict[str, JSON]:
@@ -156,13 +147,27 @@ class SearchStrategy(abc.ABC):
         return [{} for _ in candidates]
 
     def settings(self) -> dict[str, JSON]:
-        """The constructor's hyper-parameters, read back from same-named attributes."""
+        """The constructor's hyper-parameters, read back from same-named attributes: every
+        one of them, a value JSON cannot hold (a cost model object, a list of workloads) as
+        ``{"object": "<its type>"}`` (``is_object_setting``), which a run resumed by name then
+        refuses to rebuild.
+
+        Raises:
+            TypeError: a hyper-parameter has no same-named attribute (the strategy breaks the
+                contract above).
+        """
         params = inspect.signature(type(self).__init__).parameters
-        out = {
-            name: getattr(self, name)
-            for name in params
-            if name != "self" and hasattr(self, name) and _is_jsonable(getattr(self, name))
-        }
+        out: dict[str, JSON] = {}
+        for name in params:
+            if name in ("self", "start"):
+                continue
+            if not hasattr(self, name):
+                raise TypeError(
+                    f"{type(self).__name__}: hyper-parameter {name!r} is not kept as the "
+                    f"attribute self.{name}, so its runs could not record it"
+                )
+            value = getattr(self, name)
+            out[name] = value if _is_jsonable(value) else {"object": type(value).__name__}
         if self.capabilities.start and hasattr(self, "start"):
             # A schedule is not a setting; the run's trial marked "start" holds it.
             out["start"] = start_setting(self.start)
@@ -226,6 +231,11 @@ def check_scaled(owner: str, name: str, value: object) -> None:
     )
     if not ok:
         raise ValueError(f"{owner}: {name} must be a whole number >= 1 or 'auto' (got {value!r})")
+
+
+def is_object_setting(value: object) -> bool:
+    """Whether a stored setting stands for a Python object its run was given (``settings``)."""
+    return isinstance(value, dict) and set(value) == {"object"}
 
 
 def _is_jsonable(value: Any) -> bool:

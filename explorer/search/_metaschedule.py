@@ -32,7 +32,7 @@ from explorer.core import (
     TrialRecord,
 )
 from explorer.search._evolutionary import FAILED_RUN_SECS, TraceMatcher
-from explorer.space import DesignSpace, KnobSpace
+from explorer.space import KnobSpace
 from explorer.target import Target
 from explorer.types import MeasureStatus
 from explorer.workloads import Workload
@@ -209,7 +209,7 @@ def run_metaschedule(
         run_id=run.id,
         workload=workload,
         target=target,
-        matcher=TraceMatcher(KnobSpace(DesignSpace.of(workload, target))),
+        matcher=TraceMatcher(KnobSpace.of(workload, target)),
         should_stop=should_stop,
         deadline=None if max_secs is None else started + max_secs,
         on_batch=on_batch,

@@ -1,7 +1,8 @@
 """Starting a search from what the user has: a hand-made schedule, a record, or a point.
 
-A strategy that declares ``accepts_start = True`` takes ``start=`` and builds a ``StartPlan`` in
-its ``_start`` hook. The plan holds two candidates that are proposed before anything else:
+A strategy that declares ``Capabilities(start=True)`` takes ``start=`` and builds a
+``StartPlan`` in its ``_start`` hook. The plan holds two candidates that are proposed before
+anything else:
 
 * the **reference**: the user's schedule exactly as given, marked ``decisions["start"] = True``.
   It is measured like any trial, so it is stored in the run; the ``Tuner`` re-times it beside

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from explorer.session._arguments import parse_arguments, parse_factors, parse_int, parse_loops
 from explorer.session._errors_map import translate as translate_tvm_error
 from explorer.session._names import BlockInfo, LoopInfo
 from explorer.session._params import PARAM_KINDS, REQUIRED, ParamKind, ParamSpec
@@ -50,6 +51,10 @@ __all__ = [
     "check_trace",
     "check_trace_json",
     "check_trace_on_module",
+    "parse_arguments",
+    "parse_factors",
+    "parse_int",
+    "parse_loops",
     "read_trace_file",
     "refit_trace",
     "replay_decisions",

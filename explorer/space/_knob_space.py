@@ -17,6 +17,7 @@ all-zero point is a sensible origin for coordinate descent.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ import numpy as np
 
 from explorer import _tvm
 from explorer.core import Candidate, factorizations
+from explorer.errors import SearchError
 from explorer.space._design_space import DesignSpace, Knob
 from explorer.target import Target
 from explorer.types import JSON
@@ -61,7 +63,7 @@ class KnobSpace:
         >>> from explorer.target import Target
         >>> from explorer.workloads import get_workload
         >>> matmul = get_workload("matmul", M=16, N=16, K=16)
-        >>> space = KnobSpace(DesignSpace.of(matmul, Target.local_cpu()))
+        >>> space = KnobSpace.of(matmul, Target.local_cpu())
         >>> point = space.random_point(np.random.default_rng(0))
         >>> candidate = space.materialize(point)  # None when TVM refuses to build the point
         >>> candidate is None or space.point_of_candidate(candidate) == point
@@ -73,6 +75,20 @@ class KnobSpace:
         self.domains: tuple[tuple[KnobDomain, ...], ...] = tuple(
             tuple(KnobDomain(k, _domain(k)) for k in knobs) for knobs in design.knobs
         )
+
+    @staticmethod
+    def of(workload: Workload, target: Target) -> KnobSpace:
+        """The knob space of ``workload`` on ``target``, built once per pair (each is a
+        MetaSchedule ``TuneContext``): every part of the explorer shares these.
+
+        Raises:
+            SearchError: TVM derives no design space for the pair (remembered: the same pair
+                fails the same way).
+        """
+        space = _knob_space_cached(workload, target)
+        if isinstance(space, Exception):
+            raise SearchError(f"no knob space for {workload.key()}: {space}") from space
+        return space
 
     @property
     def workload(self) -> Workload:
@@ -191,3 +207,11 @@ def _domain(knob: Knob) -> tuple[JSON, ...]:
         num = len(knob.attrs[0])
         return (int(knob.default), *(i for i in range(num) if i != int(knob.default)))
     return (knob.default,)
+
+
+@functools.lru_cache(maxsize=32)
+def _knob_space_cached(workload: Workload, target: Target) -> KnobSpace | Exception:
+    try:
+        return KnobSpace(DesignSpace.of(workload, target))
+    except Exception as exc:  # noqa: BLE001 - TVM's refusal, remembered and raised by KnobSpace.of
+        return exc

@@ -45,7 +45,7 @@ from typing import Any
 from explorer import _tvm
 from explorer.core import Candidate
 from explorer.errors import SearchError
-from explorer.space._design_space import SAMPLING_KINDS, DesignSpace
+from explorer.space._design_space import SAMPLING_KINDS
 from explorer.space._knob_space import KnobDomain, KnobSpace, Point
 from explorer.types import JSON
 
@@ -154,7 +154,7 @@ def start_mapping(candidate: Candidate) -> StartMapping:
     Raises:
         TraceError: as ``nearest_point``.
     """
-    space = KnobSpace(DesignSpace.of(candidate.workload, candidate.target))
+    space = KnobSpace.of(candidate.workload, candidate.target)
     return nearest_point(space, candidate)
 
 

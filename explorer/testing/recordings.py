@@ -35,7 +35,7 @@ from explorer.measure import (
     ReplayMeasurer,
     trace_key,
 )
-from explorer.space import DesignSpace, KnobSpace, Point
+from explorer.space import KnobSpace, Point
 from explorer.storage import NewTrial, RecordStore, TrialRecord, get_store
 from explorer.target import Target
 from explorer.workloads import Workload, get_workload
@@ -111,7 +111,7 @@ def record(path: Path, target: Target, *, seed: int = 0) -> None:
     """Measure every point of ``TINY`` and ``SMALL_POINTS`` random points of ``SMALL``."""
     rng = np.random.default_rng(seed)
     store = get_store(path)
-    small = KnobSpace(DesignSpace.of(SMALL, target))
+    small = KnobSpace.of(SMALL, target)
     seen: set[Point] = set()
     small_cands: list[Candidate] = []
     while len(small_cands) < SMALL_POINTS:
@@ -121,7 +121,7 @@ def record(path: Path, target: Target, *, seed: int = 0) -> None:
             cand = small.materialize(point)
             if cand is not None:
                 small_cands.append(cand)
-    tiny = KnobSpace(DesignSpace.of(TINY, target))
+    tiny = KnobSpace.of(TINY, target)
     work = [(TINY, buildable(tiny, every_point(tiny))), (SMALL, small_cands)]
     with LocalMeasurer(MeasureConfig(repeat=3, min_repeat_secs=0.002)) as measurer:
         for workload, cands in work:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from explorer._text import format_secs
-from explorer.machine import MachinePeak, cached_peak
+from explorer.machine import MachinePeak, cached_peak, roofline_text
 from explorer.measure import LocalMeasurer, Measurer, MeasureResult, ReplayMeasurer
 from explorer.session import ScheduleSession
 from explorer.storage import MANUAL, NewTrial
@@ -19,7 +19,7 @@ from explorer.workloads import get_workload
 from widgets import _ui
 from widgets._context import Context
 from widgets._jobs import Job, JobState
-from widgets.cost import MODELS, CostPanel, roofline_text
+from widgets.cost import MODELS, CostPanel
 from widgets.editor import ScheduleEditor
 
 WAIT = 120.0

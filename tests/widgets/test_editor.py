@@ -8,10 +8,10 @@ import re
 import pytest
 
 from explorer.errors import PrimitiveError
-from explorer.session import PRIMITIVES, ScheduleSession
+from explorer.session import PRIMITIVES, ScheduleSession, parse_factors, parse_loops
 from explorer.workloads import Workload, get_workload
 from widgets._context import Context
-from widgets.editor import ScheduleEditor, changed_lines, parse_factors, parse_loops
+from widgets.editor import ScheduleEditor, changed_lines
 
 SPLIT_FACTORS = PRIMITIVES["split"].param("factors")
 REORDER_LOOPS = PRIMITIVES["reorder"].param("loops")

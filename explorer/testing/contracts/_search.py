@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import json
 from collections.abc import Callable
 from typing import Any, ClassVar, cast
 
@@ -120,6 +121,13 @@ class SearchStrategyContract:
                 assert strategy.ask(4) == [], "an exhausted strategy came back to life"
                 break
 
+    def test_settings_record_every_hyper_parameter_as_json(self) -> None:
+        strategy = self.make_strategy()
+        settings = strategy.settings()  # raises when one is not kept as a same-named attribute
+        params = set(inspect.signature(type(strategy).__init__).parameters) - {"self", "start"}
+        assert params <= set(settings), f"not recorded: {sorted(params - set(settings))}"
+        assert json.loads(json.dumps(settings)) == settings
+
     def test_runs_dry_without_repeating_and_finds_the_recorded_best(
         self, target: Target, tiny_replay: ReplayMeasurer, recording: RecordStore
     ) -> None:
@@ -222,7 +230,7 @@ class SearchStrategyContract:
         session.apply("vectorize", loop="j_1")
         session.apply("parallel", loop="i_0")
         mine = trace_key(session.candidate().trace)
-        knobs = KnobSpace(DesignSpace.of(recordings.SMALL, target))
+        knobs = KnobSpace.of(recordings.SMALL, target)
         nearest = nearest_point(knobs, session.candidate()).point
 
         for start_secs in (1e-9, 10.0):  # the fastest schedule of all, then the slowest

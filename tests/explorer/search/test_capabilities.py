@@ -48,7 +48,6 @@ def test_every_strategy_declares_its_capabilities():
         assert caps.takes_cost_model == bool(caps.cost_models)
         # the declaration matches the constructor: start= exactly where it is declared
         assert ("start" in STRATEGIES.parameters(name)) == caps.start, name
-        assert cls.accepts_start == caps.start  # the older spelling, derived
     with pytest.raises(UnknownPluginError, match="valid names: autotvm, droplet"):
         capabilities("no-such-strategy")
 
@@ -96,16 +95,11 @@ def test_cost_model_selects_the_constructor_argument_and_never_contradicts_one()
         make_strategy(RandomSearch(), cost_model="xgb-rank")
 
 
-def test_the_older_accepts_start_declaration_still_works_and_cannot_contradict():
-    class Legacy(RandomSearch):
-        accepts_start = True
+def test_a_start_is_declared_one_way_only():
+    with pytest.raises(TypeError, match=r"declare capabilities = Capabilities\(start=True\)"):
 
-    assert Legacy.capabilities == Capabilities(start=True)
-    with pytest.raises(TypeError, match="contradicts capabilities.start"):
-
-        class Both(SearchStrategy):
+        class Legacy(RandomSearch):
             accepts_start = True
-            capabilities = Capabilities(start=False)
 
     assert inspect.isabstract(SearchStrategy)
 

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 from explorer.cost_models._value import ValueModel, ValueSample
+from explorer.errors import SearchError
 from explorer.measure import LocalMeasurer, MeasureConfig, MeasureResult, ReplayMeasurer
 from explorer.search import ValueSearch, make_strategy
 from explorer.space import DesignSpace, KnobSpace
 from explorer.storage import get_store
-from explorer.tuner import Tuner
+from explorer.tuner import Tuner, strategy_of
 from explorer.types import MeasureStatus
 from explorer.workloads import get_workload
 
@@ -93,13 +94,20 @@ def test_real_end_to_end_run_through_the_tuner(tmp_path, cpu_target):
         first = tuner.run(w, cpu_target, "random", max_trials=8, seed=0)
         result = tuner.run(w, cpu_target, ValueSearch(store=store), max_trials=4, seed=0)
     assert first.best is not None and result.num_trials == 4
+    # given a store object: the run records that it was, and a resume by name says why not
+    assert result.run.settings["store"] == {"object": type(store).__name__}
+    with pytest.raises(SearchError, match=r"was given store as Python objects, which its"):
+        strategy_of(result.run)
     trials = [t for t in store.trials(run_id=result.run.id) if not t.is_remeasure]  # no baseline
     assert any(t.result.is_ok for t in trials)
     assert all("value" in t.predicted for t in trials[:4])
     store.close()
 
 
-def test_settings_keep_only_what_a_run_record_can_store():
+def test_settings_record_every_hyper_parameter_and_objects_as_such():
+    # A list of workloads cannot be stored: it was dropped without a word; the record now
+    # says it was given (and a resume by name refuses, see the end-to-end run above).
     s = make_strategy("value", workloads=[get_workload("matmul", M=8, N=8, K=8)])
     settings = s.settings()
-    assert "workloads" not in settings and json.loads(json.dumps(settings)) == settings
+    assert settings["workloads"] == {"object": "list"}
+    assert json.loads(json.dumps(settings)) == settings

@@ -72,3 +72,12 @@ def test_points_outside_the_space_are_refused(space):
     with pytest.raises(ValueError, match="not a point"):
         space.decisions(Point(99, space.origin().indices))
     assert space.point_of(0, [[3, 5, 7, 11]] * len(space.domains[0])) is None
+
+
+def test_one_knob_space_per_workload_and_target_is_shared(space):
+    # Three caches held them (one keyed on an object's id(), which a rebuilt space reuses).
+    again = KnobSpace.of(
+        get_workload(space.workload.family, **dict(space.workload.params)), space.target
+    )
+    assert again is KnobSpace.of(space.workload, space.target)
+    assert again.workload == space.workload and again.size() == space.size()
