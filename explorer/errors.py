@@ -141,3 +141,8 @@ class FleetError(ExplorerError):
     """A tracker or device server cannot be reached or started (``explorer.fleet``)."""
 
     environment_problem = True  # the machine's or the network's state, not the command's
+
+
+class FleetNotReady(FleetError):
+    """A fleet cannot take a search: its tracker does not answer, or no device of the key is
+    registered (``explorer.fleet.devices_target``); nothing was stored."""

@@ -28,17 +28,19 @@ from dataclasses import dataclass
 import ipywidgets as w
 
 from explorer._text import error_text, plural
-from explorer.core import QueueTimeout
 from explorer.errors import FleetError
 from explorer.fleet import (
     DEFAULT_WINDOW_SECS,
     DeviceTally,
+    DeviceTargets,
     FleetStatus,
     KeyStatus,
     LocalFleet,
     ServerSpec,
+    TargetAnswer,
     TrackerAddress,
     TrackerSummary,
+    ask_target,
     default_servers,
     fleet_status,
     read_fleet,
@@ -46,8 +48,6 @@ from explorer.fleet import (
     stop_fleet,
     tracker_summary,
 )
-from explorer.machine import MachinePeak
-from explorer.measure import RemoteMeasurer, TargetNotReported
 from explorer.storage import TrialRecord, TrialRow
 from explorer.target import Target
 from widgets import _ui
@@ -57,7 +57,6 @@ from widgets._panel import Panel
 from widgets._style import themed
 
 NO_LOCAL_FLEET = "No fleet runs on this machine: start a local one, or type a tracker's HOST:PORT."
-TARGET_RETRY_SECS = 30.0  # a key whose devices were all busy is asked again after this
 
 
 @dataclass(frozen=True)
@@ -135,9 +134,7 @@ class FleetPanel(Panel):
         self._address: TrackerAddress | None = None
         self._summary: TrackerSummary | None = None
         self._local: LocalFleet | None = None
-        self._targets: dict[str, dict[str, Target | str]] = {}  # tracker -> key -> target
-        self._peaks: dict[str, dict[str, MachinePeak]] = {}  # tracker -> key -> kept peak
-        self._retry_at: dict[tuple[str, str], float] = {}  # (tracker, key) -> monotonic time
+        self._devices = DeviceTargets()  # per tracker and key: the target, asked once
         self._polling = False
         self._again = False  # a poll was asked for while one ran
         self._timer: threading.Timer | None = None
@@ -310,51 +307,27 @@ class FleetPanel(Panel):
         if self._summary is None or self._address is None or self._target_jobs.busy:
             return
         tracker = str(self._address)
-        known = self._targets.setdefault(tracker, {})
-        now = time.monotonic()
-        keys = []
-        for k in sorted({s.key for s in self._summary.servers}):
-            if k in known and self._retry_at.get((tracker, k), float("inf")) > now:
-                continue
-            queue = self._summary.queues.get(k)
-            if queue is not None and queue.free == 0:
-                # Every device is busy (a search): a request would wait in the tracker's queue
-                # and outlive us there. Ask at a later poll.
-                if not isinstance(known.get(k), Target):
-                    known[k] = "not known yet: every device is busy"
-                self._retry_at[(tracker, k)] = now
-                continue
-            keys.append(k)
-            if k not in known or not isinstance(known[k], Target):
-                known[k] = "asking one of its devices..."
+        keys = self._devices.due(tracker, self._summary)
         if not keys:
             return
         address, timeout = self._address, self.target_timeout
 
-        def ask(job: Job) -> dict[str, tuple[Target | str, MachinePeak | None, bool]]:
+        def ask(job: Job) -> dict[str, TargetAnswer]:
             # Worker thread: one session per key, on whichever device the tracker hands out.
-            found: dict[str, tuple[Target | str, MachinePeak | None, bool]] = {}
+            found: dict[str, TargetAnswer] = {}
             for key in keys:
                 if job.is_cancelled():
                     break
-                found[key] = _ask_target(address, key, timeout)
+                found[key] = ask_target(address, key, timeout)
             return found
 
         def done(job: Job) -> None:
-            found: dict[str, tuple[Target | str, MachinePeak | None, bool]]
+            found: dict[str, TargetAnswer]
             if job.state is JobState.ERROR:
                 found = {k: (f"not known: {error_text(job.exception)}", None, False) for k in keys}
             else:
                 found = job.result or {}
-            peaks = self._peaks.setdefault(tracker, {})
-            for key, (target, peak, final) in found.items():
-                known[key] = target
-                if peak is not None:
-                    peaks[key] = peak
-                if final:
-                    self._retry_at.pop((tracker, key), None)
-                else:
-                    self._retry_at[(tracker, key)] = time.monotonic() + TARGET_RETRY_SECS
+            self._devices.record(tracker, found)
             if not self._closed and self._summary is not None and str(self._address) == tracker:
                 self._render()
 
@@ -362,7 +335,7 @@ class FleetPanel(Panel):
 
     def targets(self) -> dict[str, Target | str]:
         """Per key of the current tracker, its devices' target, or why it is not known."""
-        return dict(self._targets.get(str(self._address), {}))
+        return self._devices.targets(str(self._address))
 
     # -- local fleet --------------------------------------------------------------------------
     def start_local_fleet(self) -> Job | None:
@@ -443,8 +416,8 @@ class FleetPanel(Panel):
             self._summary,
             self._tally,
             now=time.time(),
-            targets=self._targets.get(str(self._address), {}),
-            peaks=self._peaks.get(str(self._address), {}),
+            targets=self._devices.targets(str(self._address)),
+            peaks=self._devices.peaks(str(self._address)),
             window_secs=self.window_secs,
         )
         self.info = info
@@ -486,26 +459,6 @@ class FleetPanel(Panel):
 
 
 # -- workers ------------------------------------------------------------------------------------
-def _ask_target(
-    address: TrackerAddress, key: str, timeout: float
-) -> tuple[Target | str, MachinePeak | None, bool]:
-    """The target one device of ``key`` reports, or why there is none; its peak if measured
-    before (``explorer peak --tracker``; nothing is measured here); and whether that answer is
-    final (a busy or vanished device is asked again later)."""
-    measurer = RemoteMeasurer(address, key, queue_timeout_secs=timeout)
-    try:
-        return measurer.device_target(), measurer.cached_device_peak(), True
-    except TargetNotReported:
-        return "not reported (a plain TVM rpc_server): give the target yourself", None, True
-    except QueueTimeout:
-        return f"not known yet: every device was busy for {timeout:g} s", None, False
-    except FleetError as exc:
-        return f"not known yet: {error_text(exc)}", None, False
-    finally:
-        measurer.close()
-
-
-# -- rendering ----------------------------------------------------------------------------------
 def render_fleet(
     info: FleetStatus, local: dict[int, ServerSpec] | None = None, *, now: float
 ) -> str:

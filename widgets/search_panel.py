@@ -23,9 +23,9 @@ from typing import Any
 import ipywidgets as w
 
 from explorer._text import format_secs
-from explorer.errors import FleetError
-from explorer.fleet import TrackerAddress, read_fleet, tracker_summary
-from explorer.measure import MeasureConfig, Measurer, RemoteMeasurer, TargetNotReported
+from explorer.errors import FleetError, FleetNotReady
+from explorer.fleet import TrackerAddress, devices_target, read_fleet
+from explorer.measure import MeasureConfig, Measurer, RemoteMeasurer
 from explorer.search import STRATEGIES, SearchStrategy, capabilities, make_strategy
 from explorer.space import StartMapping, start_mapping
 from explorer.storage import trial_name
@@ -43,10 +43,6 @@ log = logging.getLogger(__name__)
 NO_MODEL = "(none)"
 THIS_MACHINE = "local"
 FLEET = "fleet"
-
-
-class NotStarted(Exception):
-    """A fleet search that could not start (no tracker, no such key): nothing was stored."""
 
 
 class SearchPanel(Panel):
@@ -270,7 +266,7 @@ class SearchPanel(Panel):
                 # Worker thread. The panel made this measurer: it closes it, whatever happens.
                 measurer = RemoteMeasurer(address, key, config)
                 try:
-                    target, assumed = _fleet_target(measurer)
+                    target, assumed = devices_target(measurer)
                     _ui.call_soon(self._show_fleet_target, target, key, assumed)
                     chosen = strategy
                     if start is not None:  # the start point, built for the devices' target
@@ -328,7 +324,7 @@ class SearchPanel(Panel):
 
     def _on_done(self, job: Job) -> None:
         self._set_running(False)
-        if isinstance(job.exception, NotStarted):
+        if isinstance(job.exception, FleetNotReady):
             self.progress.value, self.progress.bar_style = 0, ""
             self._say(f"Not started: {job.exception}")
             return
@@ -445,32 +441,6 @@ class SearchPanel(Panel):
         self.stop_button.disabled = not running
         if running:
             self.open_best_button.disabled = True
-
-
-def _fleet_target(measurer: RemoteMeasurer) -> tuple[Target, bool]:
-    """The target the devices of the measurer's key report, and whether it was assumed (a
-    plain TVM ``rpc_server`` reports none: this machine's CPU is taken, as the CLI does).
-
-    Raises:
-        NotStarted: the tracker does not answer, or no device of the key is registered.
-    """
-    try:
-        summary = tracker_summary(measurer.tracker)
-    except FleetError as exc:
-        raise NotStarted(f"{exc}.") from None
-    if not any(s.key == measurer.key for s in summary.servers):
-        keys = sorted({s.key for s in summary.servers})
-        there = f"its keys: {', '.join(keys)}" if keys else "it has no device at all"
-        raise NotStarted(
-            f"no device with key {measurer.key!r} is registered at the tracker "
-            f"{measurer.tracker} ({there})."
-        )
-    try:
-        return measurer.device_target(), False
-    except TargetNotReported:
-        return Target.local_cpu(), True
-    except FleetError as exc:
-        raise NotStarted(f"{exc}.") from None
 
 
 __all__ = ["SearchPanel"]

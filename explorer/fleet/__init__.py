@@ -44,12 +44,14 @@ from explorer.fleet._status import (
     fleet_status,
     trial_device,
 )
+from explorer.fleet._targets import DeviceTargets, TargetAnswer, ask_target, devices_target
 from explorer.fleet._transfer import measure_transfer
 
 __all__ = [
     "DEFAULT_PORT",
     "DEFAULT_WINDOW_SECS",
     "DeviceStatus",
+    "DeviceTargets",
     "DeviceTally",
     "FleetStatus",
     "KeyStatus",
@@ -57,9 +59,12 @@ __all__ = [
     "QueueInfo",
     "ServerEntry",
     "ServerSpec",
+    "TargetAnswer",
     "TrackerAddress",
     "TrackerSummary",
+    "ask_target",
     "default_servers",
+    "devices_target",
     "fleet_status",
     "measure_transfer",
     "read_fleet",
