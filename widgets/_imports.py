@@ -6,18 +6,12 @@ import importlib
 from pathlib import Path
 from types import ModuleType
 
-_HINT = (
-    "the notebook explorer needs the 'lab' extras (ipywidgets, plotly, anywidget): "
-    "pip install -e '.[lab]'  (or run `make lab`, which installs them)"
-)
+from explorer import _extras as extras
 
 
 def require(module: str) -> ModuleType:
-    """Import ``module`` or raise ``ImportError`` naming the missing extra."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise ImportError(f"{module} is missing: {_HINT}") from exc
+    """Import ``module`` or raise ``MissingExtraError`` naming the ``lab`` extra."""
+    return extras.require(module, "the notebook explorer", "lab")
 
 
 def check_explorer() -> None:

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from explorer._extras import require
 from explorer.core import Candidate, TrialRecord
 from explorer.cost_models._base import CostModel, ScoreScale
 from explorer.cost_models._features import FEATURE_KINDS, FeatureExtractor, fit_width, pad_rows
@@ -44,14 +45,7 @@ _OBJECTIVES = {"rank": "rank:pairwise", "reg": "reg:squarederror"}
 
 def import_xgboost() -> Any:
     """``xgboost``, imported on first use: the core library must import without it."""
-    try:
-        import xgboost
-    except ImportError as e:
-        raise ImportError(
-            "the XGBoost cost models need xgboost: pip install xgboost-cpu "
-            "(not together with xgboost)"
-        ) from e
-    return xgboost
+    return require("xgboost", "the XGBoost cost models", "xgboost")
 
 
 def throughput(record: TrialRecord) -> float:

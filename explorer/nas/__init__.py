@@ -31,8 +31,8 @@ Example:
 
 from __future__ import annotations
 
+from explorer._extras import MissingExtraError
 from explorer.nas._data import NUM_DIGITS, digits_minibatch
-from explorer.nas._deps import MissingExtraError
 from explorer.nas._fisher import (
     FisherPotential,
     fisher_potential,

@@ -29,7 +29,7 @@ import functools
 
 import numpy as np
 
-from explorer.nas._deps import require
+from explorer._extras import require
 
 DIGIT_SIZE = 8
 NUM_DIGITS = 1797
@@ -38,7 +38,7 @@ NUM_DIGITS = 1797
 @functools.lru_cache(maxsize=1)
 def _digits() -> tuple[np.ndarray, np.ndarray]:
     """The images in [0, 1] as (1797, 8, 8) float32, and their labels (0-9)."""
-    datasets = require("sklearn.datasets", "a minibatch of digits")
+    datasets = require("sklearn.datasets", "a minibatch of digits", "nas")
     bunch = datasets.load_digits()
     images = np.asarray(bunch.images, dtype=np.float32) / 16.0
     return images, np.asarray(bunch.target, dtype=np.int32)

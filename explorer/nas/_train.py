@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from explorer._extras import require
 from explorer.nas._data import NUM_DIGITS, digits_images
-from explorer.nas._deps import require
 from explorer.nas._fisher import _block, _block_weights, _stem, init_params
 from explorer.nas._network import Network
 
@@ -52,7 +52,7 @@ def _split(network: Network) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
 
 
 def _logits(network: Network, params: Any, x: Any) -> Any:
-    jnp = require("jax", "training a network").numpy
+    jnp = require("jax", "training a network", "nas").numpy
     out = _stem(network, params["layers"][network.stem.name], x)
     for block in network.blocks:
         out, _ = _block(block, _block_weights(params, block), out, 0.0)
@@ -75,7 +75,7 @@ def train(
         MissingExtraError: JAX or scikit-learn is not installed (the ``nas`` extra).
         ValueError: ``epochs`` or ``batch_size`` out of range (misuse).
     """
-    jax = require("jax", "training a network")
+    jax = require("jax", "training a network", "nas")
     jnp = jax.numpy
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
         raise ValueError(f"epochs must be an integer >= 0 (got {epochs!r})")
@@ -125,7 +125,7 @@ def rank_correlation(xs: list[float], ys: list[float]) -> float:
         >>> rank_correlation([1.0, 2.0, 3.0, 4.0], [10.0, 30.0, 20.0, 40.0])
         0.8
     """
-    stats = require("scipy.stats", "a rank correlation")
+    stats = require("scipy.stats", "a rank correlation", "nas")
     if len(xs) != len(ys) or len(xs) < 2:
         raise ValueError(f"two lists of equal length >= 2 are needed (got {len(xs)}, {len(ys)})")
     return float(round(stats.spearmanr(xs, ys).statistic, 12))

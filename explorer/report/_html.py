@@ -3,7 +3,7 @@
 The figures are the dashboards' own (``explorer.plots``, as plain ``go.Figure``\\ s), so a report
 shows what the notebook shows. plotly is an optional extra (``pip install
 'schedule-explorer[lab]'``); it is imported on first use only, so ``explorer`` keeps importing
-without it, and its absence is one ``MissingDependencyError`` sentence.
+without it, and its absence is one ``MissingExtraError`` sentence.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from explorer._extras import MissingExtraError, require
 from explorer._text import format_secs
 from explorer.analysis import Metric
-from explorer.errors import ExplorerError
 from explorer.report._collect import (
     MAX_SCHEDULES,
     BestSchedule,
@@ -35,8 +35,7 @@ from explorer.storage import RecordStore
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
 
 
-class MissingDependencyError(ExplorerError, ImportError):
-    """A package the report needs (plotly) is not installed."""
+MissingDependencyError = MissingExtraError  # the name this module gave it first
 
 
 @dataclass(frozen=True)
@@ -75,7 +74,7 @@ def write_report(
         title: The page's title.
 
     Raises:
-        MissingDependencyError: plotly is not installed.
+        MissingExtraError: plotly is not installed.
         UnknownRunError: A run of ``run_ids`` is not in the store.
         NoRunsError: The store has no run.
         ValueError: Both ``run_ids`` and ``latest`` were given.
@@ -118,15 +117,9 @@ def _write_atomically(path: Path, data: bytes) -> None:
 
 def _plotting() -> tuple[Any, Any]:
     """``(plotly.io, explorer.plots)``, or one sentence saying what to install."""
-    try:
-        import plotly.io as pio
+    pio = require("plotly.io", "the HTML report", "lab")
+    from explorer import plots
 
-        from explorer import plots
-    except ImportError as exc:
-        raise MissingDependencyError(
-            f"the HTML report needs plotly, which is not installed ({exc}): "
-            "pip install 'schedule-explorer[lab]'"
-        ) from None
     return pio, plots
 
 
