@@ -1,6 +1,7 @@
 """The NAS panel's Pareto plot: tuned latency against Fisher Potential, one point per network.
 
-A figure factory in the style of ``explorer.plots`` (whose shared helpers it uses), over the
+A figure factory in the style of ``explorer.plots`` (with its shared helpers,
+``explorer._figures``), over the
 pure ``explorer.analysis.NasFrontInfo``. Needs plotly, imported by this module only.
 
 Two panes share the Fisher Potential axis. The wide one places every legal network with a tuned
@@ -24,8 +25,9 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from explorer._figures import HEADER, heading, sync
+from explorer._text import plural
 from explorer.analysis import NasFrontInfo, NasPointInfo
-from explorer.plots import HEADER, _count, _heading, _sync
 
 SIDE = ("illegal", "not timed")
 """The narrow pane's categories: the networks without a latency."""
@@ -137,10 +139,10 @@ def update_nas_pareto_figure(fig: go.Figure, info: NasFrontInfo | None) -> None:
     }
     layout.update(_latency_axis([p.latency_ms for p in points if p.is_legal and p.is_timed]))
     if info is None:
-        layout.update(_heading("NAS: latency vs Fisher Potential", []))
+        layout.update(heading("NAS: latency vs Fisher Potential", []))
     else:
-        layout.update(_heading(f"NAS: {info.network}", _details(info)))
-    _sync(
+        layout.update(heading(f"NAS: {info.network}", _details(info)))
+    sync(
         fig,
         traces,
         layout,
@@ -202,7 +204,7 @@ def _sizes(points: Sequence[NasPointInfo]) -> dict[int, float]:
 def _details(info: NasFrontInfo) -> list[str]:
     legal = info.num_candidates - info.num_illegal
     counts = (
-        f"{_count(info.num_candidates, 'candidate')}: {legal} legal, {info.num_illegal} "
+        f"{plural(info.num_candidates, 'candidate')}: {legal} legal, {info.num_illegal} "
         f"illegal (FP below tau = {info.tau:g} x the original's), {len(info.front)} on the "
         "Pareto front of latency, FP and parameters"
     )
@@ -210,8 +212,8 @@ def _details(info: NasFrontInfo) -> list[str]:
         fastest = info.points[info.fastest].name
         counts += f"; fastest legal: {fastest}, {info.speedup:.2f}x the original's speed"
     tuning = (
-        f"{_count(info.num_shapes, 'distinct convolution')} tuned with {info.strategy}, "
-        f"{_count(info.budget, 'trial')} each ({info.num_cached} found in the store)"
+        f"{plural(info.num_shapes, 'distinct convolution')} tuned with {info.strategy}, "
+        f"{plural(info.budget, 'trial')} each ({info.num_cached} found in the store)"
     )
     if info.is_stopped:
         tuning += "; stopped early: some networks are not timed"

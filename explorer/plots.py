@@ -17,14 +17,24 @@ in ``customdata``: a trial id, or ``[run_id, seq]`` on convergence lines.
 from __future__ import annotations
 
 import math
-import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import plotly.graph_objects as go
-from plotly.colors import DEFAULT_PLOTLY_COLORS, unlabel_rgb
+from plotly.colors import DEFAULT_PLOTLY_COLORS
 from plotly.subplots import make_subplots
 
+from explorer._figures import (
+    HEADER,
+    WRAP,
+    heading,
+    nan_to_none,
+    on_point_click,
+    palette,
+    rgba,
+    sync,
+)
+from explorer._text import plural
 from explorer.analysis import (
     MIN_POINTS,
     ConvergenceGroup,
@@ -79,17 +89,17 @@ def update_convergence_figure(fig: go.Figure, info: ConvergenceInfo) -> None:
     traces = [t for i, g in enumerate(info.groups) for t in _convergence_traces(g, i, info)]
     traces += _reference_traces(info)
     better = "higher is better" if info.metric == "gflops" else "lower is better"
-    counts = f"{_count(info.num_runs, 'run')}, {_count(info.num_trials, 'trial')}"
+    counts = f"{plural(info.num_runs, 'run')}, {plural(info.num_trials, 'trial')}"
     if info.num_remeasured:
         counts += (
-            f" + {_count(info.num_remeasured, 're-measurement')} (the unscheduled baseline and "
+            f" + {plural(info.num_remeasured, 're-measurement')} (the unscheduled baseline and "
             "schedules timed again; not on the trials axis)"
         )
-    _sync(
+    sync(
         fig,
         traces,
         {
-            **_heading(f"Best so far: {info.metric_label} ({better})", [counts], extra=24),
+            **heading(f"Best so far: {info.metric_label} ({better})", [counts], extra=24),
             "yaxis.title.text": info.metric_label,
             "yaxis.type": "log" if info.metric == "latency_ms" else "linear",
         },
@@ -98,7 +108,7 @@ def update_convergence_figure(fig: go.Figure, info: ConvergenceInfo) -> None:
 
 
 def _convergence_traces(g: ConvergenceGroup, index: int, info: ConvergenceInfo) -> list[Any]:
-    color = _color(index)
+    color = palette(index)
     unit = info.metric_label
     out: list[Any] = []
     for axis, spread in zip(AXES, (g.by_trials, g.by_secs), strict=True):
@@ -112,7 +122,7 @@ def _convergence_traces(g: ConvergenceGroup, index: int, info: ConvergenceInfo) 
         out.append(
             go.Scatter(
                 x=x,
-                y=_nan_to_none(spread.lo[i] for i in keep),
+                y=nan_to_none(spread.lo[i] for i in keep),
                 mode="lines",
                 line=dict(width=0, shape="hv", color=color),
                 meta=f"lo|{g.label}|{axis}",
@@ -122,11 +132,11 @@ def _convergence_traces(g: ConvergenceGroup, index: int, info: ConvergenceInfo) 
         out.append(
             go.Scatter(
                 x=x,
-                y=_nan_to_none(spread.hi[i] for i in keep),
+                y=nan_to_none(spread.hi[i] for i in keep),
                 mode="lines",
                 line=dict(width=0, shape="hv", color=color),
                 fill="tonexty",
-                fillcolor=_rgba(color, 0.15),
+                fillcolor=rgba(color, 0.15),
                 meta=f"hi|{g.label}|{axis}",
                 **common,
             )
@@ -155,10 +165,10 @@ def _convergence_traces(g: ConvergenceGroup, index: int, info: ConvergenceInfo) 
         out.append(
             go.Scatter(
                 x=x,
-                y=_nan_to_none(spread.median[i] for i in keep),
+                y=nan_to_none(spread.median[i] for i in keep),
                 mode="lines",
                 line=dict(width=3, shape="hv", color=color),
-                name=f"{g.label}: median of {_count(len(g.runs), 'run')}",
+                name=f"{g.label}: median of {plural(len(g.runs), 'run')}",
                 legendgroup=g.label,
                 showlegend=axis == "trials",
                 # Not hoverable: it lies on the runs' points (exactly, with one run), and a
@@ -217,7 +227,7 @@ def _run_lines(runs: Sequence[RunSeries], axis: str) -> tuple[list[Any], list[An
         steps = r.trials if axis == "trials" else r.elapsed_secs
         end = r.num_trials if axis == "trials" else r.last_elapsed_secs
         xs += [*steps, end, None]
-        ys += [*_nan_to_none(r.values), _nan_to_none([r.values[-1]])[0], None]
+        ys += [*nan_to_none(r.values), nan_to_none([r.values[-1]])[0], None]
         keys += [[r.run_id, s] for s in r.seqs] + [[r.run_id, r.seqs[-1]], None]
     return xs, ys, keys
 
@@ -271,7 +281,7 @@ def update_predicted_vs_measured_figure(fig: go.Figure, info: PredictedVsMeasure
                 y=m.latency_ms,
                 customdata=m.trial_ids,
                 mode="markers",
-                marker=dict(size=6, color=_color(i), opacity=0.7),
+                marker=dict(size=6, color=palette(i), opacity=0.7),
                 name=name,
                 showlegend=True,
                 hovertemplate=(
@@ -282,13 +292,13 @@ def update_predicted_vs_measured_figure(fig: go.Figure, info: PredictedVsMeasure
             )
         )
     models = ", ".join(m.model for m in info.models)
-    counts = f"{info.num_predicted} of {_count(info.num_trials, 'trial')}"
+    counts = f"{info.num_predicted} of {plural(info.num_trials, 'trial')}"
     counts += f" {'has' if info.num_trials == 1 else 'have'} predictions"
     counts += f" from {models}" if models else ""
     notes = [counts]
     notes += [f"{info.num_failed} failed"] if info.num_failed else []
     if info.num_remeasured:
-        notes.append(f"+ {_count(info.num_remeasured, 're-measurement')}")
+        notes.append(f"+ {plural(info.num_remeasured, 're-measurement')}")
     shown = sum(len(m.trial_ids) for m in info.models)
     if shown < sum(m.num_points for m in info.models):
         notes.append(f"showing {shown} points")
@@ -298,8 +308,8 @@ def update_predicted_vs_measured_figure(fig: go.Figure, info: PredictedVsMeasure
     elif not shown:
         empty = "No successful trial has a prediction yet (the predicted ones failed)."
     latencies = [v for m in info.models for v in m.latency_ms if v > 0]
-    heading = _heading("Predicted vs measured", ["; ".join(notes)])
-    _sync(fig, traces, {**heading, **_log_axis("yaxis", latencies)}, empty=empty)
+    header = heading("Predicted vs measured", ["; ".join(notes)])
+    sync(fig, traces, {**header, **_log_axis("yaxis", latencies)}, empty=empty)
 
 
 def _log_axis(axis: str, values: Sequence[float]) -> dict[str, Any]:
@@ -381,22 +391,22 @@ def update_strategy_comparison_figure(fig: go.Figure, info: StrategyComparisonIn
                 boxpoints="all",
                 jitter=0.3,
                 pointpos=0,
-                marker=dict(color=_color(i)),
+                marker=dict(color=palette(i)),
                 hovertemplate=f"run %{{customdata}}: %{{y:.4g}} {unit}<extra></extra>",
                 meta=f"cmp|{g.label}",
             )
         )
     title = f"Strategies: best {info.metric_label} per run"
-    notes = [f"within the first {_count(info.budget, 'trial')} of each run"]
+    notes = [f"within the first {plural(info.budget, 'trial')} of each run"]
     if info.num_short_runs:
-        notes.append(f"{_count(info.num_short_runs, 'shorter run')} left out")
+        notes.append(f"{plural(info.num_short_runs, 'shorter run')} left out")
     if info.num_remeasured:
         notes.append("re-measurements not counted")
-    _sync(
+    sync(
         fig,
         traces,
         {
-            **_heading(title, ["; ".join(notes)]),
+            **heading(title, ["; ".join(notes)]),
             "yaxis.title.text": info.metric_label,
             "yaxis.type": "log" if info.metric == "latency_ms" else "linear",
         },
@@ -419,7 +429,7 @@ def make_transfer_figure(info: TransferInfo) -> go.Figure:
     matrix = info.matrix()
     text = [["n/a" if math.isnan(v) else f"{v:.2f}x" for v in row] for row in matrix]
     heat = go.Heatmap(
-        z=[_nan_to_none(row) for row in matrix],
+        z=[nan_to_none(row) for row in matrix],
         x=list(info.targets),
         y=list(info.targets),
         text=text,
@@ -437,10 +447,10 @@ def make_transfer_figure(info: TransferInfo) -> go.Figure:
     ]
     if not math.isnan(worst) and worst > 1:
         details.append(f"tuning for the wrong target costs up to {worst:.2f}x here")
-    _sync(
+    sync(
         fig,
         [heat],
-        _heading(f"Transfer between targets: {info.workload_key}", details),
+        heading(f"Transfer between targets: {info.workload_key}", details),
         empty="Tune the workload for two targets to compare them" if not info.cells else None,
     )
     return fig
@@ -499,7 +509,7 @@ def update_knob_effects_figure(fig: go.Figure, info: KnobEffectsInfo) -> None:
             meta="knobs|importance",
         ),
     ]
-    notes = [f"{_count(info.num_used, 'successful trial')}"]
+    notes = [f"{plural(info.num_used, 'successful trial')}"]
     if len(info.trial_ids) < info.num_used:
         notes[0] += f" (drawing {len(info.trial_ids)})"
     left_out = [
@@ -513,10 +523,10 @@ def update_knob_effects_figure(fig: go.Figure, info: KnobEffectsInfo) -> None:
     ]
     if left_out:
         notes.append(f"left out: {', '.join(left_out)}")
-    _sync(
+    sync(
         fig,
         traces,
-        _heading("Knob effects", ["; ".join(notes)]),
+        heading("Knob effects", ["; ".join(notes)]),
         empty="No successful trial with knob decisions yet" if not info.num_used else None,
     )
 
@@ -541,94 +551,17 @@ def _ticks(codes: Sequence[int], labels: Sequence[str]) -> dict[str, Any]:
     return {"tickvals": kept, "ticktext": [labels[c] for c in kept]}
 
 
-# -- shared -----------------------------------------------------------------------------------
-HEADER: dict[str, Any] = dict(
-    # The title and its subtitle sit in the top margin, anchored to the figure's top edge;
-    # the toolbar stands vertically on the right, off the subtitle it used to cover.
-    title=dict(yref="container", y=1.0, yanchor="top", pad=dict(t=10), x=0.0, xanchor="left"),
-    modebar=dict(orientation="v"),
-)
-"""The layout every dashboard figure starts from (with ``_heading`` for its text)."""
-
-WRAP = 100  # characters per subtitle line: plotly never wraps a title by itself
-
-
-def _heading(title: str, details: Sequence[str], *, extra: int = 0) -> dict[str, Any]:
-    """A short title, the details wrapped below it as its subtitle, and a top margin that
-    holds both (``extra``: what else sits above the plot, e.g. subplot titles)."""
-    lines = [line for d in details if d for line in textwrap.wrap(d, WRAP)]
-    return {
-        "title.text": title,
-        "title.subtitle.text": "<br>".join(lines),
-        "margin.t": 56 + 17 * len(lines) + extra,
-    }
-
-
-def _sync(
-    fig: go.Figure,
-    traces: Sequence[Any],
-    layout: dict[str, Any],
-    *,
-    empty: str | None,
-) -> None:
-    """Make ``fig`` draw ``traces``: in place when the same traces exist, else replaced."""
-    same = len(fig.data) == len(traces) and all(
-        old.type == new.type and old.meta == new.meta
-        for old, new in zip(fig.data, traces, strict=True)
-    )
-    annotations = [a for a in fig.layout.annotations if a.name != "empty"]
-    if empty:
-        annotations.append(
-            go.layout.Annotation(
-                text=empty,
-                name="empty",
-                showarrow=False,
-                xref="paper",
-                yref="paper",
-                x=0.5,
-                y=0.5,
-                font=dict(size=14, color="gray"),
-            )
-        )
-    if not same:
-        # Structure changed: replacing is simpler than reconciling, and rare (a new group).
-        fig.data = ()
-        fig.add_traces(list(traces))
-    with fig.batch_update():
-        if same:
-            for old, new in zip(fig.data, traces, strict=True):
-                props = new.to_plotly_json()
-                props.pop("type", None)
-                props.pop("uid", None)
-                # overwrite: a merge would keep stale entries of shrinking arrays of objects
-                # (parcoords dimensions).
-                old.update(props, overwrite=True)
-        fig.layout.annotations = annotations
-        fig.update_layout(layout)
-
-
-def on_point_click(fig: go.Figure, prefix: str, callback: Callable[[Any, Any, Any], None]) -> None:
-    """Register ``callback(trace, points, state)`` on every trace whose ``meta`` starts with
-    ``prefix`` (again after each update that replaced the traces: call it then)."""
-    for trace in fig.data:
-        if isinstance(trace.meta, str) and trace.meta.startswith(prefix):
-            trace.on_click(callback, append=False)
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'s' * (n != 1)}"
-
-
-def _color(index: int) -> str:
-    color: str = DEFAULT_PLOTLY_COLORS[index % len(DEFAULT_PLOTLY_COLORS)]
-    return color
-
-
-def _rgba(color: str, alpha: float) -> str:
-    r, g, b = unlabel_rgb(color)
-    return f"rgba({int(r)}, {int(g)}, {int(b)}, {alpha})"
-
-
-def _nan_to_none(values: Any) -> list[float | None]:
-    # JSON has no NaN; None is a gap in a plotly line.
-    return [None if v is None or (isinstance(v, float) and math.isnan(v)) else v for v in values]
+__all__ = [
+    "HEADER",
+    "WRAP",
+    "make_convergence_figure",
+    "make_knob_effects_figure",
+    "make_predicted_vs_measured_figure",
+    "make_strategy_comparison_figure",
+    "make_transfer_figure",
+    "on_point_click",
+    "update_convergence_figure",
+    "update_knob_effects_figure",
+    "update_predicted_vs_measured_figure",
+    "update_strategy_comparison_figure",
+]

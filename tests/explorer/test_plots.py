@@ -247,10 +247,10 @@ def test_on_point_click_registers_on_matching_traces(filled):
 def test_long_headings_wrap_into_the_margin_they_get() -> None:
     """Issue 10: titles overlapped their subtitles, the toolbar covered them, and long ones
     were cut off ("1 shorter runs left out, re-measuremen...")."""
-    from explorer.plots import HEADER, WRAP, _heading
+    from explorer._figures import HEADER, WRAP, heading
 
-    short = _heading("Title", ["one line"])
-    long = _heading("Title", ["word " * 60, "more"], extra=24)
+    short = heading("Title", ["one line"])
+    long = heading("Title", ["word " * 60, "more"], extra=24)
     lines = long["title.subtitle.text"].split("<br>")
     assert len(lines) >= 4 and all(len(line) <= WRAP for line in lines)
     assert " ".join(lines).split() == ("word " * 60 + "more").split()  # nothing lost
