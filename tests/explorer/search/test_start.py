@@ -6,6 +6,7 @@ Real TVM, real timings of a 64^3 matmul, small budgets.
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -115,9 +116,10 @@ def test_the_start_is_the_answer_when_nothing_beats_it(measurer, session, cpu_ta
     )
     check_started_from(result, store, session, cpu_target)
     others = [t for t in searched(store, result.run.id) if not is_start(t.candidate)]
-    assert result.best_is_start == (
-        result.start_secs <= confirmed_reading(store, result.run.id, others[0].candidate.trace)
-    )
+    other = confirmed_reading(store, result.run.id, others[0].candidate.trace)
+    # (the unscheduled program competes too: this hand schedule of a small matmul is slower)
+    fastest = min(other, result.baseline_secs or math.inf)
+    assert result.best_is_start == (result.start_secs <= fastest)
 
 
 def test_resume_finds_the_start_in_the_run(measurer, session, cpu_target):
