@@ -42,5 +42,10 @@ def test_ctrl_c_while_starting_is_exit_130_without_a_traceback(tmp_path, delay) 
     time.sleep(delay)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
+    if proc.returncode == -signal.SIGINT:
+        # Before Python had set its handler (a loaded machine: 0.15 s is early): killed by the
+        # signal, which a shell reports as 130 too, without a word.
+        assert err == "", err
+        return
     assert proc.returncode == 130, (proc.returncode, err)
     assert "Traceback" not in err and "interrupted" in err, err
