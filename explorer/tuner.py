@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from explorer._tune_budget import RunBudget, check_budget, check_int
 from explorer._tune_result import TuneResult
 from explorer.core import (
     BASELINE_MARK,
@@ -26,7 +27,7 @@ from explorer.core import (
     TrialRow,
     has_mark,
 )
-from explorer.errors import RunInUseError, SearchError, SettingError, SettingTypeError
+from explorer.errors import RunInUseError, SearchError
 from explorer.measure import Candidate, Measurer, trace_key
 from explorer.search import (
     STRATEGIES,
@@ -41,46 +42,9 @@ from explorer.search import (
 from explorer.space import DesignSpace
 from explorer.storage import confirmation_rows, environment, summarize_run
 from explorer.target import Target
-from explorer.types import MAX_SECS, MAX_TRIALS, TOO_LONG, TOO_MANY_TRIALS
 from explorer.workloads import Workload
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class RunBudget:
-    """What a run's settings fix besides its strategy: the budget, the seed and the batch size.
-
-    Stored with every run (``settings()``), so a resumed run continues under its own terms.
-    """
-
-    max_trials: int
-    max_secs: float | None
-    seed: int
-    batch_size: int
-
-    KEYS = ("max_trials", "max_secs", "seed", "batch_size")
-
-    def settings(self) -> dict[str, int | float | None]:
-        return {key: getattr(self, key) for key in self.KEYS}
-
-    @classmethod
-    def of(cls, run: RunInfo) -> RunBudget:
-        """The budget stored with ``run``; ``SearchError`` for a run no Tuner made."""
-        missing = [k for k in ("max_trials", "seed", "batch_size") if k not in run.settings]
-        if missing:
-            raise SearchError(
-                f"run {run.id} ({run.strategy}) was not made by a search: its settings have no "
-                f"{', '.join(missing)}; it cannot be resumed"
-            )
-        s = run.settings
-        max_secs = s.get("max_secs")
-        return cls(
-            int(s["max_trials"]),
-            None if max_secs is None else float(max_secs),
-            int(s["seed"]),
-            int(s["batch_size"]),
-        )
 
 
 @dataclass(frozen=True)
@@ -134,9 +98,9 @@ class Tuner:
         confirm_top: int = 3,
         confirm_rounds: int = 3,
     ):
-        _check_int("Tuner batch_size", batch_size, minimum=1)
-        _check_int("Tuner confirm_top", confirm_top, minimum=0)
-        _check_int("Tuner confirm_rounds", confirm_rounds, minimum=1)
+        check_int("Tuner batch_size", batch_size, minimum=1)
+        check_int("Tuner confirm_top", confirm_top, minimum=0)
+        check_int("Tuner confirm_rounds", confirm_rounds, minimum=1)
         self.measurer = measurer
         self.store = store
         self.batch_size = batch_size
@@ -175,7 +139,7 @@ class Tuner:
         With ``resume_run_id`` the run continues (see ``resume``); the arguments must then be
         the run's own (anything else raises ``SearchError``).
         """
-        _check_budget(max_trials, max_secs, seed)
+        check_budget(max_trials, max_secs, seed)
         if resume_run_id is not None:
             run = self._get_run(resume_run_id)
             budget = RunBudget.of(run)
@@ -428,7 +392,7 @@ class Tuner:
         return list(searched)
 
     def _get_run(self, run_id: int) -> RunInfo:
-        _check_int("run_id", run_id, minimum=1)
+        check_int("run_id", run_id, minimum=1)
         try:
             return self.store.get_run(int(run_id))
         except KeyError:
@@ -549,35 +513,6 @@ def strategy_of(run: RunInfo, trials: Sequence[TrialRecord] = ()) -> SearchStrat
         raise SearchError(
             f"run {run.id}: its stored settings do not rebuild strategy {run.strategy!r} ({exc})"
         ) from None
-
-
-def _check_int(name: str, value: object, *, minimum: int) -> None:
-    """A whole number (a NumPy integer too, never a bool or 2.5) of at least ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise SettingTypeError(f"{name} must be a whole number (got {value!r})")
-    if value < minimum:
-        raise SettingError(f"{name} must be at least {minimum} (got {value})")
-
-
-_REAL = (int, float, np.integer, np.floating)
-
-
-def _check_budget(max_trials: object, max_secs: object, seed: object) -> None:
-    """``Tuner.run``'s budget and seed, checked before anything is built or stored."""
-    _check_int("max_trials", max_trials, minimum=1)
-    if isinstance(max_trials, (int, np.integer)) and max_trials > MAX_TRIALS:
-        raise SettingError(
-            f"max_trials must be at most {MAX_TRIALS} (got {max_trials}){TOO_MANY_TRIALS}"
-        )
-    _check_int("seed", seed, minimum=0)
-    if max_secs is None:
-        return
-    if isinstance(max_secs, bool) or not isinstance(max_secs, _REAL):
-        raise SettingTypeError(f"max_secs must be a number of seconds or None (got {max_secs!r})")
-    if not max_secs >= 0:  # nan too
-        raise SettingError(f"max_secs must be a number >= 0 (got {max_secs})")
-    if max_secs > MAX_SECS:
-        raise SettingError(f"max_secs must be at most {MAX_SECS:.0f} (got {max_secs}){TOO_LONG}")
 
 
 def _status_after(exc: BaseException | None) -> RunStatus:
