@@ -36,7 +36,6 @@ from pathlib import Path
 
 import numpy as np
 
-from explorer._plots_nas import make_nas_pareto_figure
 from explorer.analysis import nas_front_info
 from explorer.measure import LocalMeasurer
 from explorer.nas import (
@@ -50,6 +49,7 @@ from explorer.nas import (
     rank_correlation,
     train,
 )
+from explorer.plots import make_nas_pareto_figure
 from explorer.storage import get_store
 from explorer.target import Target
 

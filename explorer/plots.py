@@ -34,6 +34,7 @@ from explorer._figures import (
     rgba,
     sync,
 )
+from explorer._plots_nas import make_nas_pareto_figure, update_nas_pareto_figure
 from explorer._text import plural
 from explorer.analysis import (
     MIN_POINTS,
@@ -556,12 +557,14 @@ __all__ = [
     "WRAP",
     "make_convergence_figure",
     "make_knob_effects_figure",
+    "make_nas_pareto_figure",
     "make_predicted_vs_measured_figure",
     "make_strategy_comparison_figure",
     "make_transfer_figure",
     "on_point_click",
     "update_convergence_figure",
     "update_knob_effects_figure",
+    "update_nas_pareto_figure",
     "update_predicted_vs_measured_figure",
     "update_strategy_comparison_figure",
 ]

@@ -13,11 +13,11 @@ require("ipywidgets")
 require("plotly")
 require("anywidget")
 
-from explorer import _plots_nas, plots  # noqa: E402
-from explorer._plots_nas import update_nas_pareto_figure  # noqa: E402
+from explorer import plots  # noqa: E402
 from explorer.plots import (  # noqa: E402
     update_convergence_figure,
     update_knob_effects_figure,
+    update_nas_pareto_figure,
     update_predicted_vs_measured_figure,
     update_strategy_comparison_figure,
 )
@@ -34,7 +34,7 @@ from widgets.search_panel import SearchPanel  # noqa: E402
 # explorer.plots' figures, drawn live in the notebook (their update functions work on them).
 make_convergence_figure = live(plots.make_convergence_figure)
 make_knob_effects_figure = live(plots.make_knob_effects_figure)
-make_nas_pareto_figure = live(_plots_nas.make_nas_pareto_figure)
+make_nas_pareto_figure = live(plots.make_nas_pareto_figure)
 make_predicted_vs_measured_figure = live(plots.make_predicted_vs_measured_figure)
 make_strategy_comparison_figure = live(plots.make_strategy_comparison_figure)
 make_transfer_figure = live(plots.make_transfer_figure)

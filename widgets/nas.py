@@ -8,7 +8,8 @@ search ends. ``on_progress`` moves the bar (through the UI thread, ``widgets._ui
 job to cancel, which the search checks before each shape and the tuner between batches.
 
 The result is a table (one row per network) and a Pareto ``LiveFigure`` (latency against
-Fisher Potential, ``explorer._plots_nas``), both drawn from ``explorer.analysis.nas_front_info``.
+Fisher Potential, ``explorer.plots.make_nas_pareto_figure``), both drawn from
+``explorer.analysis.nas_front_info``.
 Clicking a point opens a layer of that network in the schedule editor, chosen by the info's
 ``LayerFocus`` (its slowest transformed layer): the best schedule its tuning found, or the
 convolution unscheduled when it was not tuned. The panel says which layer it opened.
@@ -30,7 +31,6 @@ from typing import Any
 
 import ipywidgets as w
 
-from explorer._plots_nas import make_nas_pareto_figure, update_nas_pareto_figure
 from explorer._text import error_text
 from explorer.analysis import NasFrontInfo, NasPointInfo, format_count, format_ms, nas_front_info
 from explorer.nas import (
@@ -42,7 +42,7 @@ from explorer.nas import (
     format_ratio,
     nas_search,
 )
-from explorer.plots import on_point_click
+from explorer.plots import make_nas_pareto_figure, on_point_click, update_nas_pareto_figure
 from explorer.search import STRATEGIES
 from explorer.session import ScheduleSession
 from explorer.storage import name_trial, summarize_run
