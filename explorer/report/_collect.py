@@ -39,6 +39,7 @@ from explorer.storage import (
     TrialRecord,
     summarize_run,
     trace_hash,
+    trial_name,
 )
 from explorer.target import Target
 from explorer.workloads import Workload
@@ -66,6 +67,7 @@ class BestSchedule:
 
     Attributes:
         trial_id: The first trial that measured it (a run's ``RunSummary.best_trial_id``).
+        name: That trial as screens name it ("trial 5 of run 2").
         run_ids: The chosen runs whose best it is.
         strategies: Those runs' strategies.
         secs: Its median over all its timings in its run (``RunSummary.best_secs``).
@@ -78,6 +80,7 @@ class BestSchedule:
     """
 
     trial_id: int
+    name: str
     run_ids: tuple[int, ...]
     strategies: tuple[str, ...]
     secs: float
@@ -91,10 +94,12 @@ class BestSchedule:
 
 @dataclass(frozen=True)
 class RunReport:
-    """A run and its summary."""
+    """A run, its summary, and how screens name its best trial ("trial 5 of run 2", never the
+    database-wide id; ``None`` without a best)."""
 
     run: RunInfo
     summary: RunSummary
+    best_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -209,7 +214,9 @@ def _workload_report(
     for run in runs:
         rows = store.trial_rows(run_id=run.id)
         table = table.extend(rows)
-        reports.append(RunReport(run, summarize_run(run.id, rows)))
+        summary = summarize_run(run.id, rows)
+        best = summary.best_trial_id
+        reports.append(RunReport(run, summary, None if best is None else trial_name(rows, best)))
     curves = [run_curve(table, run) for run in runs]
     searches = [c for c in curves if c.run.strategy != MANUAL]
     knobs, note = _knobs(workload, target, table) if with_knobs else (None, None)
@@ -245,6 +252,7 @@ def _best_schedules(
     """The runs' best schedules, one per distinct schedule (runs that found the same one share
     it), fastest first, at most ``limit``."""
     found: dict[int, tuple[TrialRecord, list[RunReport]]] = {}  # trace hash -> first trial, runs
+    names = {r.summary.best_trial_id: r.best_name or "" for r in runs}
     for r in runs:
         if r.summary.best_trial_id is None or r.summary.best_secs is None:
             continue
@@ -263,6 +271,7 @@ def _best_schedules(
         out.append(
             BestSchedule(
                 trial_id=trial.id,
+                name=names[trial.id],
                 run_ids=tuple(r.run.id for r in best_of),
                 strategies=tuple(dict.fromkeys(r.run.strategy for r in best_of)),
                 secs=secs,

@@ -246,14 +246,14 @@ def _runs_table(runs: Sequence[RunReport], workload: Any) -> str:
             f"<td>{_e(str(run.status))}</td><td>{trials}</td>"
             f"<td>{_e(format_secs(s.best_secs))}</td><td>{gflops}</td>"
             f"<td>{'-' if speedup is None else f'{speedup:.2f}x'}</td><td>{started}</td>"
-            f"<td>{s.best_trial_id if s.best_trial_id is not None else '-'}</td></tr>"
+            f"<td>{_e(r.best_name or '-')}</td></tr>"
         )
     return f'<table class="runs">{head}{"".join(rows)}</table>'
 
 
 def _schedule(rank: int, b: BestSchedule) -> str:
     runs = ", ".join(f'<a href="#run-{i}">run {i}</a>' for i in b.run_ids)
-    what = "the unscheduled program (nothing beat it)" if b.is_baseline else f"trial {b.trial_id}"
+    what = "the unscheduled program (nothing beat it)" if b.is_baseline else _e(b.name)
     gflops = f", {b.gflops:.2f} GFLOPS" if b.gflops is not None else ""
     head = (
         f"<h4>#{rank}: {_e(format_secs(b.secs))}{gflops}: {what}, best of {runs} "

@@ -26,7 +26,7 @@ from explorer.measure import LocalMeasurer, MeasureConfig
 from explorer.report import NoRunsError, UnknownRunError, collect_report, write_report
 from explorer.search import make_strategy
 from explorer.session import ScheduleSession
-from explorer.storage import get_store, summarize_run, trace_hash
+from explorer.storage import get_store, summarize_run, trace_hash, trial_name
 from explorer.testing.recordings import TINY, open_recording, recorded_trials, replay_measurer
 from explorer.tuner import Tuner
 from explorer.workloads import get_workload
@@ -112,6 +112,10 @@ def test_the_report_holds_the_plots_the_best_schedules_and_the_settings(store, t
     assert html.escape(snapshot.trace_python) in page
     assert "@I.ir_module" in page and "def apply_trace(sch" in page
     assert f'id="trial-{best}"' in page
+    # named in its run, as every screen names trials (issue 21: "best: trial 88" was a
+    # database-wide id)
+    rows = store.trial_rows(run_id=matmul_run.id)
+    assert html.escape(trial_name(rows, best)) in page and f"of run {matmul_run.id}" in page
 
 
 def test_a_report_of_chosen_runs_shows_only_those(store, tmp_path):
