@@ -12,6 +12,7 @@ from explorer._urls import is_postgres_url
 from explorer.core import RecordStore
 from explorer.errors import StoreError
 from explorer.storage._files import check_no_leftovers, check_output_file, is_sqlite_file
+from explorer.storage._sqlcopy import copy_into, merge_into
 from explorer.storage._sqlite import SQLiteStore
 from explorer.storage._sqlstore import SQLRecordStore
 
@@ -40,7 +41,7 @@ def copy_records(source: RecordStore, dest: RecordStore) -> tuple[int, int]:
         >>> copy_records(SQLiteStore(":memory:"), SQLiteStore(":memory:"))
         (0, 0)
     """
-    return _sql_store(dest, "dest").copy_from(_sql_store(source, "source"))
+    return copy_into(_sql_store(dest, "dest"), _sql_store(source, "source"))
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ def merge_records(source: RecordStore, dest: RecordStore) -> MergeSummary:
         >>> merge_records(SQLiteStore(":memory:"), SQLiteStore(":memory:"))
         MergeSummary(runs_added=0, trials_added=0, runs_known=0)
     """
-    added, trials, known = _sql_store(dest, "dest").merge_from(_sql_store(source, "source"))
+    added, trials, known = merge_into(_sql_store(dest, "dest"), _sql_store(source, "source"))
     return MergeSummary(added, trials, known)
 
 

@@ -31,7 +31,6 @@ from explorer.core import (
     TrialRow,
     effective_status,
 )
-from explorer.errors import StoreError
 from explorer.storage._codec import (
     GC_PAUSE_ROWS,
     decode_row,
@@ -72,15 +71,12 @@ ALL_RUN_COLUMNS = (
     "id, workload_key, workload_json, target_key, target_json, strategy, settings_json, "
     f"environment_json, started_at, ended_at, status, {OWNER_COLUMNS}"
 )
-# (is_remeasure second to last and device last in ALL_TRIAL_COLUMNS: ``_chunks`` relies on it)
+# (is_remeasure second to last and device last in ALL_TRIAL_COLUMNS: ``_sqlcopy`` relies on it)
 ALL_TRIAL_COLUMNS = (
     "id, run_id, seq, workload_key, target_key, trace_json, decisions_json, status, "
     "run_secs_json, median_secs, gflops, flops, build_secs, error_msg, num_threads, "
     "predicted_json, created_at, is_remeasure, device"
 )
-# A run is the same run in two databases when these agree (``merge_from``).
-_IDENTITY = "workload_key, target_key, strategy, settings_json, environment_json, started_at"
-_IDENTITY_INDEXES = tuple(ALL_RUN_COLUMNS.split(", ").index(c) for c in _IDENTITY.split(", "))
 _INSERT_RUN = (
     "INSERT INTO runs (workload_key, workload_json, target_key, target_json, strategy, "
     "settings_json, environment_json, started_at, owner_host, owner_pid, owner_started_at, "
@@ -94,7 +90,7 @@ _INSERT_TRIAL = (
 )
 
 
-def _insert_sql(table: str, *, with_id: bool = False) -> str:
+def insert_sql(table: str, *, with_id: bool = False) -> str:
     """``INSERT`` of every column of ``table`` (``ALL_..._COLUMNS``), the id only if asked."""
     columns = ALL_RUN_COLUMNS if table == "runs" else ALL_TRIAL_COLUMNS
     if not with_id:
@@ -421,99 +417,8 @@ class SQLRecordStore(RecordStore):
             best_secs=tuple(float(r[2]) for r in rows),
         )
 
-    # -- copying whole databases --------------------------------------------------------------
-    def copy_from(self, source: SQLRecordStore) -> tuple[int, int]:
-        """Copy every run and trial of ``source`` into this store, which must hold no run, as
-        they are: ids, seqs, times, statuses and owners. One transaction: all or nothing.
-
-        What ``source`` had committed when the copy started is copied (a run or trial stored
-        meanwhile may be left out). Returns how many runs and trials were copied.
-        """
-        last_ids = source._last_ids()
-        with self._writing() as conn:
-            (held,) = conn.execute("SELECT count(*) FROM runs").fetchone()
-            if held:
-                raise StoreError(
-                    f"{self._location_shown()} already holds {held} run(s): records are copied "
-                    "into an empty database only (they keep their ids)"
-                )
-            counts = []
-            for table in ("runs", "trials"):
-                insert, count = _insert_sql(table, with_id=True), 0
-                for rows in source._chunks(table, last_ids):
-                    self._insert_all(conn, insert, rows)
-                    count += len(rows)
-                self._restored(conn, table)
-                counts.append(count)
-        return counts[0], counts[1]
-
-    def merge_from(self, source: SQLRecordStore) -> tuple[int, int, int]:
-        """Add the runs and trials of ``source`` that this store lacks, under new ids.
-
-        A run of ``source`` is one this store has when it started at the same moment with the
-        same workload, target, strategy, settings and environment (it was merged before); of
-        such a run only the trials after this store's last ``seq`` are added (the run went on
-        in ``source``). Everything else is kept as it is (seqs, times, statuses, owners), so
-        merging the same database twice adds nothing. One transaction: all or nothing.
-
-        Returns:
-            Runs added, trials added, and runs that this store had already.
-        """
-        last_ids = source._last_ids()
-        with self._writing() as conn:
-            known = {
-                tuple(row[1:]): int(row[0])
-                for row in conn.execute(f"SELECT id, {_IDENTITY} FROM runs").fetchall()
-            }
-            seqs = conn.execute("SELECT run_id, MAX(seq) FROM trials GROUP BY run_id").fetchall()
-            last_seq = {int(run_id): int(seq) for run_id, seq in seqs}
-            new_ids: dict[int, int] = {}
-            added_runs = added_trials = 0
-            for rows in source._chunks("runs", last_ids):
-                for row in rows:
-                    key = tuple(row[i] for i in _IDENTITY_INDEXES)
-                    if key not in known:
-                        (known[key],) = self._insert_all(conn, _insert_sql("runs"), [row[1:]])
-                        added_runs += 1
-                    new_ids[int(row[0])] = known[key]
-            for rows in source._chunks("trials", last_ids):
-                fresh = [
-                    (new_ids[row[1]], *row[2:])
-                    for row in rows
-                    if row[2] > last_seq.get(new_ids[row[1]], -1)
-                ]
-                self._insert_all(conn, _insert_sql("trials"), fresh)
-                added_trials += len(fresh)
-        return added_runs, added_trials, len(new_ids) - added_runs
-
-    def _chunks(self, table: str, last_ids: tuple[int, int]) -> Iterator[list[tuple[Any, ...]]]:
-        """Every column of the rows of ``table`` up to ``last_ids`` (runs, trials), by id."""
-        last_run, last_trial = last_ids
-        bounds: tuple[int, ...]
-        if table == "runs":
-            columns, more, bounds = ALL_RUN_COLUMNS, "", (last_run,)
-        else:  # a trial stored after the copy began may belong to a run that began after it
-            columns, more, bounds = ALL_TRIAL_COLUMNS, "AND run_id <= ? ", (last_trial, last_run)
-        sql = f"SELECT {columns} FROM {table} WHERE id > ? AND id <= ? {more}ORDER BY id LIMIT ?"
-        after = 0
-        while True:
-            with self._reading() as conn:
-                rows = [tuple(r) for r in conn.execute(sql, (after, *bounds, 2000)).fetchall()]
-            if not rows:
-                return
-            if table == "trials":  # is_remeasure: SQLite's 0/1, PostgreSQL's boolean
-                rows = [(*row[:-2], bool(row[-2]), row[-1]) for row in rows]
-            yield rows
-            after = int(rows[-1][0])
-
-    def _last_ids(self) -> tuple[int, int]:
-        with self._reading() as conn:
-            (runs,) = conn.execute("SELECT COALESCE(MAX(id), 0) FROM runs").fetchone()
-            (trials,) = conn.execute("SELECT COALESCE(MAX(id), 0) FROM trials").fetchone()
-        return int(runs), int(trials)
-
     def _restored(self, conn: Connection, table: str) -> None:
-        """Called after ``copy_from`` inserted rows with their ids into ``table`` (a hook)."""
+        """Called after ``copy_into`` inserted rows with their ids into ``table`` (a hook)."""
 
     def _location_shown(self) -> str:
         """The database as messages name it."""
