@@ -117,29 +117,11 @@ def knob_effects_info(
     ok = table.is_ok & trial
 
     # Step 1. Sketches with one layout form a family; every distinct decision joins one.
-    layouts = [
-        tuple((d.knob.label, d.knob.kind) for d in space.domains[s])
-        for s in range(space.num_sketches)
-    ]
-    families: dict[tuple[tuple[str, str], ...], list[int]] = {}
-    for s, layout in enumerate(layouts):
-        families.setdefault(layout, []).append(s)
-    members = list(families.values())
-    family_of = {s: f for f, group in enumerate(members) for s in group}
-    domain_sets = [
-        [{v for s in group for v in _keys(space.domains[s][p].values)} for p in range(len(lay))]
-        for group, lay in zip(members, families, strict=True)
-    ]
-    dec_family = np.array(
-        [_family(d.sketch, d.values, layouts, family_of, domain_sets) for d in table.decisions]
-        + [-1],  # index -1 (no decisions) lands here
-        dtype=np.int64,
-    )
-    row_family = dec_family[table.decision_ids]
+    families, members, domain_sets, row_family = _families(space, table)
 
     # Step 2. The family shown: the sketch asked for, else the one with most successes.
     if sketch is not None:
-        fam = family_of[sketch]
+        fam = next(f for f, group in enumerate(members) if sketch in group)
     else:
         counts = np.bincount(row_family[ok & (row_family >= 0)], minlength=len(members))
         fam = int(np.argmax(counts)) if len(counts) else 0
@@ -151,29 +133,12 @@ def knob_effects_info(
 
     # Step 3. Per knob: the value vocabulary, each used trial's code and the importance.
     layout = list(families)[fam]
-    used_decisions = np.unique(table.decision_ids[used])
-    knobs = []
-    for p, (label, kind) in enumerate(layout):
-        seen = {table.decisions[j].values[p] for j in used_decisions}
-        vocab = _sorted({*domain_sets[fam][p], *seen})
-        if len(vocab) < 2 and len(seen) < 2:
-            continue  # a knob with a single possible value says nothing
-        code_of = {v: i for i, v in enumerate(vocab)}
-        dec_code = np.full(len(table.decisions) + 1, -1, dtype=np.int64)
-        for j in used_decisions:
-            dec_code[j] = code_of[table.decisions[j].values[p]]
-        codes = dec_code[table.decision_ids[used]]
-        knobs.append(
-            KnobEffect(
-                label=label,
-                kind=kind,
-                position=p,
-                value_labels=tuple(_value_label(v) for v in vocab),
-                codes=tuple(int(c) for c in codes[shown]),
-                importance=omega_squared(codes, log_latency),
-                num_values_seen=len(seen),
-            )
-        )
+    knobs = [
+        knob
+        for p, (label, kind) in enumerate(layout)
+        if (knob := _effect(p, label, kind, domain_sets[fam][p], table, used, shown, log_latency))
+        is not None
+    ]
     knobs.sort(key=lambda k: -k.importance if math.isfinite(k.importance) else math.inf)
     return KnobEffectsInfo(
         sketches=tuple(members[fam]) if members else (),
@@ -188,6 +153,69 @@ def knob_effects_info(
         max_lines=max_lines,
         num_remeasured=table.num_remeasured,
     )
+
+
+def _effect(
+    p: int,
+    label: str,
+    kind: str,
+    domain: set[Any],
+    table: TrialTable,
+    used: np.ndarray,
+    shown: np.ndarray,
+    log_latency: np.ndarray,
+) -> KnobEffect | None:
+    """The knob at position ``p``: its value vocabulary, each used trial's code and the share
+    of the latency it explains; ``None`` for a knob with a single possible value."""
+    used_decisions = np.unique(table.decision_ids[used])
+    seen = {table.decisions[j].values[p] for j in used_decisions}
+    vocab = _sorted({*domain, *seen})
+    if len(vocab) < 2 and len(seen) < 2:
+        return None  # it says nothing
+    code_of = {v: i for i, v in enumerate(vocab)}
+    dec_code = np.full(len(table.decisions) + 1, -1, dtype=np.int64)
+    for j in used_decisions:
+        dec_code[j] = code_of[table.decisions[j].values[p]]
+    codes = dec_code[table.decision_ids[used]]
+    return KnobEffect(
+        label=label,
+        kind=kind,
+        position=p,
+        value_labels=tuple(_value_label(v) for v in vocab),
+        codes=tuple(int(c) for c in codes[shown]),
+        importance=omega_squared(codes, log_latency),
+        num_values_seen=len(seen),
+    )
+
+
+Layout = tuple[tuple[str, str], ...]
+"""A sketch's knobs, as (label, kind) pairs: sketches with one layout form a family."""
+
+
+def _families(
+    space: KnobSpace, table: TrialTable
+) -> tuple[dict[Layout, list[int]], list[list[int]], list[list[set[Any]]], np.ndarray]:
+    """The sketches' families (layout -> sketches), their members, per family and knob position
+    the values its domains allow, and each row's family (-1: a decision of no family)."""
+    layouts = [
+        tuple((d.knob.label, d.knob.kind) for d in space.domains[s])
+        for s in range(space.num_sketches)
+    ]
+    families: dict[Layout, list[int]] = {}
+    for s, layout in enumerate(layouts):
+        families.setdefault(layout, []).append(s)
+    members = list(families.values())
+    family_of = {s: f for f, group in enumerate(members) for s in group}
+    domain_sets = [
+        [{v for s in group for v in _keys(space.domains[s][p].values)} for p in range(len(lay))]
+        for group, lay in zip(members, families, strict=True)
+    ]
+    dec_family = np.array(
+        [_family(d.sketch, d.values, layouts, family_of, domain_sets) for d in table.decisions]
+        + [-1],  # index -1 (no decisions) lands here
+        dtype=np.int64,
+    )
+    return families, members, domain_sets, dec_family[table.decision_ids]
 
 
 def omega_squared(groups: np.ndarray, y: np.ndarray) -> float:
