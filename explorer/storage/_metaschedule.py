@@ -363,7 +363,6 @@ def import_metaschedule(
         >>> import_metaschedule(store, work_dir)
         ImportSummary(run_ids=(), imported=0, unmatched=0, failed=0, duplicates=0)
     """
-    ms = _tvm.ms
     path = check_work_dir(work_dir)
     ms_workloads, lines = _read(path)
     # Step 1. Candidates, explicit ones first; duplicates by key are tried once.
@@ -373,44 +372,18 @@ def import_metaschedule(
     known_targets = _unique(
         [*described_targets, *(run.target for run in runs), Target.local_cpu()], Target.key
     )
-    matches: dict[int, Workload | None] = {}
-    catalog: list[Workload] | None = None  # built only if something matches none of the above
+    match = _WorkloadMatcher(candidates, path)
     # Step 2. Parse, match and group records by (workload, target), keeping commit order.
     groups: dict[tuple[str, str], tuple[Workload, Target, list[NewTrial]]] = {}
     unmatched = failed = 0
     for lineno, line in lines:
         try:
-            index, record_json = _parse_record(line, len(ms_workloads))
-            ms_workload = ms_workloads[index]
-            if ms_workload is None:
-                raise ValueError(f"its workload #{index} is unreadable")
-            # from_json replays the trace in this process: a hostile trace could kill it (a
-            # zero tile factor), or be "repaired" into another schedule, so check it first.
-            check_trace_on_module(
-                ms_workload.mod, record_json[0], name=f"MetaSchedule workload #{index}"
-            )
-            try:
-                record = ms.database.TuningRecord.from_json(record_json, ms_workload)
-            except Exception as exc:  # TVM's text names its own types: say what failed first
-                raise ValueError(f"TVM cannot read the record ({_message_line(exc)})") from exc
+            index, record = _read_record(line, ms_workloads)
         except Exception as exc:  # noqa: BLE001 - one bad line (e.g. truncated by a kill) must not hide others
             logger.warning("%s:%d: unreadable tuning record: %s", path / RECORD_FILE, lineno, exc)
             failed += 1
             continue
-        if index not in matches:
-            matches[index] = _match_workload(ms_workload, candidates)
-            if matches[index] is None:  # last resort: a named shape of the catalog
-                catalog = _catalog() if catalog is None else catalog
-                matches[index] = _match_workload(ms_workload, catalog)
-            if matches[index] is None:
-                logger.warning(
-                    "%s: workload #%d matches none of %d candidate workloads; its records are "
-                    "not imported",
-                    path,
-                    index,
-                    len(candidates),
-                )
-        workload = matches[index]
+        workload = match(index, ms_workloads[index])
         record_target = target or _match_target(record.target, known_targets)
         if workload is None or record_target is None:
             unmatched += 1
@@ -422,38 +395,93 @@ def import_metaschedule(
         key = (workload.key(), record_target.key())
         groups.setdefault(key, (workload, record_target, []))[2].append(trial)
     # Step 3. Leave out what the store already holds (and repeats within the file).
-    duplicates = 0
-    for workload, record_target, trials in groups.values():
-        rows = store.trial_rows(workload=workload, target=record_target)
-        seen = {(row.trace_hash, tuple(row.run_secs)) for row in rows}
-        fresh = []
-        for trial in trials:
-            measured = (trace_hash(trial.candidate.trace), tuple(trial.result.run_secs))
-            if measured in seen:
-                duplicates += 1
-                continue
-            seen.add(measured)
-            fresh.append(trial)
-        trials[:] = fresh
+    duplicates = sum(_drop_known(store, w, t, trials) for w, t, trials in groups.values())
     # Step 4. One run per group, in batches so a huge database is not one giant transaction.
-    run_ids = []
-    settings = {"work_dir": str(path.resolve())}
-    for workload, record_target, trials in groups.values():
-        if not trials:
-            continue
-        run = store.create_run(
-            workload,
-            record_target,
-            STRATEGY,
-            settings=settings,
-            environment={"source": "MetaSchedule JSONDatabase; measuring machine not recorded"},
-        )
-        for start in range(0, len(trials), _BATCH):
-            store.add_trials(run.id, trials[start : start + _BATCH])
-        store.finish_run(run.id)
-        run_ids.append(run.id)
+    run_ids = [_store_run(store, w, t, trials, path) for w, t, trials in groups.values() if trials]
     imported = sum(len(trials) for _, _, trials in groups.values())
     return ImportSummary(tuple(run_ids), imported, unmatched, failed, duplicates)
+
+
+def _read_record(line: str, ms_workloads: Sequence[Any]) -> tuple[int, Any]:
+    """A line's workload index and MetaSchedule ``TuningRecord``.
+
+    Raises:
+        ValueError: the line is not a record, names an unreadable workload, or its trace does
+            not apply to its workload.
+    """
+    index, record_json = _parse_record(line, len(ms_workloads))
+    ms_workload = ms_workloads[index]
+    if ms_workload is None:
+        raise ValueError(f"its workload #{index} is unreadable")
+    # from_json replays the trace in this process: a hostile trace could kill it (a zero tile
+    # factor), or be "repaired" into another schedule, so check it first.
+    check_trace_on_module(ms_workload.mod, record_json[0], name=f"MetaSchedule workload #{index}")
+    try:
+        return index, _tvm.ms.database.TuningRecord.from_json(record_json, ms_workload)
+    except Exception as exc:  # TVM's text names its own types: say what failed first
+        raise ValueError(f"TVM cannot read the record ({_message_line(exc)})") from exc
+
+
+class _WorkloadMatcher:
+    """The workload a MetaSchedule workload is, by index: one of the candidates, else a named
+    shape of the catalog (built only when needed), else ``None`` (said once in the log)."""
+
+    def __init__(self, candidates: list[Workload], path: Path) -> None:
+        self.candidates, self.path = candidates, path
+        self.matches: dict[int, Workload | None] = {}
+        self.catalog: list[Workload] | None = None
+
+    def __call__(self, index: int, ms_workload: Any) -> Workload | None:
+        if index not in self.matches:
+            found = _match_workload(ms_workload, self.candidates)
+            if found is None:  # last resort: a named shape of the catalog
+                self.catalog = _catalog() if self.catalog is None else self.catalog
+                found = _match_workload(ms_workload, self.catalog)
+            if found is None:
+                logger.warning(
+                    "%s: workload #%d matches none of %d candidate workloads; its records are "
+                    "not imported",
+                    self.path,
+                    index,
+                    len(self.candidates),
+                )
+            self.matches[index] = found
+        return self.matches[index]
+
+
+def _drop_known(
+    store: RecordStore, workload: Workload, target: Target, trials: list[NewTrial]
+) -> int:
+    """Remove from ``trials`` those ``store`` holds already (same trace and timings) or that
+    repeat an earlier one; returns how many were removed."""
+    rows = store.trial_rows(workload=workload, target=target)
+    seen = {(row.trace_hash, tuple(row.run_secs)) for row in rows}
+    fresh = []
+    for trial in trials:
+        measured = (trace_hash(trial.candidate.trace), tuple(trial.result.run_secs))
+        if measured not in seen:
+            seen.add(measured)
+            fresh.append(trial)
+    removed = len(trials) - len(fresh)
+    trials[:] = fresh
+    return removed
+
+
+def _store_run(
+    store: RecordStore, workload: Workload, target: Target, trials: list[NewTrial], path: Path
+) -> int:
+    """One imported run holding ``trials``, stored in batches; returns its id."""
+    run = store.create_run(
+        workload,
+        target,
+        STRATEGY,
+        settings={"work_dir": str(path.resolve())},
+        environment={"source": "MetaSchedule JSONDatabase; measuring machine not recorded"},
+    )
+    for start in range(0, len(trials), _BATCH):
+        store.add_trials(run.id, trials[start : start + _BATCH])
+    store.finish_run(run.id)
+    return run.id
 
 
 def _parse_record(line: str, num_workloads: int) -> tuple[int, list[Any]]:
