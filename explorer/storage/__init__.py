@@ -44,12 +44,8 @@ from explorer.storage._counting import (
 )
 from explorer.storage._environment import environment
 from explorer.storage._export import export_csv, export_jsonl
-from explorer.storage._metaschedule import (
-    ImportSummary,
-    check_work_dir,
-    export_metaschedule,
-    import_metaschedule,
-)
+from explorer.storage._metaschedule import check_work_dir, export_metaschedule
+from explorer.storage._metaschedule_import import ImportSummary, import_metaschedule
 from explorer.storage._postgres import PostgresStore
 from explorer.storage._schema import SCHEMA_VERSION
 from explorer.storage._sqlite import SQLiteStore
