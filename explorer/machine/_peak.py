@@ -36,12 +36,14 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from explorer.core import MeasureResult
 from explorer.errors import ExplorerError, TargetError
 from explorer.target import Target
-from explorer.workloads import Workload
+
+if TYPE_CHECKING:  # types only: importing the workloads loads TVM, which the measurer defers
+    from explorer.core import MeasureResult
+    from explorer.workloads import Workload
 
 CACHE_ENV = "SCHEDULE_EXPLORER_PEAK_CACHE"
 MEASURE_TIMEOUT_SECS = 300.0
