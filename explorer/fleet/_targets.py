@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from explorer.core import QueueTimeout, TrackerAddress, TrackerSummary, tracker_summary
+from explorer.core import QueueTimeout, TrackerAddress, TrackerSummary
 from explorer.errors import FleetError, FleetNotReady
 from explorer.machine import MachinePeak
 from explorer.measure import RemoteMeasurer, TargetNotReported
@@ -105,18 +105,7 @@ def devices_target(measurer: RemoteMeasurer) -> tuple[Target, bool]:
     Raises:
         FleetNotReady: the tracker does not answer, or no device of the key is registered.
     """
-    try:
-        summary = tracker_summary(measurer.tracker)
-    except FleetError as exc:
-        raise FleetNotReady(f"{exc}.") from None
-    if not any(s.key == measurer.key for s in summary.servers):
-        keys = sorted({s.key for s in summary.servers})
-        there = f"its keys: {', '.join(keys)}" if keys else "it has no device at all"
-        raise FleetNotReady(
-            f"no device with key {measurer.key!r} is registered at the tracker "
-            f"{measurer.tracker} ({there})."
-        )
-    try:
+    try:  # the measurer refuses a key no device is registered under (``NoSuchKey``) at once
         return measurer.device_target(), False
     except TargetNotReported:
         return Target.local_cpu(), True

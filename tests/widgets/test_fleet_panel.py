@@ -555,8 +555,8 @@ def test_a_fleet_search_that_cannot_start_says_why_and_stores_nothing(
         (
             str(fleet.tracker),
             "nope",
-            f"Not started: no device with key 'nope' is registered at the tracker "
-            f"{fleet.tracker} (its keys: avx2, local).",
+            f"Not started: no device is registered under key 'nope' at the tracker "
+            f"{fleet.tracker} (keys with devices: avx2, local).",
         ),
     ]
     for tracker, key, said in cases:
