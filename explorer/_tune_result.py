@@ -24,7 +24,7 @@ _PAIRED = {
     True: "every round of the side-by-side re-timing agreed",
     False: (
         "inconclusive: the rounds of the side-by-side re-timing disagreed (the machine's load "
-        "changed), so the faster median is kept"
+        "changed), so the faster reading is kept"
     ),
     None: "not re-timed side by side",
 }
@@ -34,7 +34,7 @@ _PAIRED = {
 class TuneResult:
     """How a run ended.
 
-    ``best`` is the trial with the lowest *confirmed* median: the top candidates, the start and
+    ``best`` is the trial with the fastest *confirmed* reading: the top candidates, the start and
     the baseline are re-timed side by side at the end, in interleaved rounds, and only those
     readings are compared (``explorer.storage.summarize_run``), so neither one lucky timing nor
     a moment of load elsewhere can decide. ``summary`` says whether the rounds agreed
@@ -146,11 +146,11 @@ class TuneResult:
         how = _PAIRED[self.is_conclusive_over_start]
         if self.best_is_start:
             return (
-                f"no faster schedule found: your start ({name}, median "
+                f"no faster schedule found: your start ({name}, "
                 f"{format_secs(self.start_secs)}; {how}) is the answer"
             )
         return (
-            f"{self.speedup_over_start:.2f}x faster than your start ({name}, median "
+            f"{self.speedup_over_start:.2f}x faster than your start ({name}, "
             f"{format_secs(self.start_secs)}; {how})"
         )
 

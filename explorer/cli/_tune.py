@@ -155,12 +155,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
     def name(trial_id: int) -> str:
         return trial_name(rows, trial_id)
 
+    secs = format_secs(result.best_secs)
     how = (
-        "re-timed side by side"
+        f"{secs}, its fastest repeat re-timed side by side"
         if result.is_confirmed
-        else "not confirmed: re-timing it failed, this is the search's own timing"
+        else f"median {secs}, not confirmed: re-timing it failed, this is the search's own timing"
     )
-    print(f"best: {name(result.best.id)}, median {format_secs(result.best_secs)} ({how}){gflops}")
+    print(f"best: {name(result.best.id)}, {how}{gflops}")
     for line in result.verdicts(name):
         print(line)
     if args.save_trace:

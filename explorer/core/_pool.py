@@ -119,6 +119,7 @@ class Worker:
         self._ps = psutil.Process(self.pid)
         self._buffer = bytearray()
         self._ready = False
+        self._asked_to_exit = False
 
     # -- life cycle ---------------------------------------------------------------------------
     @property
@@ -158,13 +159,21 @@ class Worker:
         and would read the request to leave only after that (up to a second or more).
         """
         if self._proc.poll() is None and self._ready:
-            with contextlib.suppress(OSError):
-                self._write({"op": "exit"})
+            self.ask_to_exit()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(timeout=timeout)
         self.kill()
         with contextlib.suppress(OSError):
             os.unlink(self.log_path)
+
+    def ask_to_exit(self) -> None:
+        """Send the request to leave, once: a second one would find the pipe already closed
+        by a worker that left meanwhile (a ``WorkerLost`` at close, seen on a busy machine)."""
+        if self._asked_to_exit:
+            return
+        self._asked_to_exit = True
+        with contextlib.suppress(WorkerLost, OSError):
+            self._write({"op": "exit"})
 
     def stderr_tail(self, max_chars: int = _TAIL_CHARS) -> str:
         try:
@@ -473,8 +482,7 @@ class WorkerPool:
         workers = [w for w in [*self._builders, self._runner] if w is not None]
         for worker in workers:  # ask all first, then wait: they exit in parallel
             if worker.is_alive:
-                with contextlib.suppress(WorkerLost, OSError):
-                    worker._write({"op": "exit"})
+                worker.ask_to_exit()
         for worker in workers:
             worker.close()
         self._builders = [None] * self.num_build_workers

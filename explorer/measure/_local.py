@@ -44,7 +44,6 @@ import contextlib
 import math
 import os
 import shutil
-import statistics
 import threading
 import uuid
 import weakref
@@ -478,16 +477,17 @@ class _Batch:
             timed = [float(x) for x in secs]
             self.round_secs.setdefault(i, []).append(timed)
             if timed:
-                self.fastest_secs = min(self.fastest_secs, statistics.median(timed))
+                self.fastest_secs = min(self.fastest_secs, *timed)
         self.threads[i] = int(reply["num_threads"])
         if reply.get("device"):
             self.devices[i] = str(reply["device"])
 
     def settled(self, ratio: float | None) -> set[int]:
-        """The candidates whose latest round was ``ratio`` times the fastest of that round or
-        slower: more rounds cannot change how they compare."""
+        """The candidates whose latest round (its fastest repeat, as a confirmation reads
+        it) was ``ratio`` times the fastest of that round or slower: more rounds cannot change
+        how they compare."""
         latest = {
-            i: statistics.median(rounds[-1])
+            i: min(rounds[-1])
             for i, rounds in self.round_secs.items()
             if rounds[-1] and self.results[i] is None
         }

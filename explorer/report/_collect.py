@@ -70,7 +70,8 @@ class BestSchedule:
         name: That trial as screens name it ("trial 5 of run 2").
         run_ids: The chosen runs whose best it is.
         strategies: Those runs' strategies.
-        secs: Its median over all its timings in its run (``RunSummary.best_secs``).
+        secs: Its reading in its run (``RunSummary.best_secs``: its fastest repeat in the
+            run's side-by-side re-timing, its median over all its timings without one).
         gflops: ``secs`` as GFLOPS.
         is_baseline: It is the unscheduled program (nothing beat it).
         script: The TVMScript of the scheduled program (``None`` when it could not be replayed).

@@ -153,8 +153,9 @@ def render_report(info: ReportInfo, *, title: str | None = None) -> str:
 <header>
 <h1>{_e(title)}</h1>
 <p class="meta">{runs} from <code>{_e(info.source)}</code>, written {when} by Schedule
-Explorer {_e(__version__)}. Latencies are medians of repeated timings; a run's best is the
-schedule with the lowest median over all its timings (re-timed at the end of a search).</p>
+Explorer {_e(__version__)}. Trials' latencies are medians of repeated timings; a run's best
+was re-timed side by side with the unscheduled program at the end of its search, and reads its
+fastest repeat there (load only ever adds time).</p>
 <nav><ol>{toc}</ol></nav>
 </header>
 <main>

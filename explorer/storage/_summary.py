@@ -12,13 +12,14 @@
   as one batch (the re-timings after the run's last trial that share one ``created_at``; a
   schedule's k-th row in it is its reading of round k). Those readings were taken under the
   same load, so they are compared with each other only: the best is the schedule with the
-  fastest confirmation reading (a round's reading is the median of its repeats; a schedule's,
-  its fastest round: load only slows a round down), and one whose re-timing failed is out.
+  fastest confirmation reading (a round's reading is its fastest repeat; a schedule's, its
+  fastest round: load only ever adds time, ``explorer.core.fastest_round``), and one whose
+  re-timing failed is out.
   Readings from other moments never enter the comparison, since on a busy machine the same
   kernel reads 2x apart from one minute to the next.
 * A verdict is *conclusive* when the best was faster than the reference (the baseline, or the
   runner-up when the baseline itself is the best) in every round both were timed in; rounds
-  that disagree make it inconclusive, and the faster median is kept all the same, never the
+  that disagree make it inconclusive, and the faster reading is kept all the same, never the
   slower schedule.
 * A run without a confirmation (stopped early, or whose re-timing failed entirely) ranks every
   schedule by the median over all its timings, unconfirmed and with no verdict. The baseline,
@@ -95,12 +96,12 @@ def confirmation_rows(rows: Sequence[TrialRow]) -> list[TrialRow]:
 
 
 def paired_readings(rows: Sequence[TrialRow]) -> dict[int, list[float | None]]:
-    """Per schedule (trace hash), its median in each round of a confirmation's ``rows``
-    (``None`` for a round that failed)."""
+    """Per schedule (trace hash), its fastest repeat in each round of a confirmation's
+    ``rows`` (``None`` for a round that failed)."""
     readings: dict[int, list[float | None]] = {}
     for row in rows:
-        median = statistics.median(row.run_secs) if row.is_ok and row.run_secs else None
-        readings.setdefault(row.trace_hash, []).append(median)
+        fastest = min(row.run_secs) if row.is_ok and row.run_secs else None
+        readings.setdefault(row.trace_hash, []).append(fastest)
     return readings
 
 
@@ -132,9 +133,9 @@ def summarize_run(run_id: int, rows: Sequence[TrialRow]) -> RunSummary:
     )
 
     # Step 1. The latest confirmation decides, among the schedules it re-timed successfully:
-    # each by its fastest round there (a round's reading is the median of its repeats). Load
-    # only ever slows a round down, and a whole round of a small parallel kernel can read 2x
-    # slow (its threads shared a core meanwhile): the fastest round is the least disturbed.
+    # each by its fastest round there (a round's reading is its fastest repeat). Load only
+    # ever adds time, and can add it to most repeats of a round of a parallel kernel (its
+    # threads waited for a busy core's time slice): the fastest is the least disturbed.
     confirmed = paired_readings(confirmation_rows(rows))
     paired = {
         key: min(readings)

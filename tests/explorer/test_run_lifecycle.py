@@ -102,12 +102,14 @@ def test_kill_9_then_resume_alone_finishes_the_run_on_its_own_terms(tmp_path):
         "run 1: 12 trials (the trial budget was used)" in resumed.stdout
     )  # the run's budget, not the default 64
     assert not any(os.path.exists(d) for d in left)  # ...removed by the next measurer
-    best = re.search(r"median (\S+ \S+) \(re-timed side by side\)", resumed.stdout).group(1)
+    best = re.search(
+        r", (\S+ \S+), its fastest repeat re-timed side by side", resumed.stdout
+    ).group(1)
     assert listing(db) == (12, best, "finished")  # `runs` agrees with `tune`
 
     again = explorer("tune", "--resume", "1", "-q", db=db)  # finished: nothing to do
     assert again.returncode == 0 and "run 1: 12 trials" in again.stdout
-    assert f"median {best} (re-timed side by side)" in again.stdout
+    assert f", {best}, its fastest repeat re-timed side by side" in again.stdout
     export = explorer("export", "--format", "csv", str(tmp_path / "t.csv"), db=db)
     assert export.returncode == 0, export.stderr
     rows = list(csv.DictReader((tmp_path / "t.csv").open()))

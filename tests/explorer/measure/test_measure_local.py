@@ -210,3 +210,19 @@ def test_the_launching_thread_keeps_off_them_after_a_one_thread_kernel_ran_first
     mine, bound = set(cores["value"]["mine"]), set(cores["value"]["bound"])
     assert bound, "TVM bound its worker thread to a core"
     assert mine and not (mine & bound), cores
+
+
+def test_a_schedule_is_cut_between_rounds_by_its_fastest_repeat(mm, target):
+    """Between the rounds of a side-by-side re-timing, schedules hopeless_ratio times slower
+    than the round's fastest are not timed again. The last CI's conv2d beside two burners: the
+    best schedule's repeats read 5.7, 5.9, 0.12, 4.0 and 4.0 ms (its 2-thread calls waited for
+    a burner's time slice), the unscheduled program's 1.17-1.19 ms; read by its median it was
+    cut as hopeless after one round, and the unscheduled program was called the best."""
+    from explorer.measure._local import _Batch
+
+    batch = _Batch(cands=[tiled(mm, target), unscheduled(mm, target)])
+    batch.add_timings(0, {"run_secs": [5.7e-3, 5.85e-3, 0.121e-3, 3.99e-3, 3.99e-3],
+                          "num_threads": 2})  # fmt: skip
+    batch.add_timings(1, {"run_secs": [1.174e-3, 1.185e-3, 1.182e-3], "num_threads": 1})
+    assert batch.fastest_secs == 0.121e-3
+    assert batch.settled(3.0) == {1}  # the unscheduled program is the hopeless one

@@ -84,6 +84,33 @@ def test_a_quiet_baseline_and_a_busy_best_are_judged_side_by_side():
     assert s.num_trials == 2 and s.num_remeasured == 7
 
 
+def test_a_parallel_kernel_that_waited_for_busy_cores_in_most_repeats_still_wins():
+    """The last CI's failure (conv2d beside two CPU burners): the search found a 2-thread
+    schedule of 0.12 ms, but in its re-timing four of its five repeats each waited for a
+    burner's 4 ms time slice; with each round read by its median, "no schedule beat the
+    unscheduled program (1.18 ms)" (one thread, no waits). Its fastest repeat is what it costs."""
+    us = 1e-6
+    run = Rows()
+    run.search(
+        (BASELINE, [1221.7 * us, 1246.6 * us, 1243.4 * us, 1246.1 * us, 1224.6 * us]),
+        (A, [117.7 * us, 120.2 * us, 116.9 * us, 119.3 * us, 119.3 * us]),
+        (B, [187.6 * us, 194.4 * us, 3989.5 * us, 194.4 * us, 202.3 * us]),
+    )
+    run.confirm(
+        [
+            {
+                A: [5698.3 * us, 5853.4 * us, 121.2 * us, 3991.8 * us, 3994.4 * us],
+                B: [5711.4 * us, 5226.4 * us, 4990.8 * us, 4733.0 * us, 4490.2 * us],
+                BASELINE: [1174.0 * us, 1184.8 * us, 1181.7 * us, 1187.9 * us, 1179.5 * us],
+            },
+            {BASELINE: [1200.2 * us, 1186.4 * us, 1180.3 * us, 1178.3 * us, 1177.8 * us]},
+        ]
+    )
+    s = run.summary()
+    assert s.best_trial_id == 2 and s.is_confirmed and s.is_conclusive
+    assert s.best_secs == 121.2 * us and s.speedup_over_baseline == pytest.approx(1174 / 121.2)
+
+
 def test_a_round_slowed_throughout_does_not_decide():
     # A whole round of a small parallel kernel read 2x slow (its threads shared a core
     # meanwhile): 5.6 us against 2.9 us in the others. Its fastest round stands.
