@@ -52,7 +52,8 @@ postgresql:
 # are set up once): 15 minutes instead of 24 on 2 cores (all of `make test`, coverage included:
 # 19 minutes on the 2-core Intel Xeon of 2026-11-27). The timing-sensitive tests (marker
 # `serial`: the measured peak, noisy timings, the baseline) then run alone. Coverage is measured
-# across the three runs and printed at the end, with the modules under 80% named. Exit status 5 is
+# across the three runs and printed at the end, with the modules under 80% named; the slowest tests
+# of the parallel part are listed after it (what to look at first when the suite grows). Exit status 5 is
 # "nothing selected" (PYTEST_ARGS picked none of one part's tests).
 TEST_WORKERS ?= 2
 test: $(STAMP) chromium postgresql
@@ -60,7 +61,7 @@ test: $(STAMP) chromium postgresql
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest --doctest-modules explorer widgets --cov --cov-report=
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial" --cov --cov-append --cov-report= $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial" --durations=25 --cov --cov-append --cov-report= $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(PY) -m pytest -m serial --cov --cov-append --cov-report= $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(PY) -m coverage report
 	$(PY) -m coverage json -q -o .coverage.json

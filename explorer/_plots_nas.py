@@ -26,8 +26,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from explorer._figures import HEADER, heading, sync
-from explorer._text import plural
 from explorer.analysis import NasFrontInfo, NasPointInfo
+from explorer.text import plural
 
 SIDE = ("illegal", "not timed")
 """The narrow pane's categories: the networks without a latency."""

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from explorer._text import format_secs
 from explorer.core import RunInfo, TrialRecord
 from explorer.measure import trace_key
 from explorer.storage import RunSummary
+from explorer.text import format_secs
 
 STOP_REASONS = {
     "budget": "the trial budget was used",

@@ -35,7 +35,6 @@ from explorer._figures import (
     sync,
 )
 from explorer._plots_nas import make_nas_pareto_figure, update_nas_pareto_figure
-from explorer._text import plural
 from explorer.analysis import (
     MIN_POINTS,
     ConvergenceGroup,
@@ -47,6 +46,7 @@ from explorer.analysis import (
     TransferInfo,
 )
 from explorer.search import prediction_sources
+from explorer.text import plural
 
 MAX_PARCOORDS_KNOBS = 8
 """Knobs drawn as parallel axes (the most important); more make the plot unreadable."""

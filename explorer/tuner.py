@@ -235,10 +235,7 @@ class Tuner:
 
         num_trials = len(history)
         num_new = 0
-        best = min(
-            (secs for r in history if r.result.is_ok and (secs := r.median_secs) is not None),
-            default=None,
-        )
+        best = _fastest(history, None)
         stopped_because = "budget"
         status = RunStatus.FAILED
         error: BaseException | None = None
@@ -254,28 +251,16 @@ class Tuner:
                 if budget.max_secs is not None and active_secs() >= budget.max_secs:
                     stopped_because = "time"
                     break
-                n = min(budget.batch_size, budget.max_trials - num_trials)
-                candidates = strategy.ask(n)
+                candidates = strategy.ask(min(budget.batch_size, budget.max_trials - num_trials))
                 if not candidates:
                     stopped_because = "exhausted"
                     break
-                # No best yet (math.inf): the measurer cuts against the batch's own fastest.
-                results = self.measurer.measure(candidates, best_secs=best or math.inf)
-                predicted = strategy.predictions(candidates)
-                batch = self.store.add_trials(
-                    run.id,
-                    [
-                        NewTrial(c, r, p)
-                        for c, r, p in zip(candidates, results, predicted, strict=True)
-                    ],
-                )
+                batch = self._measure_batch(run, strategy, candidates, best)
                 self.store.heartbeat(run.id, active_secs())
                 strategy.tell(batch)
                 num_trials += len(batch)
                 num_new += len(batch)
-                ok = [r.median_secs for r in batch if r.result.is_ok and r.median_secs]
-                if ok:
-                    best = min([*ok, *([best] if best else [])])
+                best = _fastest(batch, best)
                 if on_progress is not None:
                     on_progress(
                         TuneProgress(
@@ -308,6 +293,23 @@ class Tuner:
                     )
                 run = self.store.finish_run(run.id, status)
         return self._result(run, stopped_because)
+
+    def _measure_batch(
+        self,
+        run: RunInfo,
+        strategy: SearchStrategy,
+        candidates: list[Candidate],
+        best: float | None,
+    ) -> list[TrialRecord]:
+        """Measure ``candidates`` and store them as trials of ``run``, with the strategy's
+        predictions. Without a best yet (``math.inf``), the measurer cuts hopeless kernels
+        against the batch's own fastest."""
+        results = self.measurer.measure(candidates, best_secs=best or math.inf)
+        predicted = strategy.predictions(candidates)
+        return self.store.add_trials(
+            run.id,
+            [NewTrial(c, r, p) for c, r, p in zip(candidates, results, predicted, strict=True)],
+        )
 
     def _result(self, run: RunInfo, stopped_because: str) -> TuneResult:
         """The run's summary (exactly what `explorer runs` shows), with its trials."""
@@ -537,3 +539,9 @@ def _baseline_id(rows: Sequence[TrialRow]) -> int | None:
 
 
 __all__ = ["RunBudget", "TuneProgress", "TuneResult", "Tuner", "strategy_of"]
+
+
+def _fastest(records: Sequence[TrialRecord], best: float | None) -> float | None:
+    """The fastest median among ``records``' successes and ``best`` (``None``: none yet)."""
+    timed = [secs for r in records if r.result.is_ok and (secs := r.median_secs) is not None]
+    return min([*timed, *([best] if best is not None else [])], default=None)

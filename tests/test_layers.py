@@ -61,3 +61,47 @@ def test_a_cycle_is_found() -> None:
     for a, b in [("p.a", "p.b"), ("p.b", "p.c"), ("p.c", "p.a"), ("p.c", "p.d")]:
         graph.add_import(importer=a, imported=b)
     assert cycles(graph) == [["p.a", "p.b", "p.c"]]
+
+
+def _private_reaches(graph: grimp.ImportGraph, importers: str) -> list[tuple[str, str]]:
+    """Imports by modules under ``importers`` of a private module (a name part starting with
+    ``_``) of ``explorer`` that is not in their own package."""
+    found = []
+    for importer in sorted(graph.find_descendants(importers) | {importers}):
+        own = importer.split(".")[:2]  # e.g. explorer.storage: its own privates are its own
+        for imported in graph.find_modules_directly_imported_by(importer):
+            parts = imported.split(".")
+            if parts[0] != "explorer" or not any(p.startswith("_") for p in parts[1:]):
+                continue
+            if parts[:2] == own or imported.startswith("explorer._tvm"):
+                continue  # inside its own package; the one TVM shim is everyone's
+            if importers == "explorer" and len(parts) == 2:
+                continue  # explorer's leaf modules (explorer._process, ...) serve the core
+            found.append((importer, imported))
+    return found
+
+
+def test_the_widgets_use_the_core_librarys_public_modules_only() -> None:
+    graph = grimp.build_graph("explorer", "widgets")
+    assert _private_reaches(graph, "widgets") == []
+
+
+def test_no_package_of_the_core_reaches_into_another_ones_private_modules() -> None:
+    graph = grimp.build_graph("explorer", "widgets")
+    assert _private_reaches(graph, "explorer") == []
+
+
+def test_a_private_reach_is_found() -> None:
+    graph = grimp.ImportGraph()
+    for module in ["explorer", "widgets", "explorer.storage", "explorer.search"]:
+        graph.add_module(module)
+    for a, b in [
+        ("widgets.panel", "explorer.text"),  # public: fine
+        ("widgets.panel", "explorer._text"),  # a private leaf
+        ("explorer.search._x", "explorer.storage._y"),  # another package's private module
+        ("explorer.storage._a", "explorer.storage._y"),  # its own: fine
+        ("explorer.search._x", "explorer._process"),  # a leaf of the core: fine
+    ]:
+        graph.add_import(importer=a, imported=b)
+    assert _private_reaches(graph, "widgets") == [("widgets.panel", "explorer._text")]
+    assert _private_reaches(graph, "explorer") == [("explorer.search._x", "explorer.storage._y")]

@@ -6,11 +6,11 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-from explorer._text import format_secs
 from explorer.cost_models import Prediction
 from explorer.machine import MachinePeak, PeakMeasureError, measured_peak, roofline_text
 from explorer.measure import MeasureResult
 from explorer.storage import RecordStore, TrialRecord
+from explorer.text import format_secs
 from explorer.types import MeasureStatus
 
 _NOTES = {

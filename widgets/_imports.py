@@ -6,7 +6,7 @@ import importlib
 from pathlib import Path
 from types import ModuleType
 
-from explorer import _extras as extras
+from explorer import extras
 
 
 def require(module: str) -> ModuleType:

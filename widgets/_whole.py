@@ -12,14 +12,14 @@ from __future__ import annotations
 import ipywidgets as w
 import traitlets
 
-from explorer._text import parse_whole, whole_number
+from explorer.text import parse_whole, whole_number
 
 
 class WholeText(w.Text):  # type: ignore[misc]  # ipywidgets has no type hints
     """A ``Text`` box for a whole number. Code may still set a number (``panel.trials.value =
     16``, as notebooks written for ``IntText`` do): it is shown as its text; reading
     ``value`` gives the text, to be read with ``whole_number`` or ``parse_whole``
-    (``explorer._text``)."""
+    (``explorer.text``)."""
 
     value = traitlets.CUnicode(help="the box's text").tag(sync=True)
 

@@ -120,7 +120,34 @@ class CostPanel(Panel):
         self.measure_job: Job | None = None
         self.last_predictions: dict[str, Prediction] = {}
         self.predictor = Predictor(ctx.store, models=self.models)
+        self.widget = self._make_widgets()
 
+        # UI thread only: what is shown, by candidate key
+        self._measured: dict[str, Measurement] = {}  # candidate key -> its latest measurement
+        self._scores: tuple[str, dict[str, float]] | None = None  # candidate key -> raw scores
+        self._current_key: str | None = None
+        self._pending: Candidate | None = None
+        self._running: _Order | None = None  # this panel's measurement on ctx.measure_jobs
+        self._queue: list[_Order] = []  # accepted while busy, measured in click order
+        self._failed: dict[str, tuple[str, BaseException]] = {}  # key -> (label, why)
+        self._arrived = ""  # the last reading that arrived for a schedule not on screen
+        self._closed = False
+        self._runner = JobRunner("explorer-predict")
+        self._unsubscribe_free = ctx.measure_jobs.when_free(lambda: self._guard(self._next))
+        self._unsubscribe_session: Callable[[], None] | None = None
+        self._unsubscribe_store = ctx.store.subscribe(
+            lambda records: _ui.call_soon(self._on_records, records)
+        )
+        self._unsubscribe_ctx = ctx.on("session", self.set_session)
+        self.measure_button.on_click(lambda _b: self._guard(self.measure))
+        self.auto_measure.observe(lambda c: self._guard(lambda: self._on_auto(c)), names="value")
+        if ctx.session is not None:
+            self.set_session(ctx.session)
+        else:
+            self.predictions.value = "<i>No workload yet.</i>"
+
+    def _make_widgets(self) -> w.VBox:
+        """Predicted (the cost models' scores), then Measured (the button and the reading)."""
         self.predictions = w.HTML()
         self.predictions.add_class("se-predictions")
         self.prediction_status = w.HTML()
@@ -148,7 +175,7 @@ class CostPanel(Panel):
         self.measure_status.add_class("se-measure-status")
         measured = w.HTML("<b>Measured</b> (built and timed on the target)")
         measured.add_class("se-section")
-        self.widget = w.VBox(
+        box = w.VBox(
             [
                 w.HTML("<b>Predicted</b> (cost models, nothing is compiled or run)"),
                 self.predictions,
@@ -164,32 +191,9 @@ class CostPanel(Panel):
                 self.measure_status,
             ]
         )
-        self.widget.add_class("se-cost")
-        themed(self.widget)
-
-        # UI thread only: what is shown, by candidate key
-        self._measured: dict[str, Measurement] = {}  # candidate key -> its latest measurement
-        self._scores: tuple[str, dict[str, float]] | None = None  # candidate key -> raw scores
-        self._current_key: str | None = None
-        self._pending: Candidate | None = None
-        self._running: _Order | None = None  # this panel's measurement on ctx.measure_jobs
-        self._queue: list[_Order] = []  # accepted while busy, measured in click order
-        self._failed: dict[str, tuple[str, BaseException]] = {}  # key -> (label, why)
-        self._arrived = ""  # the last reading that arrived for a schedule not on screen
-        self._closed = False
-        self._runner = JobRunner("explorer-predict")
-        self._unsubscribe_free = ctx.measure_jobs.when_free(lambda: self._guard(self._next))
-        self._unsubscribe_session: Callable[[], None] | None = None
-        self._unsubscribe_store = ctx.store.subscribe(
-            lambda records: _ui.call_soon(self._on_records, records)
-        )
-        self._unsubscribe_ctx = ctx.on("session", self.set_session)
-        self.measure_button.on_click(lambda _b: self._guard(self.measure))
-        self.auto_measure.observe(lambda c: self._guard(lambda: self._on_auto(c)), names="value")
-        if ctx.session is not None:
-            self.set_session(ctx.session)
-        else:
-            self.predictions.value = "<i>No workload yet.</i>"
+        box.add_class("se-cost")
+        themed(box)
+        return box
 
     @property
     def num_fits(self) -> int:

@@ -109,7 +109,19 @@ class Dashboards(Panel):
         self._jobs = JobRunner("explorer-dashboards")
         self._last_refresh = 0.0
         self._closed = False
+        self.on_open: Callable[[TrialRecord], None] | None = None
+        self._make_figures()
+        self._make_controls()
+        self.widget = self._layout()
+        self._unsubscribe = [
+            # the writer's thread (a search's) only hands the batch over
+            ctx.store.subscribe(lambda records: _ui.call_soon(self._on_batch, records)),
+            ctx.on("session", self._on_session),
+        ]
+        if ctx.session is not None:
+            self._on_session(ctx.session)
 
+    def _make_figures(self) -> None:
         self.convergence_fig = LiveFigure(plots.make_convergence_figure(convergence_info(())))
         self.comparison_fig = LiveFigure(
             plots.make_strategy_comparison_figure(strategy_comparison_info(()))
@@ -118,12 +130,14 @@ class Dashboards(Panel):
             plots.make_predicted_vs_measured_figure(predicted_vs_measured_info(()))
         )
         self.knobs_fig = LiveFigure(plots.make_knob_effects_figure(_no_knobs()))
+
+    def _make_controls(self) -> None:
+        """The status and click notice, Check unchecked timings, Every target, Save report."""
         self.status = w.Label(value="Open or build a schedule to see its dashboards.")
         self.status.add_class("se-dashboards-status")
         # What a click on a point did (the editor may be on another tab).
         self.notice = w.Label(value="Click a point to open its schedule in the editor.")
         self.notice.add_class("se-dashboards-notice")
-        self.on_open: Callable[[TrialRecord], None] | None = None
         # Timings imported from MetaSchedule are unchecked until our measurer has compared the
         # output with NumPy; the button re-measures this workload's (hidden when there are none).
         self.check_button = w.Button(
@@ -156,7 +170,9 @@ class Dashboards(Panel):
         self.report_button.on_click(lambda _button: self.save_report())
         self.report_status = w.Label()
         self.report_status.add_class("se-report-status")
-        self.widget = w.VBox(
+
+    def _layout(self) -> w.VBox:
+        box = w.VBox(
             [
                 w.VBox(
                     [
@@ -173,16 +189,9 @@ class Dashboards(Panel):
                 _boxed(self.knobs_fig, "se-knobs"),
             ]
         )
-        self.widget.add_class("se-dashboards")
-        themed(self.widget)
-
-        self._unsubscribe = [
-            # the writer's thread (a search's) only hands the batch over
-            ctx.store.subscribe(lambda records: _ui.call_soon(self._on_batch, records)),
-            ctx.on("session", self._on_session),
-        ]
-        if ctx.session is not None:
-            self._on_session(ctx.session)
+        box.add_class("se-dashboards")
+        themed(box)
+        return box
 
     # -- events (UI thread) -------------------------------------------------------------------
     def _on_session(self, session: ScheduleSession) -> None:

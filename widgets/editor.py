@@ -71,7 +71,22 @@ class ScheduleEditor(Panel):
         self.session: ScheduleSession | None = None
         self._unsubscribe_session: Callable[[], None] | None = None
         self._shown: Snapshot | None = None  # what the script view shows (its marks: the change)
+        self._make_widgets()
+        self.widget = self._layout()
+        self.primitive.observe(lambda _c: self._guard(self._build_form), names="value")
+        self.apply_button.on_click(lambda _b: self._guard(self.apply))
+        self.undo_button.on_click(lambda _b: self._guard(self.undo))
+        self.redo_button.on_click(lambda _b: self._guard(self.redo))
+        self.reset_button.on_click(lambda _b: self._guard(self.reset))
+        self.checkout_button.on_click(lambda _b: self._guard(self.checkout))
+        self._unsubscribe_ctx = ctx.on("session", self.set_session)
+        self._build_form()
+        if ctx.session is not None:
+            self.set_session(ctx.session)
+        else:
+            self._render(None)
 
+    def _make_widgets(self) -> None:
         self.title = w.HTML(layout=w.Layout(margin="0 0 6px 0"))
         self.title.add_class("se-editor-title")
         # The table scrolls sideways inside its column (fused loop names get long).
@@ -108,6 +123,7 @@ class ScheduleEditor(Panel):
         self.trace = w.Textarea(layout=w.Layout(width="100%", height="14em"))
         self.trace.add_class("se-trace")
 
+    def _layout(self) -> w.VBox:
         # Two columns: the controls (~380 px suffice) and the views, which get the rest; they
         # stack when the views would get less than 600 px (a TVMScript line is ~800 px wide).
         # Each field fills its column, so nothing overflows into the other.
@@ -128,7 +144,7 @@ class ScheduleEditor(Panel):
             [self.loop_table, _section("<b>TVMScript</b>"), self.script],
             layout=w.Layout(flex="2 1 600px", min_width="min(600px, 100%)"),
         )
-        self.widget = w.VBox(
+        box = w.VBox(
             [
                 self.title,
                 w.HBox([controls, views], layout=w.Layout(flex_flow="row wrap", width="100%")),
@@ -136,21 +152,9 @@ class ScheduleEditor(Panel):
                 self.trace,
             ]
         )
-        self.widget.add_class("se-editor")
-        themed(self.widget)
-
-        self.primitive.observe(lambda _c: self._guard(self._build_form), names="value")
-        self.apply_button.on_click(lambda _b: self._guard(self.apply))
-        self.undo_button.on_click(lambda _b: self._guard(self.undo))
-        self.redo_button.on_click(lambda _b: self._guard(self.redo))
-        self.reset_button.on_click(lambda _b: self._guard(self.reset))
-        self.checkout_button.on_click(lambda _b: self._guard(self.checkout))
-        self._unsubscribe_ctx = ctx.on("session", self.set_session)
-        self._build_form()
-        if ctx.session is not None:
-            self.set_session(ctx.session)
-        else:
-            self._render(None)
+        box.add_class("se-editor")
+        themed(box)
+        return box
 
     # -- session ------------------------------------------------------------------------------
     def set_session(self, session: ScheduleSession) -> None:

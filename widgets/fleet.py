@@ -27,7 +27,6 @@ from dataclasses import dataclass
 
 import ipywidgets as w
 
-from explorer._text import error_text, plural
 from explorer.errors import FleetError
 from explorer.fleet import (
     DEFAULT_WINDOW_SECS,
@@ -50,6 +49,7 @@ from explorer.fleet import (
 )
 from explorer.storage import TrialRecord, TrialRow
 from explorer.target import Target
+from explorer.text import error_text, plural
 from widgets import _ui
 from widgets._context import Context
 from widgets._jobs import Job, JobRunner, JobState
@@ -142,7 +142,18 @@ class FleetPanel(Panel):
         self._poll_jobs = JobRunner("explorer-fleet-poll")
         self._target_jobs = JobRunner("explorer-fleet-targets")
         self._control_jobs = JobRunner("explorer-fleet-control")
+        self.widget = self._make_widgets()
+        self.tracker.observe(lambda _: self._guard(self._address_changed), names="value")
+        self.start_button.on_click(lambda _: self._guard(self.start_local_fleet))
+        self.stop_button.on_click(lambda _: self._guard(self.stop_local_fleet))
+        self._unsubscribe = ctx.store.subscribe(
+            lambda records: _ui.call_soon(self._on_batch, records)
+        )
+        if autostart:
+            self.start_polling()
 
+    def _make_widgets(self) -> w.VBox:
+        """The tracker's address, Start and Stop, the status and the devices' table."""
         self.tracker = w.Text(
             value="",
             placeholder="this machine's fleet (or HOST:PORT)",
@@ -154,7 +165,8 @@ class FleetPanel(Panel):
         self.start_button = w.Button(
             description="Start a local fleet",
             icon="play",
-            tooltip=f"a tracker and {num_servers} device servers of {threads} thread(s) "
+            tooltip=f"a tracker and {self.num_servers} device servers of {self.threads} "
+            "thread(s) "
             "on this machine (as `explorer fleet up`)",
             layout=w.Layout(width="auto"),
         )
@@ -173,21 +185,12 @@ class FleetPanel(Panel):
         self.notice.add_class("se-fleet-notice")
         self.table = w.HTML(value="")
         self.table.add_class("se-fleet-table")
-
-        self.tracker.observe(lambda _: self._guard(self._address_changed), names="value")
-        self.start_button.on_click(lambda _: self._guard(self.start_local_fleet))
-        self.stop_button.on_click(lambda _: self._guard(self.stop_local_fleet))
-        self._unsubscribe = ctx.store.subscribe(
-            lambda records: _ui.call_soon(self._on_batch, records)
-        )
-
         buttons = w.HBox([self.tracker, self.start_button, self.stop_button])
         buttons.add_class("se-buttons")
-        self.widget = w.VBox([buttons, self.status, self.notice, self.table])
-        self.widget.add_class("se-fleet")
-        themed(self.widget)
-        if autostart:
-            self.start_polling()
+        box = w.VBox([buttons, self.status, self.notice, self.table])
+        box.add_class("se-fleet")
+        themed(box)
+        return box
 
     # -- polling ------------------------------------------------------------------------------
     def start_polling(self) -> None:

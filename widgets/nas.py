@@ -20,8 +20,6 @@ The whole-number settings (Width, Samples, Trials/shape, Seed) are ``WholeText``
 
 from __future__ import annotations
 
-import html
-import importlib.util
 import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
@@ -31,22 +29,22 @@ from typing import Any
 
 import ipywidgets as w
 
-from explorer._text import error_text
-from explorer.analysis import NasFrontInfo, NasPointInfo, format_count, format_ms, nas_front_info
+from explorer.analysis import NasFrontInfo, nas_front_info
+from explorer.extras import MissingExtraError, check_installed
 from explorer.nas import (
     KINDS,
     NETWORKS,
     NasProgress,
     NasResult,
     Network,
-    format_ratio,
     nas_search,
 )
 from explorer.plots import make_nas_pareto_figure, on_point_click, update_nas_pareto_figure
 from explorer.search import STRATEGIES
 from explorer.session import ScheduleSession
 from explorer.storage import name_trial, summarize_run
-from widgets import _ui
+from explorer.text import error_text
+from widgets import _nas_views, _ui
 from widgets._context import Context
 from widgets._jobs import Job, JobState
 from widgets._panel import Panel
@@ -58,7 +56,6 @@ log = logging.getLogger(__name__)
 
 NAS_PACKAGES = ("jax", "sklearn")
 """What the Fisher Potential needs (the ``nas`` extra), checked before a search starts."""
-INSTALL_HINT = "pip install 'schedule-explorer[nas]'"
 DEFAULT_KINDS = KINDS
 """The kinds ticked at first: all of them, as ``explorer nas`` samples by default."""
 
@@ -125,7 +122,16 @@ class NasPanel(Panel):
         self.on_open: Callable[[ScheduleSession], None] | None = None
         self._extra: dict[str, Network] = dict(networks or {})
         self._settings: _Settings | None = None  # the running search's
+        self._make_settings()
+        self._make_outputs()
+        self.network.observe(lambda _: self._guard(self._sync_width), names="value")
+        self.run_button.on_click(lambda _: self._guard(self.run))
+        self.stop_button.on_click(lambda _: self._guard(self.stop))
+        self._sync_width()
+        self.widget = self._layout()
 
+    def _make_settings(self) -> None:
+        """The search's settings, and Run and Stop."""
         self.network = tagged(
             w.Dropdown(
                 options=self._network_names(), value="resnet18_cifar", description="Network"
@@ -177,6 +183,9 @@ class NasPanel(Panel):
         self.stop_button = tagged(
             w.Button(description="Stop", disabled=True, icon="stop"), "se-nas-stop"
         )
+
+    def _make_outputs(self) -> None:
+        """Progress, status, the front's table and plot."""
         self.progress = tagged(
             w.IntProgress(value=0, min=0, max=1, description="Shapes"), "se-nas-progress"
         )
@@ -190,11 +199,7 @@ class NasPanel(Panel):
         self._draw(None)
         self.notice = tagged(w.Label(value=NOTICE), "se-nas-notice")
 
-        self.network.observe(lambda _: self._guard(self._sync_width), names="value")
-        self.run_button.on_click(lambda _: self._guard(self.run))
-        self.stop_button.on_click(lambda _: self._guard(self.stop))
-        self._sync_width()
-
+    def _layout(self) -> w.VBox:
         kinds_row = w.HBox(
             [w.Label(value="Transformations:"), *self.kinds.values()],
             layout=w.Layout(flex_flow="row wrap", align_items="center"),
@@ -203,7 +208,7 @@ class NasPanel(Panel):
         buttons.add_class("se-buttons")
         figure_box = w.Box([self.figure.widget], layout=w.Layout(width="100%"))
         figure_box.add_class("se-nas-pareto")
-        self.widget = w.VBox(
+        box = w.VBox(
             [
                 _fields(self.network, self.width, self.width_note),
                 kinds_row,
@@ -219,8 +224,9 @@ class NasPanel(Panel):
                 w.HTML(f"<style>{CSS}</style>", layout=w.Layout(display="none")),
             ]
         )
-        self.widget.add_class("se-nas")
-        themed(self.widget)
+        box.add_class("se-nas")
+        themed(box)
+        return box
 
     # -- actions ------------------------------------------------------------------------------
     def add_network(self, name: str, network: Network) -> None:
@@ -389,7 +395,7 @@ class NasPanel(Panel):
         result: NasResult = job.result
         info = nas_front_info(result)
         stopped = job.state is JobState.CANCELLED or result.stopped
-        table, summary = _table(info), _summary(info, stopped)
+        table, summary = _nas_views.table(info), _nas_views.summary(info, stopped)
         self.result, self.info = result, info
         self._draw(info)
         on_point_click(self.figure, "nas|", self._on_click)
@@ -420,12 +426,10 @@ class NasPanel(Panel):
     def _check(self) -> _Settings | str:
         """The search's settings, or what is wrong with them (one sentence naming the field,
         checked before anything runs)."""
-        missing = [name for name in NAS_PACKAGES if importlib.util.find_spec(name) is None]
-        if missing:
-            return (
-                f"the NAS search needs {' and '.join(missing)} (the nas extra), which "
-                f"{'is' if len(missing) == 1 else 'are'} not installed: {INSTALL_HINT}."
-            )
+        try:
+            check_installed(NAS_PACKAGES, "the NAS search", "nas")
+        except MissingExtraError as exc:
+            return f"{exc}."
         tau = self.tau.value
         if not isinstance(tau, (int, float)) or not math.isfinite(tau) or tau < 0:
             return f"τ must be a finite number >= 0 (got {tau})."
@@ -510,80 +514,6 @@ def _held(*widgets: w.Widget) -> Iterator[None]:
         for widget in widgets:
             stack.enter_context(widget.hold_sync())
         yield
-
-
-def _summary(info: NasFrontInfo, stopped: bool) -> str:
-    legal = info.num_candidates - info.num_illegal  # candidates: the original is apart
-    shapes = f"{info.num_shapes} distinct convolutions"
-    if info.num_shapes < info.num_shapes_wanted:
-        shapes = f"{info.num_shapes} of {info.num_shapes_wanted} distinct convolutions tuned"
-        shapes += " before the stop" if stopped else ""
-    text = (
-        f"{'Stopped' if stopped else 'Done'}: {info.num_candidates} candidates, {legal} legal; "
-        f"{shapes} ({info.num_cached} found in the store); "
-        f"Fisher Potentials {info.fisher_secs:.1f} s, tuning {info.tuning_secs:.1f} s."
-    )
-    if info.fastest is not None and info.speedup is not None:
-        fastest = info.points[info.fastest]
-        if fastest.is_original:
-            text += " No legal candidate beat the original."
-        else:
-            text += f" Fastest legal: {fastest.name}, {info.speedup:.2f}x the original's speed."
-    untimed = [p for p in info.points if p.is_legal and not p.is_timed]
-    if untimed:
-        n = sum(not p.is_original for p in untimed)
-        who = [f"{n} legal candidate{'s' * (n != 1)}"] if n else []
-        if untimed[0].is_original:
-            who.insert(0, "the original")
-        text += f" Not timed: {' and '.join(who)}."
-    return text
-
-
-_COLUMNS = (
-    "network",
-    "transformations",
-    "FP ratio",
-    "legal",
-    "MACs",
-    "params",
-    "tuned latency",
-    "on front",
-)
-
-
-def _table(info: NasFrontInfo) -> str:
-    """The HTML table of the networks (escaped text), the front's rows in bold, the illegal
-    ones greyed."""
-    head = "".join(f"<th style='{_CELL}text-align:left'>{c}</th>" for c in _COLUMNS)
-    rows = [_row(p) for p in info.points]
-    return (
-        "<table class='se-nas-rows' style='border-collapse:collapse;font-size:12px'>"
-        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-    )
-
-
-_CELL = "padding:2px 12px 2px 0;border-bottom:1px solid #eee;"
-_NOWRAP = "white-space:nowrap;"  # "983.4 k" stays on one line on a narrow page
-_NUMBERS = {_COLUMNS.index(c) for c in ("FP ratio", "MACs", "params", "tuned latency")}
-
-
-def _row(p: NasPointInfo) -> str:
-    cells = [
-        p.name,
-        p.changes,
-        format_ratio(p.fisher_ratio),
-        "yes" if p.is_legal else "no",
-        format_count(p.macs),
-        format_count(p.params),
-        format_ms(p.latency_ms) if p.is_legal else "not tuned",
-        "yes" if p.is_on_front else "",
-    ]
-    style = "font-weight:600;" if p.is_on_front else ("color:#999;" if not p.is_legal else "")
-    tds = "".join(
-        f"<td style='{_CELL}{_NOWRAP if k in _NUMBERS else ''}'>{html.escape(c)}</td>"
-        for k, c in enumerate(cells)
-    )
-    return f"<tr class='se-nas-row' data-index='{p.index}' style='{style}'>{tds}</tr>"
 
 
 def _fields(*children: w.Widget) -> w.HBox:

@@ -17,20 +17,23 @@ from __future__ import annotations
 import html
 import logging
 import os
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import ipywidgets as w
 
-from explorer._text import format_secs
 from explorer.errors import FleetError, FleetNotReady
 from explorer.fleet import TrackerAddress, devices_target, read_fleet
 from explorer.measure import MeasureConfig, Measurer, RemoteMeasurer
 from explorer.search import STRATEGIES, SearchStrategy, capabilities, make_strategy
+from explorer.session import ScheduleSession
 from explorer.space import StartMapping, start_mapping
 from explorer.storage import trial_name
 from explorer.target import Target
+from explorer.text import format_secs
 from explorer.tuner import TuneProgress, Tuner, TuneResult
+from explorer.workloads import Workload
 from widgets import _ui
 from widgets._context import Context
 from widgets._jobs import Job, JobState
@@ -83,7 +86,21 @@ class SearchPanel(Panel):
         self.job: Job | None = None
         self.result: TuneResult | None = None
         self.fleet_target: Target | None = None
+        self._make_settings(ctx.target)
+        self._make_where()
+        self._make_controls()
+        self.strategy.observe(lambda _: self._guard(self._sync_options), names="value")
+        self.measure_on.observe(lambda _: self._guard(self._sync_measure_on), names="value")
+        self.fleet_key.observe(lambda _: self._guard(self._sync_measure_on), names="value")
+        self.start_button.on_click(lambda _: self._guard(self.start))
+        self.stop_button.on_click(lambda _: self._guard(self.stop))
+        self.open_best_button.on_click(lambda _: self._guard(self.open_best))
+        self._unsubscribe = ctx.on("session", lambda _: self._guard(self._sync_options))
+        self._sync_options()
+        self.widget = self._layout()
 
+    def _make_settings(self, target: Target) -> None:
+        """What to search with, for how long, and for which target."""
         names = list(STRATEGIES)
         self.strategy = tagged(
             w.Dropdown(options=names, value=names[0], description="Strategy"), "se-strategy"
@@ -104,7 +121,6 @@ class SearchPanel(Panel):
             "se-secs",
         )
         self.seed = tagged(WholeText(value=0, description="Seed"), "se-seed")
-        target = ctx.target
         self.target = tagged(
             w.Dropdown(
                 options=[(target.name or target.key(), target)],
@@ -113,6 +129,9 @@ class SearchPanel(Panel):
             ),
             "se-target",
         )
+
+    def _make_where(self) -> None:
+        """Where to measure (this machine or a fleet), and where to start from."""
         self.measure_on = tagged(
             w.Dropdown(
                 options=[("this machine", THIS_MACHINE), ("a fleet (TVM RPC tracker)", FLEET)],
@@ -137,6 +156,9 @@ class SearchPanel(Panel):
         # Where "Start from my schedule" put it in the space (what `explorer tune --start`
         # prints): a hand-made schedule is approximated, and the notes say how.
         self.start_mapping = tagged(w.HTML(value=""), "se-start-mapping")
+
+    def _make_controls(self) -> None:
+        """Start, Stop, Open best, and the search's progress."""
         self.start_button = tagged(
             w.Button(description="Start", button_style="primary", icon="play"), "se-start"
         )
@@ -151,16 +173,8 @@ class SearchPanel(Panel):
         )
         self.status = tagged(w.Label(value="Ready."), "se-search-status")
 
-        self.strategy.observe(lambda _: self._guard(self._sync_options), names="value")
-        self.measure_on.observe(lambda _: self._guard(self._sync_measure_on), names="value")
-        self.fleet_key.observe(lambda _: self._guard(self._sync_measure_on), names="value")
-        self.start_button.on_click(lambda _: self._guard(self.start))
-        self.stop_button.on_click(lambda _: self._guard(self.stop))
-        self.open_best_button.on_click(lambda _: self._guard(self.open_best))
-        self._unsubscribe = ctx.on("session", lambda _: self._guard(self._sync_options))
-        self._sync_options()
-
-        self.widget = w.VBox(
+    def _layout(self) -> w.VBox:
+        box = w.VBox(
             [
                 w.HBox([self.strategy, self.cost_model]),
                 w.HBox([self.trials, self.secs]),
@@ -174,8 +188,9 @@ class SearchPanel(Panel):
                 self.status,
             ]
         )
-        self.widget.add_class("se-search")
-        themed(self.widget)
+        box.add_class("se-search")
+        themed(box)
+        return box
 
     # -- actions ------------------------------------------------------------------------------
     def start(self) -> Job | None:
@@ -203,94 +218,101 @@ class SearchPanel(Panel):
         if session is None:
             self._say("Build a workload (or open a record) first: the search tunes its workload.")
             return None
+        request = self._request(session)
+        if isinstance(request, str):
+            self._say(request)
+            return None
+        run, where = self._job_function(request, session.workload)
+        self.result = None
+        self.start_mapping.value = (
+            f"<i>Mapping your schedule (step {request.start_step}) into the search space\u2026</i>"
+            if request.start_step is not None
+            else ""
+        )
+        self.progress.max, self.progress.value = request.max_trials, 0
+        self.progress.bar_style = "info"
+        self._set_running(True)
+        name = request.name
+        self._say(f"Searching {session.workload.key()} with {name}: {where}")
+        self.job = self.ctx.search_jobs.submit(f"{name} search", run, on_done=self._on_done)
+        return self.job
+
+    def _request(self, session: ScheduleSession) -> _Request | str:
+        """The search the settings ask for, or why they ask for none (one sentence)."""
         max_trials = parse_whole("Max trials", self.trials.value, 1, "at least 1")
         if isinstance(max_trials, str):
-            self._say(max_trials)
-            return None
+            return max_trials
         seed = parse_whole("Seed", self.seed.value, 0, "a whole number >= 0")
         if isinstance(seed, str):
-            self._say(seed)
-            return None
+            return seed
         max_secs = float(self.secs.value) or None
         if max_secs is not None and max_secs < 0:
-            self._say(f"Max seconds must be 0 (no limit) or positive (got {max_secs}).")
-            return None
+            return f"Max seconds must be 0 (no limit) or positive (got {max_secs})."
         name = str(self.strategy.value)
-        kwargs: dict[str, Any] = {}
+        options: dict[str, Any] = {}
         if not self.cost_model.disabled:  # one the strategy declares (capabilities)
-            kwargs["cost_model"] = str(self.cost_model.value)
+            options["cost_model"] = str(self.cost_model.value)
         start_step = None
         if self.from_session.value and not self.from_session.disabled:
-            kwargs["start"] = session.candidate()
+            options["start"] = session.candidate()
             start_step = session.snapshot.step_id
-        strategy = make_strategy(name, **kwargs)  # a bad setting is refused here, not later
+        strategy = make_strategy(name, **options)  # a bad setting is refused here, not later
         fleet = self._fleet_choice()
         if isinstance(fleet, str):
-            self._say(f"Not started: {fleet}")
-            return None
-        workload = session.workload
+            return f"Not started: {fleet}"
+        return _Request(name, options, strategy, start_step, max_trials, max_secs, seed, fleet)
+
+    def _job_function(
+        self, request: _Request, workload: Workload
+    ) -> tuple[Callable[[Job], TuneResult], str]:
+        """What the search job runs (on a worker thread: progress reaches the widgets through
+        the UI thread), and what the panel says it does first."""
+        start = request.options.get("start")
 
         def tune(
             job: Job, measurer: Measurer, target: Target, strategy: SearchStrategy
         ) -> TuneResult:
-            start = kwargs.get("start")
             if start is not None:  # said before the search measures anything
                 mapping = start_mapping(replace(start, target=target))
-                _ui.call_soon(self._show_start_mapping, start_step, mapping)
+                _ui.call_soon(self._show_start_mapping, request.start_step, mapping)
             tuner = Tuner(measurer=measurer, store=self.ctx.store, batch_size=self.batch_size)
             return tuner.run(
                 workload,
                 target,
                 strategy,
-                max_trials=max_trials,
-                max_secs=max_secs,
-                seed=seed,
+                max_trials=request.max_trials,
+                max_secs=request.max_secs,
+                seed=request.seed,
                 should_stop=job.is_cancelled,
                 on_progress=lambda p: _ui.call_soon(self._on_progress, p),
             )
 
-        if fleet is None:
+        if request.fleet is None:
             target = self.target.value
 
             def run(job: Job) -> TuneResult:
-                # Worker thread: progress reaches the widgets through the UI thread.
                 with self.ctx.search_measurer() as measurer:
-                    return tune(job, measurer, target, strategy)
+                    return tune(job, measurer, target, request.strategy)
 
-            where = "starting the measurer..."
-        else:
-            address, key = fleet
-            config, start = self.fleet_config, kwargs.get("start")
+            return run, "starting the measurer..."
+        address, key = request.fleet
+        config = self.fleet_config
 
-            def run(job: Job) -> TuneResult:
-                # Worker thread. The panel made this measurer: it closes it, whatever happens.
-                measurer = RemoteMeasurer(address, key, config)
-                try:
-                    target, assumed = devices_target(measurer)
-                    _ui.call_soon(self._show_fleet_target, target, key, assumed)
-                    chosen = strategy
-                    if start is not None:  # the start point, built for the devices' target
-                        chosen = make_strategy(
-                            name, **{**kwargs, "start": replace(start, target=target)}
-                        )
-                    return tune(job, measurer, target, chosen)
-                finally:
-                    measurer.close()
+        def run_on_fleet(job: Job) -> TuneResult:
+            # The panel made this measurer: it closes it, whatever happens.
+            measurer = RemoteMeasurer(address, key, config)
+            try:
+                target, assumed = devices_target(measurer)
+                _ui.call_soon(self._show_fleet_target, target, key, assumed)
+                chosen = request.strategy
+                if start is not None:  # the start point, built for the devices' target
+                    options = {**request.options, "start": replace(start, target=target)}
+                    chosen = make_strategy(request.name, **options)
+                return tune(job, measurer, target, chosen)
+            finally:
+                measurer.close()
 
-            where = f"asking the devices of key {key} at {address} for their target..."
-
-        self.result = None
-        self.start_mapping.value = (
-            f"<i>Mapping your schedule (step {start_step}) into the search space\u2026</i>"
-            if start_step is not None
-            else ""
-        )
-        self.progress.max, self.progress.value = max_trials, 0
-        self.progress.bar_style = "info"
-        self._set_running(True)
-        self._say(f"Searching {workload.key()} with {name}: {where}")
-        self.job = self.ctx.search_jobs.submit(f"{name} search", run, on_done=self._on_done)
-        return self.job
+        return run_on_fleet, f"asking the devices of key {key} at {address} for their target..."
 
     def stop(self) -> None:
         """Ask the running search to stop after its current batch."""
@@ -444,3 +466,17 @@ class SearchPanel(Panel):
 
 
 __all__ = ["SearchPanel"]
+
+
+@dataclass(frozen=True)
+class _Request:
+    """A search as the panel's settings ask for it."""
+
+    name: str  # the strategy's
+    options: dict[str, Any]  # make_strategy's (the cost model, the start)
+    strategy: SearchStrategy
+    start_step: int | None  # the session's step the search starts from
+    max_trials: int
+    max_secs: float | None
+    seed: int
+    fleet: tuple[TrackerAddress, str] | None  # the tracker's address and the devices' key

@@ -15,10 +15,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from explorer._text import format_secs, plural
 from explorer.cli._args import EXIT_FAILED, EXIT_OK, UsageError, file_name, positive_int
 from explorer.cli._common import add_common
 from explorer.errors import ExplorerError
+from explorer.text import format_secs, plural
 
 if TYPE_CHECKING:
     from explorer.storage import RecordStore

@@ -14,7 +14,6 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from explorer._text import plural
 from explorer.cli._args import (
     EXIT_FAILED,
     EXIT_OK,
@@ -23,6 +22,7 @@ from explorer.cli._args import (
     port_number,
     positive_int,
 )
+from explorer.text import plural
 
 
 def add_tracker_args(p: argparse.ArgumentParser) -> None:

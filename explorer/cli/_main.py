@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
 import signal
@@ -63,6 +64,8 @@ def console() -> int:
     TVM's included, may put SIGINT back to its default action). Other exits go through the
     normal shutdown.
     """
+    # A command that seems stuck says where each of its threads is: `kill -USR1 PID`.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     code = main()
     if code in (EXIT_INTERRUPTED, EXIT_TERMINATED):
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # only here: nothing starts after this

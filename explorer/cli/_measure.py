@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from explorer._text import format_secs, plural
 from explorer.cli._args import (
     EXIT_FAILED,
     EXIT_OK,
@@ -25,6 +24,7 @@ from explorer.cli._common import (
     workload_of,
 )
 from explorer.cli._fleet import add_tracker_args, fleet_target, measurer_for
+from explorer.text import format_secs, plural
 
 
 def cmd_measure(args: argparse.Namespace) -> int:

@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from explorer._text import format_secs, plural
 from explorer.cli._args import (
     EXIT_FAILED,
     EXIT_OK,
@@ -31,6 +30,7 @@ from explorer.cli._args import (
 )
 from explorer.cli._common import add_common, target_of
 from explorer.cli._fleet import add_tracker_args, fleet_target, measurer_for
+from explorer.text import format_secs, plural
 
 
 def _tau(text: str) -> float:
@@ -133,11 +133,19 @@ def _as_json(result: Any) -> dict[str, Any]:
 
 
 def cmd_nas(args: argparse.Namespace) -> int:
-    from explorer.nas import NUM_DIGITS, check_count, nas_search
-    from explorer.storage import get_store
-
     # Step 1. Everything that can be refused is refused before any work.
     network = _network(args)
+    kinds = _checked_options(args)
+    # Step 2. Sample, judge, tune.
+    result = _search(args, network, kinds)
+    # Step 3. What was found.
+    return _say_result(args, network, result)
+
+
+def _checked_options(args: argparse.Namespace) -> tuple[str, ...]:
+    """The kinds of transformation asked for, once every option was checked."""
+    from explorer.nas import NUM_DIGITS, check_count
+
     kinds = _kinds(args.kinds)
     args.start, args.cost_model = None, None
     check_tune_options(args)  # the strategy's name, one sentence if unknown
@@ -151,26 +159,31 @@ def cmd_nas(args: argparse.Namespace) -> int:
         )
     if args.json:
         check_writable_file(args.json, "--json")
+    return kinds
+
+
+def _search(args: argparse.Namespace, network: Any, kinds: tuple[str, ...]) -> Any:
+    from explorer.nas import nas_search
+    from explorer.storage import get_store
+
+    def progress(p: Any) -> None:
+        if args.quiet or p.conv is None:
+            return
+        how = "found in the database" if p.is_cached else "tuning"
+        print(f"[{p.done + 1}/{p.total}] {p.conv.label()}: {how}", file=sys.stderr)
 
     measurer = measurer_for(args)
     with measurer:
         target = target_of(args) if args.tracker is None else fleet_target(args, measurer)
         store = get_store(args.db)
         try:
-            # Step 2. Sample, judge, tune.
-            def progress(p: Any) -> None:
-                if args.quiet or p.conv is None:
-                    return
-                how = "found in the database" if p.is_cached else "tuning"
-                print(f"[{p.done + 1}/{p.total}] {p.conv.label()}: {how}", file=sys.stderr)
-
             if not args.quiet:
                 print(
                     f"{network.name}: scoring {plural(args.samples, 'candidate')} by Fisher "
                     "Potential...",
                     file=sys.stderr,
                 )
-            result = nas_search(
+            return nas_search(
                 network,
                 samples=args.samples,
                 budget=args.budget,
@@ -195,7 +208,9 @@ def cmd_nas(args: argparse.Namespace) -> int:
             raise
         finally:
             store.close()
-    # Step 3. What was found.
+
+
+def _say_result(args: argparse.Namespace, network: Any, result: Any) -> int:
     legal = sum(p.is_legal for p in result.points[1:])
     tuned = sum(not t.is_cached for t in result.tunings)
     print(

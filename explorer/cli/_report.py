@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from explorer._text import plural
 from explorer.cli._args import (
     EXIT_ENVIRONMENT,
     EXIT_OK,
@@ -20,6 +19,7 @@ from explorer.cli._args import (
     positive_int,
 )
 from explorer.cli._db import _open
+from explorer.text import plural
 
 DEFAULT_OUTPUT = "report.html"
 

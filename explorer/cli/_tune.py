@@ -6,10 +6,10 @@ import argparse
 import collections
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from explorer._text import format_secs, plural
 from explorer.cli._args import (
     EXIT_ENVIRONMENT,
     EXIT_FAILED,
@@ -44,62 +44,103 @@ from explorer.cli._lifecycle import (
     resume_command,
 )
 from explorer.errors import ExplorerError
+from explorer.text import format_secs, plural
 from explorer.types import MAX_TRIALS
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
+    only_with(args, "--refit", "--start")
+    plan = _new_run(args) if args.resume is None else _resumed_run(args)
+    result = _search(args, plan)
+    if isinstance(result, int):  # stopped, or failed midway: said already
+        return result
+    return _say_result(args, plan.store, result)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What a tune needs before it starts: where it stores and measures, what it runs, and
+    where its progress bar starts (a resumed run's trials so far)."""
+
+    store: Any
+    measurer: Any
+    strategy: Any
+    total: int
+    batch_size: int
+    done: int = 0
+    workload: Any = None  # a new run's; a resumed run has its own
+    target: Any = None
+
+
+def _new_run(args: argparse.Namespace) -> _Plan:
+    from explorer.search import make_strategy
+    from explorer.storage import get_store
+
+    if args.workload is None and args.expr is None:
+        raise ExplorerError("tune needs a workload (or --resume RUN to continue a run)")
+    apply_tune_defaults(args)
+    check_tune_options(args)  # before anything is built, measured or stored
+    measurer = measurer_for(args)
+    workload = workload_of(args)
+    target = target_of(args) if args.tracker is None else fleet_target(args, measurer)
+    options = {}
+    if args.start:
+        # "Start from what I have": a saved session, a record's JSON, or a bare trace.
+        options["start"] = _start_candidate(args, workload, target)
+    strategy = make_strategy(args.strategy, cost_model=args.cost_model, **options)
+    return _Plan(
+        get_store(args.db), measurer, strategy, args.trials, args.batch, 0, workload, target
+    )
+
+
+def _resumed_run(args: argparse.Namespace) -> _Plan:
+    """Everything comes from the stored run; explicit options may only repeat its own."""
+    from explorer.storage import default_store, get_store, is_postgres_url
+    from explorer.tuner import RunBudget, strategy_of
+
+    where = args.db or default_store()
+    if is_postgres_url(where):  # a database without the tables has no run: create nothing
+        get_store(where, read_only=True).close()
+    elif not Path(where).is_file():  # a missing database has no run to resume
+        raise ExplorerError(f"there is no run {args.resume}: {where} does not exist")
+    store = get_store(where)
+    try:
+        run = store.get_run(args.resume)
+    except KeyError:
+        raise ExplorerError(f"there is no run {args.resume} (see `explorer runs`)") from None
+    given = workload_of(args) if args.workload is not None or args.expr else None
+    budget = RunBudget.of(run)  # a run no search made cannot be resumed: say so first
+    check_resume_options(args, run, given)
+    args.strategy = run.strategy
+    check_tune_options(args)
+    strategy = strategy_of(run, store.trials(run_id=run.id))  # the run's own, as resume does
+    return _Plan(
+        store,
+        measurer_for(args),  # last: nothing after it can refuse and leave it open
+        strategy,
+        budget.max_trials,
+        budget.batch_size,
+        done=store.count_trials(run_id=run.id, remeasures=False),  # the bar starts there
+    )
+
+
+def _search(args: argparse.Namespace, plan: _Plan) -> Any:
+    """The run, with a progress bar; its ``TuneResult``, or the exit status of a run that
+    was stopped or failed midway (it is kept, and the user is told how to resume it)."""
     from tqdm import tqdm
 
-    from explorer.search import make_strategy
-    from explorer.storage import default_store, get_store, is_postgres_url, trial_name
-    from explorer.tuner import RunBudget, Tuner, strategy_of
+    from explorer.tuner import Tuner
 
-    only_with(args, "--refit", "--start")
-    if args.resume is None:
-        if args.workload is None and args.expr is None:
-            raise ExplorerError("tune needs a workload (or --resume RUN to continue a run)")
-        apply_tune_defaults(args)
-        check_tune_options(args)  # before anything is built, measured or stored
-        measurer = measurer_for(args)
-        workload = workload_of(args)
-        target = target_of(args) if args.tracker is None else fleet_target(args, measurer)
-        options = {}
-        if args.start:
-            # "Start from what I have": a saved session, a record's JSON, or a bare trace.
-            options["start"] = _start_candidate(args, workload, target)
-        strategy = make_strategy(args.strategy, cost_model=args.cost_model, **options)
-        store = get_store(args.db)
-        total, batch_size, done = args.trials, args.batch, 0
-    else:
-        # Everything comes from the stored run; explicit options may only repeat its own.
-        where = args.db or default_store()
-        if is_postgres_url(where):  # a database without the tables has no run: create nothing
-            get_store(where, read_only=True).close()
-        elif not Path(where).is_file():  # a missing database has no run to resume
-            raise ExplorerError(f"there is no run {args.resume}: {where} does not exist")
-        store = get_store(where)
-        try:
-            run = store.get_run(args.resume)
-        except KeyError:
-            raise ExplorerError(f"there is no run {args.resume} (see `explorer runs`)") from None
-        given = workload_of(args) if args.workload is not None or args.expr else None
-        budget = RunBudget.of(run)  # a run no search made cannot be resumed: say so first
-        check_resume_options(args, run, given)
-        args.strategy = run.strategy
-        check_tune_options(args)
-        total, batch_size = budget.max_trials, budget.batch_size
-        done = store.count_trials(run_id=run.id, remeasures=False)  # the bar starts there
-        strategy = strategy_of(run, store.trials(run_id=run.id))  # the run's own, as resume does
-        measurer = measurer_for(args)
     tuner: Tuner | None = None
     try:
         with (
-            measurer,
+            plan.measurer,
             tqdm(
-                total=total, initial=done, unit="trial", disable=args.quiet, file=sys.stderr
+                total=plan.total, initial=plan.done, unit="trial", disable=args.quiet,
+                file=sys.stderr,
             ) as bar,
-        ):
-            tuner = Tuner(measurer=measurer, store=store, batch_size=batch_size)
+        ):  # fmt: skip
+            tuner = Tuner(measurer=plan.measurer, store=plan.store, batch_size=plan.batch_size)
 
             def progress(p: Any) -> None:
                 bar.n = p.num_trials
@@ -109,19 +150,18 @@ def cmd_tune(args: argparse.Namespace) -> int:
                 bar.refresh()
 
             # A strategy that works long before it measures says what it does on the bar.
-            strategy.on_working = bar.set_description_str
+            plan.strategy.on_working = bar.set_description_str
             if args.resume is not None:
-                result = tuner.resume(args.resume, strategy=strategy, on_progress=progress)
-            else:
-                result = tuner.run(
-                    workload,
-                    target,
-                    strategy,
-                    max_trials=args.trials,
-                    max_secs=args.seconds,
-                    seed=args.seed,
-                    on_progress=progress,
-                )
+                return tuner.resume(args.resume, strategy=plan.strategy, on_progress=progress)
+            return tuner.run(
+                plan.workload,
+                plan.target,
+                plan.strategy,
+                max_trials=args.trials,
+                max_secs=args.seconds,
+                seed=args.seed,
+                on_progress=progress,
+            )
     except KeyboardInterrupt as exc:
         if tuner is None or tuner.run_id is None:  # stopped before any run existed
             raise
@@ -141,6 +181,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_ENVIRONMENT if is_environment_problem(exc) else EXIT_FAILED
+
+
+def _say_result(args: argparse.Namespace, store: Any, result: Any) -> int:
+    """The run's count, its best and its verdicts; the best's trace saved when asked."""
+    from explorer.storage import trial_name
+
     print(
         f"run {result.run.id}: {plural(result.num_trials, 'trial')} ({result.why_stopped})"
         f"{_failures(store, result)}"

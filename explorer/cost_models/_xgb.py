@@ -28,11 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from explorer._extras import require
 from explorer.core import Candidate, TrialRecord
 from explorer.cost_models._base import CostModel, ScoreScale
 from explorer.cost_models._features import FEATURE_KINDS, FeatureExtractor, fit_width, pad_rows
 from explorer.cost_models._metrics import average_recall_curve
+from explorer.extras import require
 
 log = logging.getLogger(__name__)
 
@@ -245,34 +245,13 @@ class XGBCostModel(CostModel):
         order = np.argsort(gid, kind="stable")
         x, labels, gid = x[order], labels[order], gid[order]
         # Step 1. The base model's share (transfer learning), fading with the data seen.
-        base, discount = None, 0.0
-        if self.base_model is not None:
-            discount = 1.0 / 2.0 ** (n / BASE_HALFLIFE)
-            if discount >= BASE_DROP_BELOW:
-                base = self.base_model
-            else:
-                discount = 0.0
+        base, discount = self._base_share(n)
         dtrain = xgb.DMatrix(
             x,
             label=labels,
             qid=gid if self.loss == "rank" else None,
             base_margin=None if base is None else discount * base.predict_rows(x),
         )
-        params: dict[str, Any] = {
-            "max_depth": self.max_depth,
-            "eta": self.eta,
-            "gamma": self.gamma,
-            "min_child_weight": self.min_child_weight,
-            "subsample": self.subsample,
-            "lambda": self.reg_lambda,
-            "alpha": self.reg_alpha,
-            "objective": _OBJECTIVES[self.loss],
-            "seed": self.seed,
-            "verbosity": 0,
-            "disable_default_eval_metric": 1,
-        }
-        if self.nthread is not None:
-            params["nthread"] = self.nthread
         # Step 2. Early stopping on the train-set a-recall@k, averaged over query groups.
         bounds = np.flatnonzero(np.diff(gid)) + 1
         slices = [slice(a, b) for a, b in zip([0, *bounds], [*bounds, n], strict=True)]
@@ -295,7 +274,7 @@ class XGBCostModel(CostModel):
                 )
             )
         booster = xgb.train(
-            params,
+            self._params(),
             dtrain,
             num_boost_round=self.num_boost_round,
             evals=[(dtrain, "tr")] if callbacks else (),
@@ -316,6 +295,35 @@ class XGBCostModel(CostModel):
             booster.num_boosted_rounds(),
             discount,
         )
+
+    def _base_share(self, n: int) -> tuple[Any, float]:
+        """The base model and its discount after ``n`` samples (``None, 0`` once it faded
+        below ``BASE_DROP_BELOW``, or without one)."""
+        if self.base_model is None:
+            return None, 0.0
+        discount = 1.0 / 2.0 ** (n / BASE_HALFLIFE)
+        if discount < BASE_DROP_BELOW:
+            return None, 0.0
+        return self.base_model, discount
+
+    def _params(self) -> dict[str, Any]:
+        """xgboost's training parameters from the model's settings."""
+        params: dict[str, Any] = {
+            "max_depth": self.max_depth,
+            "eta": self.eta,
+            "gamma": self.gamma,
+            "min_child_weight": self.min_child_weight,
+            "subsample": self.subsample,
+            "lambda": self.reg_lambda,
+            "alpha": self.reg_alpha,
+            "objective": _OBJECTIVES[self.loss],
+            "seed": self.seed,
+            "verbosity": 0,
+            "disable_default_eval_metric": 1,
+        }
+        if self.nthread is not None:
+            params["nthread"] = self.nthread
+        return params
 
     def _untrained_scores(self, x: np.ndarray) -> np.ndarray:
         out = np.empty(len(x))

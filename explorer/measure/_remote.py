@@ -127,12 +127,19 @@ class RemoteMeasurer(LocalMeasurer):
         self.queue_timeout_secs = float(queue_timeout_secs)
         self._devices_here = True
         self._info: dict[str, Any] | None = None  # the last device_info a device gave
+        self._num_retried = 0
 
     def __repr__(self) -> str:
         return (
             f"RemoteMeasurer({str(self.tracker)!r}, {self.key!r}, config={self.config!r}, "
             f"parallel={self.num_build_workers}, max_retries={self.max_retries})"
         )
+
+    @property
+    def num_retried(self) -> int:
+        """How many tries of a candidate were lost so far (its device, or the tracker, went
+        away) and sent again."""
+        return self._num_retried
 
     # -- the fleet ----------------------------------------------------------------------------
     def devices(self) -> list[ServerEntry]:
@@ -293,6 +300,8 @@ class RemoteMeasurer(LocalMeasurer):
                     else:
                         self._take_run(batch, i, item)
             pending = lost
+            if attempt < self.max_retries:
+                self._num_retried += len(lost)
         for i in pending:
             batch.results[i] = self._failure(
                 MeasureStatus.RUN_ERROR,

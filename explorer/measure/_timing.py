@@ -9,6 +9,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 MAX_ERROR_CHARS = 16_000  # TVM's diagnostics print the whole module; keep them, within reason
@@ -187,68 +188,30 @@ def time_main(
     repeat = repeats_that_fit(
         int(req["repeat"]), call, budget, extra_calls=-len(carried) if long_calls else 1
     )
-    window = float(req["min_repeat_secs"])
-    flush = int(req.get("cache_flush_bytes", 0))
-    timers: dict[tuple[int, int], Any] = {}
-    fastest = call if call > 0 else math.inf  # the fastest call seen (a sample's mean)
-
-    def samples(number: int, k: int) -> list[float]:
-        """``k`` samples of ``number`` calls each, on the device (TVM makes one untimed call
-        first)."""
-        if (number, k) not in timers:
-            timers[number, k] = module.time_evaluator(
-                "main",
-                dev,
-                number=number,
-                repeat=k,
-                min_repeat_ms=0,  # the samples are sized here
-                cooldown_interval_ms=0,
-                repeats_to_cooldown=1,
-                cache_flush_bytes=flush,
-            )
-        return [float(x) for x in timers[number, k](*args).results]
-
-    def time_repeats(n: int) -> list[float]:
-        """``n`` repeats, each the fastest of about ``window`` seconds of samples. One timer
-        call times them all, sized from the fastest call seen so far; when that was a
-        disturbed call (too slow: a cold check call, a busy warm-up), the repeats fall short of
-        their window and one more call tops them up, sized from what the samples showed."""
-        nonlocal fastest
-        if long_calls:
-            head = carried[:n]
-            carried.clear()
-            return head + _call_by_call(module, dev, args, n - len(head))
-        best, spent = [math.inf] * n, [0.0] * n
-        short = list(range(n))
-        for _ in range(_MAX_CHUNKS):
-            sized = math.isfinite(fastest)  # no call seen yet: one sample of one call first
-            number = max(1, math.ceil(SAMPLE_SECS / fastest))
-            k = max(1, round((window - min(spent[j] for j in short)) / (number * fastest)))
-            got = samples(number, k * len(short))
-            for slot, j in enumerate(short):
-                mine = got[slot * k : (slot + 1) * k]
-                best[j] = min(best[j], *mine)
-                spent[j] += number * sum(mine)
-            fastest = min(fastest, *got)  # a sample is the mean of its calls
-            short = [j for j in short if spent[j] < 0.9 * window]
-            if not short or (sized and k == 1 and number == 1):  # one call fills a window
-                break
-        return best
-
+    sampler = _Sampler(
+        module,
+        dev,
+        args,
+        window=float(req["min_repeat_secs"]),
+        flush=int(req.get("cache_flush_bytes", 0)),
+        fastest=call if call > 0 else math.inf,
+        long_calls=long_calls,
+        carried=carried,
+    )
     hopeless = req.get("hopeless_secs")
     probe = 2
     if hopeless is None or first_call_secs < float(hopeless) or repeat <= probe:
 
         def time_once() -> list[float]:
-            return time_repeats(repeat)
+            return sampler.repeats(repeat)
 
     else:
 
         def time_once() -> list[float]:
-            head = time_repeats(probe)
+            head = sampler.repeats(probe)
             if min(head) >= float(hopeless):
                 return head
-            return head + time_repeats(repeat - probe)
+            return head + sampler.repeats(repeat - probe)
 
     return timed_rounds(
         time_once,
@@ -256,6 +219,67 @@ def time_main(
         max_spread=float(req.get("max_spread", math.inf)),
         budget_secs=budget,
     )
+
+
+@dataclass
+class _Sampler:
+    """Repeats of one kernel, each the fastest sample of about ``window`` seconds (see
+    ``time_main``), timed on the device by TVM's ``time_evaluator``; call by call here when
+    a call takes ``LONG_CALL_SECS`` or more."""
+
+    module: Any
+    dev: Any
+    args: list[Any]
+    window: float
+    flush: int
+    fastest: float  # the fastest call seen (a sample's mean); inf: none yet
+    long_calls: bool
+    carried: list[float]  # timed calls already made, that are the next repeats
+    timers: dict[tuple[int, int], Any] = field(default_factory=dict)
+
+    def samples(self, number: int, k: int) -> list[float]:
+        """``k`` samples of ``number`` calls each, on the device (TVM makes one untimed call
+        first)."""
+        if (number, k) not in self.timers:
+            self.timers[number, k] = self.module.time_evaluator(
+                "main",
+                self.dev,
+                number=number,
+                repeat=k,
+                min_repeat_ms=0,  # the samples are sized here
+                cooldown_interval_ms=0,
+                repeats_to_cooldown=1,
+                cache_flush_bytes=self.flush,
+            )
+        return [float(x) for x in self.timers[number, k](*self.args).results]
+
+    def repeats(self, n: int) -> list[float]:
+        """``n`` repeats. One timer call times them all, sized from the fastest call seen so
+        far; when that was a disturbed call (too slow: a cold check call, a busy warm-up), the
+        repeats fall short of their window and one more call tops them up, sized from what
+        the samples showed."""
+        if self.long_calls:
+            head = self.carried[:n]
+            self.carried.clear()
+            return head + _call_by_call(self.module, self.dev, self.args, n - len(head))
+        best, spent = [math.inf] * n, [0.0] * n
+        short = list(range(n))
+        for _ in range(_MAX_CHUNKS):
+            sized = math.isfinite(self.fastest)  # no call seen yet: one sample of one call
+            number = max(1, math.ceil(SAMPLE_SECS / self.fastest))
+            k = max(
+                1, round((self.window - min(spent[j] for j in short)) / (number * self.fastest))
+            )
+            got = self.samples(number, k * len(short))
+            for slot, j in enumerate(short):
+                mine = got[slot * k : (slot + 1) * k]
+                best[j] = min(best[j], *mine)
+                spent[j] += number * sum(mine)
+            self.fastest = min(self.fastest, *got)  # a sample is the mean of its calls
+            short = [j for j in short if spent[j] < 0.9 * self.window]
+            if not short or (sized and k == 1 and number == 1):  # one call fills a window
+                break
+        return best
 
 
 def message(exc: BaseException) -> str:

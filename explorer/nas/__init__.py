@@ -31,7 +31,7 @@ Example:
 
 from __future__ import annotations
 
-from explorer._extras import MissingExtraError
+from explorer.extras import MissingExtraError
 from explorer.nas._data import NUM_DIGITS, digits_minibatch
 from explorer.nas._fisher import (
     FisherPotential,

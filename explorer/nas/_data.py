@@ -29,7 +29,7 @@ import functools
 
 import numpy as np
 
-from explorer._extras import require
+from explorer.extras import require
 
 DIGIT_SIZE = 8
 NUM_DIGITS = 1797

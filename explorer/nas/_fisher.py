@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from explorer._extras import require
+from explorer.extras import require
 from explorer.nas._data import digits_minibatch
 from explorer.nas._layer import Layer
 from explorer.nas._network import Block, Network

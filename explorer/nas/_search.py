@@ -284,7 +284,6 @@ def nas_search(
         MissingExtraError: JAX or scikit-learn is not installed.
     """
     from explorer.search import make_strategy
-    from explorer.tuner import Tuner
 
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise ValueError(f"budget must be an integer >= 1 trials per shape (got {budget!r})")
@@ -307,44 +306,88 @@ def nas_search(
         inits=inits,
         should_stop=should_stop,
     )
-    stopped = sample.stopped
     fisher_secs = time.perf_counter() - start
     # Step 3. Every distinct convolution of the original and the legal candidates, in order.
     wanted: dict[Conv, None] = dict.fromkeys(network.conv_counts())
     for cand in sample.legal:
         wanted.update(dict.fromkeys(cand.network.conv_counts()))
-    tunings: dict[Conv, ConvTuning] = {}
-    tuner = Tuner(measurer=measurer, store=store, batch_size=tune_batch)
     start = time.perf_counter()
-    for i, conv in enumerate(wanted):
-        cached = find_tuning(store, conv, target, strategy, budget, tune_seed)
-        if on_progress is not None:
-            on_progress(NasProgress(i, len(wanted), conv, cached is not None))
-        if cached is not None:
-            tunings[conv] = cached
-        else:
-            if should_stop():
-                stopped = True
-                break
-            result = tuner.run(
-                conv.workload(),
-                target,
-                strategy,
-                max_trials=budget,
-                seed=tune_seed,
-                should_stop=should_stop,
-            )
-            if result.stopped_because == "cancelled":
-                stopped = True
-                break
-            best_id = None if result.best is None else result.best.id
-            tunings[conv] = ConvTuning(conv, result.run.id, result.best_secs, False, best_id)
+    shapes = _ShapeTuner(
+        store, measurer, target, strategy, budget, tune_seed, tune_batch, should_stop
+    )
+    tunings, stopped = shapes.tune(list(wanted), on_progress)
+    stopped = stopped or sample.stopped
     if not stopped:
         tunings = retime_together(store, measurer, tunings)
     tuning_secs = time.perf_counter() - start
     if on_progress is not None:
         on_progress(NasProgress(len(tunings), len(wanted), None, False))
-    # Step 4-5. Latencies and the front.
+    return NasResult(
+        sample,
+        tuple(tunings.values()),
+        _ranked_points(network, sample, tunings),
+        strategy,
+        budget,
+        fisher_secs,
+        tuning_secs,
+        stopped,
+    )
+
+
+@dataclass(frozen=True)
+class _ShapeTuner:
+    """Step 3 of the search: each distinct convolution tuned once (or found tuned in the
+    store, by the same strategy, budget and seed)."""
+
+    store: RecordStore
+    measurer: Measurer
+    target: Target
+    strategy: str
+    budget: int
+    seed: int
+    batch: int
+    should_stop: Callable[[], bool]
+
+    def tune(
+        self, convs: Sequence[Conv], on_progress: Callable[[NasProgress], None] | None
+    ) -> tuple[dict[Conv, ConvTuning], bool]:
+        """The tunings of ``convs`` in order, and whether the search was stopped before the
+        last one (the ones tuned so far are kept)."""
+        from explorer.tuner import Tuner
+
+        tuner = Tuner(measurer=self.measurer, store=self.store, batch_size=self.batch)
+        tunings: dict[Conv, ConvTuning] = {}
+        for i, conv in enumerate(convs):
+            cached = find_tuning(
+                self.store, conv, self.target, self.strategy, self.budget, self.seed
+            )
+            if on_progress is not None:
+                on_progress(NasProgress(i, len(convs), conv, cached is not None))
+            if cached is not None:
+                tunings[conv] = cached
+                continue
+            if self.should_stop():
+                return tunings, True
+            result = tuner.run(
+                conv.workload(),
+                self.target,
+                self.strategy,
+                max_trials=self.budget,
+                seed=self.seed,
+                should_stop=self.should_stop,
+            )
+            if result.stopped_because == "cancelled":
+                return tunings, True
+            best_id = None if result.best is None else result.best.id
+            tunings[conv] = ConvTuning(conv, result.run.id, result.best_secs, False, best_id)
+        return tunings, False
+
+
+def _ranked_points(
+    network: Network, sample: NasSample, tunings: Mapping[Conv, ConvTuning]
+) -> tuple[NasPoint, ...]:
+    """Steps 4-5: the original and every candidate with its latency, the legal ones with a
+    latency marked when they are on the Pareto front (latency, Fisher ratio, parameters)."""
     points = [NasPoint("original", network, 1.0, True, tuned_latency(network, tunings))]
     points += [
         NasPoint(
@@ -362,14 +405,4 @@ def nas_search(
         [(p.latency_secs or math.inf, p.fisher_ratio, p.params) for p in ranked]
     )
     front_ids = {id(p) for p, keep in zip(ranked, on_front, strict=True) if keep}
-    points = [replace(p, is_on_front=id(p) in front_ids) for p in points]
-    return NasResult(
-        sample,
-        tuple(tunings.values()),
-        tuple(points),
-        strategy,
-        budget,
-        fisher_secs,
-        tuning_secs,
-        stopped,
-    )
+    return tuple(replace(p, is_on_front=id(p) in front_ids) for p in points)

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from explorer._extras import require
+from explorer.extras import require
 from explorer.nas._data import NUM_DIGITS, digits_images
 from explorer.nas._fisher import _block, _block_weights, _stem, init_params
 from explorer.nas._network import Network

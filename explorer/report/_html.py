@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from explorer._extras import MissingExtraError, require
-from explorer._text import format_secs
 from explorer.analysis import Metric
+from explorer.extras import MissingExtraError, require
 from explorer.report._collect import (
     MAX_SCHEDULES,
     BestSchedule,
@@ -31,6 +30,7 @@ from explorer.report._collect import (
     settings_text,
 )
 from explorer.storage import RecordStore
+from explorer.text import format_secs
 
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
 

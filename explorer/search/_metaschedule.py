@@ -169,7 +169,6 @@ def run_metaschedule(
         >>> run.status, len(store.trials(run_id=run.id))  # doctest: +SKIP
         ('finished', 2)
     """
-    ms = _tvm.ms
     _tvm.ensure_cpu_intrinsics()
     cores = num_tuning_cores or target.num_cores
     settings = {
@@ -186,24 +185,6 @@ def run_metaschedule(
         "shipped": shipped,
     }
     run = store.create_run(workload, target, "metaschedule", settings=settings)
-    if shipped:
-        machinery: dict[str, Any] = {}  # tune_tir's defaults: LocalBuilder, LocalRunner, ...
-    else:
-        machinery = {
-            "builder": ms.builder.LocalBuilder(f_build=_tvm.fast_build, max_workers=cores),
-            "runner": ms.runner.LocalRunner(
-                evaluator_config=ms.runner.EvaluatorConfig(
-                    number=number,
-                    repeat=repeat,
-                    min_repeat_ms=min_repeat_ms,
-                    enable_cpu_cache_flush=enable_cpu_cache_flush,
-                )
-            ),
-            "strategy": ms.search_strategy.EvolutionarySearch(
-                population_size=population_size, genetic_num_iters=genetic_num_iters
-            ),
-        }
-    started = time.monotonic()
     streamer = _make_streamer(
         store=store,
         run_id=run.id,
@@ -211,28 +192,12 @@ def run_metaschedule(
         target=target,
         matcher=TraceMatcher(KnobSpace.of(workload, target)),
         should_stop=should_stop,
-        deadline=None if max_secs is None else started + max_secs,
+        deadline=None if max_secs is None else time.monotonic() + max_secs,
         on_batch=on_batch,
     )
     status = "failed"
     try:
-        with (
-            tempfile.TemporaryDirectory(prefix="explorer-ms-") as work_dir,
-            _tvm.metaschedule_logging_guard(),
-        ):
-            ms.tune_tir(
-                mod=workload.mod(),
-                target=target.to_tvm(),
-                work_dir=work_dir,
-                max_trials_global=max_trials,
-                num_trials_per_iter=num_trials_per_iter,
-                database="memory",
-                cost_model="xgb",
-                measure_callbacks=ms.MeasureCallback.create("default") + [streamer],
-                num_tuning_cores=cores,
-                seed=seed,
-                **machinery,
-            )
+        _tune_tir(workload, target, settings, cores, streamer)
         status = "finished"
     except KeyboardInterrupt:
         status = "interrupted"  # Ctrl-C or SIGTERM: the run stopped, it did not fail
@@ -245,6 +210,54 @@ def run_metaschedule(
     finally:
         run = store.finish_run(run.id, status)
     return run
+
+
+def _tune_tir(
+    workload: Workload, target: Target, settings: dict[str, Any], cores: int, streamer: Any
+) -> None:
+    """One ``tune_tir`` with the run's ``settings``, every measured batch given to
+    ``streamer`` (MetaSchedule's own database stays in memory: ours is the store)."""
+    ms = _tvm.ms
+    with (
+        tempfile.TemporaryDirectory(prefix="explorer-ms-") as work_dir,
+        _tvm.metaschedule_logging_guard(),
+    ):
+        ms.tune_tir(
+            mod=workload.mod(),
+            target=target.to_tvm(),
+            work_dir=work_dir,
+            max_trials_global=settings["max_trials"],
+            num_trials_per_iter=settings["num_trials_per_iter"],
+            database="memory",
+            cost_model="xgb",
+            measure_callbacks=ms.MeasureCallback.create("default") + [streamer],
+            num_tuning_cores=cores,
+            seed=settings["seed"],
+            **_machinery(settings, cores),
+        )
+
+
+def _machinery(settings: dict[str, Any], cores: int) -> dict[str, Any]:
+    """``tune_tir``'s builder, runner and search strategy for the run's ``settings``: none
+    when it runs as shipped (its defaults: LocalBuilder, LocalRunner, ...)."""
+    if settings["shipped"]:
+        return {}
+    ms = _tvm.ms
+    return {
+        "builder": ms.builder.LocalBuilder(f_build=_tvm.fast_build, max_workers=cores),
+        "runner": ms.runner.LocalRunner(
+            evaluator_config=ms.runner.EvaluatorConfig(
+                number=settings["number"],
+                repeat=settings["repeat"],
+                min_repeat_ms=settings["min_repeat_ms"],
+                enable_cpu_cache_flush=settings["enable_cpu_cache_flush"],
+            )
+        ),
+        "strategy": ms.search_strategy.EvolutionarySearch(
+            population_size=settings["population_size"],
+            genetic_num_iters=settings["genetic_num_iters"],
+        ),
+    }
 
 
 def _result(builder_result: Any, runner_result: Any, flops: int, threads: int) -> MeasureResult:

@@ -7,10 +7,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from explorer._text import whole_number
 from explorer.errors import PrimitiveError
 from explorer.session._params import ParamSpec
 from explorer.session._primitives import PRIMITIVES
+from explorer.text import whole_number
 
 _NONE_TOKENS = {"none", "-1", "?", "_", "*"}  # what users write for "infer this factor"
 

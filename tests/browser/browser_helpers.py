@@ -74,6 +74,26 @@ KERNEL_IDLE_JS = """() => {
   return !!k && k.status === 'idle' && k.connectionStatus === 'connected';
 }"""
 
+# A silent, empty execution, answered once the kernel handled every message sent before it
+# (it handles its shell messages, widget updates included, in order) and once the updates
+# those caused reached the page (its reply waits for the "idle" that follows them).
+_KERNEL_PING_JS = """async (ms) => {
+  const k = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+  const ping = k.requestExecute({code: '', silent: true, store_history: false}).done;
+  const late = new Promise((_, no) => setTimeout(() => no(new Error('no reply')), ms));
+  await Promise.race([ping, late]);
+  return true;
+}"""
+
+
+def kernel_settled(page: Page, timeout: float = 30_000) -> None:
+    """Wait until the kernel handled every widget message the page sent so far, and the page
+    has what they changed. Twice: ipywidgets holds a model's next update back until the
+    kernel answered its previous one, so an update may leave only after the first answer."""
+    for _ in range(2):
+        page.evaluate(_KERNEL_PING_JS, timeout)
+
+
 ALL_CODE_CELLS_EXECUTED_JS = """() => {
   const sel = '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputArea-prompt';
   const ps = [...document.querySelectorAll(sel)];
@@ -298,11 +318,25 @@ _MARK_HIDDEN_TABS_JS = """(el) => {
 }"""
 
 
+# Each tab's panel, by the tab's title (widgets.explorer.TITLES).
+_TAB_PANELS = {
+    "Schedule": ".se-editor",
+    "Search": ".se-search",
+    "Dashboards": ".se-dashboards",
+    "Fleet": ".se-fleet",
+    "NAS": ".se-nas",
+}
+
+
 def show_tab(page: Page, tab: str) -> None:
-    """Click the first explorer's tab titled ``tab``, like a user: the Explorer builds a tab's
-    panel when it is first shown, so what is in it exists in the page from then on."""
+    """Click the first explorer's tab titled ``tab``, like a user, and wait for its panel to
+    show: the Explorer builds a tab's panel when it is first shown, so what is in it exists in
+    the page from then on."""
     page.locator(".se-tabs .lm-TabBar-tab").filter(has_text=tab).first.click()
-    settle(page, 600)
+    panel = next((css for title, css in _TAB_PANELS.items() if tab.startswith(title)), None)
+    if panel is not None:
+        page.locator(f".se-explorer {panel}").first.wait_for(state="visible", timeout=60_000)
+    settle(page, 0)
 
 
 def reveal(page: Page, loc: Locator) -> None:

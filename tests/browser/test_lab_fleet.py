@@ -2,8 +2,8 @@
 devices listed with their target, run a small search on it from the Search tab and see the
 devices count its trials, stop the fleet, and find no process left.
 
-The notebook's kernel gets its own fleet state file (``EXPLORER_FLEET_STATE``) and a tracker port
-from 9460, so neither a fleet of the user's nor the other tests' fleets are touched. Screenshots go
+The notebook's kernel gets its own fleet state file (``EXPLORER_FLEET_STATE``) and a free tracker
+port, so neither a fleet of the user's nor the other tests' fleets are touched. Screenshots go
 to ``artifacts/browser/`` (``$BROWSER_ARTIFACTS``).
 """
 
@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 from browser_helpers import (
-    KERNEL_IDLE_JS,
     assert_page_clean,
     choose,
     explorer_page,
     full_shot,
+    kernel_settled,
     set_text,
     shot,
     text_input,
@@ -27,6 +27,7 @@ from browser_helpers import (
 from playwright.sync_api import expect
 
 from explorer.fleet import read_fleet, stop_fleet
+from explorer.testing.ports import free_port
 
 pytestmark = pytest.mark.browser
 
@@ -50,7 +51,7 @@ def fleet_page(
     cells = [
         f"import os\nos.environ['EXPLORER_FLEET_STATE'] = {str(fleet_state)!r}\n"
         "from widgets import Explorer",
-        "ex = Explorer()\nex.fleet.port = 9460\nex.fleet.poll_secs = 1.0",
+        f"ex = Explorer()\nex.fleet.port = {free_port()}\nex.fleet.poll_secs = 1.0",
         "ex",
     ]
     with explorer_page(jupyter_lab, browser, request, "fleet_tab.ipynb", cells) as page:
@@ -98,8 +99,7 @@ def test_the_fleet_tab_starts_lists_and_stops_a_local_fleet(
     expect(note).to_contain_text("target: what the devices of key local report")
     choose(page, "se-strategy", "random")
     set_text(page, "se-trials", "2")
-    page.wait_for_timeout(200)
-    page.wait_for_function(KERNEL_IDLE_JS)  # the kernel has the settings before Start
+    kernel_settled(page)  # the kernel has the settings before Start
     page.locator(".se-start").click()
     expect(page.locator(".se-search-status")).to_contain_text(
         "Done: 2 trials", timeout=SEARCH_TIMEOUT

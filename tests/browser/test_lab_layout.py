@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 from browser_helpers import (
-    KERNEL_IDLE_JS,
     assert_page_clean,
     choose,
     explorer_page,
+    kernel_settled,
     reveal,
     set_text,
     settle,
@@ -128,8 +128,7 @@ def test_a_search_from_my_schedule_ends_with_a_whole_sentence(ui: Any) -> None:
     choose(page, "se-strategy", "autotvm")
     set_text(page, "se-trials", "8")
     page.locator(".se-from-session input").first.check()
-    page.wait_for_timeout(200)
-    page.wait_for_function(KERNEL_IDLE_JS)  # the kernel has the settings before Start
+    kernel_settled(page)  # the kernel has the settings before Start
     page.locator(".se-start").first.click()
     status = page.locator(".se-search-status").first
     expect(status).to_contain_text(re.compile(r"^(Done|Stopped):"), timeout=300_000)

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 from browser_helpers import (
-    KERNEL_IDLE_JS,
     assert_page_clean,
     choose,
     explorer_page,
+    kernel_settled,
     reveal,
     set_text,
     shot,
@@ -81,8 +81,7 @@ def release(page: Any) -> None:
 
 
 def settled(page: Any) -> None:
-    page.wait_for_timeout(200)  # the kernel's "busy" status arrives first
-    page.wait_for_function(KERNEL_IDLE_JS, timeout=60_000, polling=100)
+    kernel_settled(page, timeout=60_000)
 
 
 @pytest.fixture(scope="module")

@@ -16,19 +16,20 @@ from typing import Any
 
 import pytest
 from browser_helpers import (
-    KERNEL_IDLE_JS,
     KERNEL_TRACES,
     assert_page_clean,
     explorer_page,
     full_shot,
     kernel_eval,
     kernel_json,
+    kernel_settled,
     plot_points,
     plot_svg_points,
     save_and_reload,
     set_text,
     settle,
     shot,
+    show_tab,
     wait_drawn,
 )
 from playwright.sync_api import expect
@@ -74,7 +75,7 @@ POINT_JS = """(index) => {
 def test_the_nas_tab_runs_a_search_plots_it_and_opens_a_layer(nas_page: Any) -> None:
     page = nas_page
     tabs = page.locator(".se-tabs .lm-TabBar-tab")
-    tabs.filter(has_text="NAS").click()
+    show_tab(page, "NAS")
     panel = page.locator(".se-nas").first
     expect(panel).to_be_visible()
     expect(page.locator(".se-nas-network select").first).to_have_value("tiny")
@@ -85,7 +86,7 @@ def test_the_nas_tab_runs_a_search_plots_it_and_opens_a_layer(nas_page: Any) -> 
     # A decimal in a whole-number box reaches the kernel as typed, and is refused (IntText's
     # front end used to drop the ".": 2.5 ran 25 candidates).
     set_text(page, "se-nas-samples", "2.5")
-    page.wait_for_function(KERNEL_IDLE_JS)
+    kernel_settled(page)
     page.locator(".se-nas-run").click()
     status = page.locator(".se-nas-status").first
     expect(status).to_have_text("Not started: Samples must be a whole number (got 2.5).")
@@ -102,8 +103,7 @@ def test_the_nas_tab_runs_a_search_plots_it_and_opens_a_layer(nas_page: Any) -> 
         ("se-nas-seed", "1"),
     ):
         set_text(page, cls, value)
-    page.wait_for_timeout(200)
-    page.wait_for_function(KERNEL_IDLE_JS)  # the kernel has the settings before Run
+    kernel_settled(page)  # the kernel has the settings before Run
     shot(page, "nas_tab_before", panel)
 
     page.locator(".se-nas-run").click()
@@ -143,14 +143,17 @@ def test_the_nas_tab_runs_a_search_plots_it_and_opens_a_layer(nas_page: Any) -> 
     )
     page.mouse.down()
     page.mouse.up()
-    # The explorer shows the Schedule tab, with the grouped layer's workload in it.
-    expect(tabs.filter(has_text="Schedule")).to_have_class(re.compile(r"\blm-mod-current\b"))
+    # The explorer shows the Schedule tab, with the grouped layer's workload in it (once the
+    # kernel built the layer's program: seconds on a busy machine).
+    expect(tabs.filter(has_text="Schedule")).to_have_class(
+        re.compile(r"\blm-mod-current\b"), timeout=60_000
+    )
     expect(page.locator(".se-expr-status").first).to_contain_text("groups=4")
     expect(page.locator(".se-editor").first).to_be_visible()
     expect(page.locator(".se-script").first).to_contain_text("conv")
     shot(page, "nas_opened_layer")
     # ...and the NAS tab says which layer it opened.
-    tabs.filter(has_text="NAS").click()
+    show_tab(page, "NAS")
     expect(page.locator(".se-nas-notice").first).to_contain_text(
         "Opened candidate 1's layer b1.conv1 [group(4)]"
     )
@@ -159,7 +162,7 @@ def test_the_nas_tab_runs_a_search_plots_it_and_opens_a_layer(nas_page: Any) -> 
 
     # Issue 21: after a reload of the page the plot was blank. It draws every network again.
     save_and_reload(page)
-    tabs.filter(has_text="NAS").click()
+    show_tab(page, "NAS")
     wait_drawn(page, drawn, "after a reload", timeout=120)
     shot(page, "nas_pareto_reloaded", pareto.first)
     assert_page_clean(page, page.log, "after a reload of the NAS tab")

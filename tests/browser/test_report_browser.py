@@ -116,7 +116,9 @@ def test_save_report_in_jupyterlab_writes_the_file_the_label_names(jupyter_lab, 
         open_notebook(page, jupyter_lab.lab_url(name))
         run_all_cells(page)
         dashboards = page.locator(".se-dashboards").first
-        expect(dashboards.locator(".se-convergence .main-svg").first).to_be_attached()
+        expect(dashboards.locator(".se-convergence .main-svg").first).to_be_attached(
+            timeout=60_000
+        )
         field = dashboards.locator(".se-report-name input")
         reveal(page, field)
         field.fill("shared report.html")

@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from explorer import cli
-from explorer._text import format_secs, plural
 from explorer.cli._args import STRATEGY_NAMES, is_environment_problem
 from explorer.errors import StoreError
+from explorer.text import format_secs, plural
 
 SMALL = ["matmul", "-p", "M=8", "-p", "N=8", "-p", "K=8"]
 EXPR = ["expr", "--expr", "C[i] = A[i] * 2", "--shape", "A=16"]

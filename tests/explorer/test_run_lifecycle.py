@@ -34,6 +34,19 @@ def start(*args: str, db: Path) -> subprocess.Popen:
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def ended(proc: subprocess.Popen, timeout: float = 60) -> str:
+    """The process's stderr once it ended; if it did not within ``timeout``, the failure shows
+    where each of its threads was (``explorer`` prints them on SIGUSR1)."""
+    try:
+        return proc.communicate(timeout=timeout)[1]
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(2)
+        proc.kill()
+        stacks = proc.communicate()[1]
+        raise AssertionError(f"still running after {timeout} s:\n{stacks}") from None
+
+
 def wait_for_trials(db: Path, n: int, proc: subprocess.Popen, timeout: float = 120) -> None:
     """Until run 1 has ``n`` stored trials (the process is then between or in batches)."""
     deadline = time.monotonic() + timeout
@@ -130,7 +143,7 @@ def test_sigterm_and_ctrl_c_end_a_run_as_interrupted_and_say_how_to_resume(tmp_p
     proc = start("tune", *TINY, "--trials", "40", "--batch", "4", "-q", db=db)
     wait_for_trials(db, 4, proc)
     proc.send_signal(signum)
-    _, err = proc.communicate(timeout=60)
+    err = ended(proc)
     assert proc.returncode == code, err
     assert f"explorer tune --resume 1 --db {db}" in err and "Traceback" not in err
     with SQLiteStore(db) as store:
@@ -138,6 +151,18 @@ def test_sigterm_and_ctrl_c_end_a_run_as_interrupted_and_say_how_to_resume(tmp_p
         assert run.status == "interrupted" and run.owner is None  # stored, released
         assert store.count_trials(run_id=1) >= 4
     assert measure_dirs(proc.pid) == []  # cleaned up on the way out
+
+
+def test_a_running_command_says_where_its_threads_are_on_sigusr1_and_goes_on(tmp_path):
+    db = tmp_path / "records.db"
+    proc = start("tune", *TINY, "--trials", "40", "--batch", "4", "-q", db=db)
+    wait_for_trials(db, 4, proc)
+    proc.send_signal(signal.SIGUSR1)
+    wait_for_trials(db, 8, proc)  # it went on measuring
+    proc.send_signal(signal.SIGTERM)
+    err = ended(proc)
+    assert proc.returncode == 143, err
+    assert "Current thread" in err and "(most recent call first)" in err, err
 
 
 def test_a_second_resume_of_a_live_run_is_refused(tmp_path):
@@ -148,7 +173,7 @@ def test_a_second_resume_of_a_live_run_is_refused(tmp_path):
     assert second.returncode == 2, second.stderr
     assert f"already running (in pid {first.pid}" in second.stderr
     first.send_signal(signal.SIGTERM)
-    first.communicate(timeout=60)
+    ended(first)
     with SQLiteStore(db) as store:
         searched = [t for t in store.trials(run_id=1) if not t.is_remeasure]
         keys = {t.candidate.decisions["point"].__repr__() for t in searched}

@@ -9,11 +9,11 @@ from collections.abc import Callable
 
 import pytest
 
-from explorer._text import format_secs
 from explorer.machine import MachinePeak, cached_peak, roofline_text
 from explorer.measure import LocalMeasurer, Measurer, MeasureResult, ReplayMeasurer
 from explorer.session import ScheduleSession
 from explorer.storage import MANUAL, NewTrial
+from explorer.text import format_secs
 from explorer.types import MeasureStatus
 from explorer.workloads import get_workload
 from widgets import _ui
@@ -24,7 +24,7 @@ from widgets.editor import ScheduleEditor
 
 WAIT = 120.0
 
-DURATION = r"\d+(?:\.\d+)? (?:s|ms|\u00b5s|ns)\b"  # as explorer._text.format_secs writes
+DURATION = r"\d+(?:\.\d+)? (?:s|ms|\u00b5s|ns)\b"  # as explorer.text.format_secs writes
 
 
 def text_of(markup: str) -> str:
@@ -69,7 +69,7 @@ def test_dom_classes(ctx: Context, session: ScheduleSession) -> None:
     p.close()
 
 
-def test_static_prediction_is_instant_and_learned_models_say_untrained(
+def test_the_static_model_predicts_a_latency_and_learned_models_say_untrained(
     ctx: Context, session: ScheduleSession
 ) -> None:
     p = CostPanel(ctx)

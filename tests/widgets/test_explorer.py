@@ -20,7 +20,7 @@ from widgets._whole import WholeText
 
 WAIT = 120.0
 
-DURATION = r"\d+(?:\.\d+)? (?:s|ms|\u00b5s|ns)\b"  # as explorer._text.format_secs writes
+DURATION = r"\d+(?:\.\d+)? (?:s|ms|\u00b5s|ns)\b"  # as explorer.text.format_secs writes
 
 
 def text_of(markup: str) -> str:

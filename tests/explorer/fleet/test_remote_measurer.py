@@ -259,7 +259,10 @@ def test_a_tracker_restarted_mid_batch_loses_nothing(tmp_path) -> None:
                 target=lambda: results.extend(m.measure([unscheduled(mm, target)] * 2))
             )
             worker.start()
-            time.sleep(1.0)  # the first tries find no tracker
+            deadline = time.monotonic() + 120
+            while m.num_retried < 2:  # both candidates' first tries found no tracker
+                assert time.monotonic() < deadline and worker.is_alive(), results
+                time.sleep(0.05)
             replacement = subprocess.Popen(
                 [sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1"]
                 + ["--port", str(fleet.tracker.port), "--port-end", str(fleet.tracker.port + 1)],
@@ -271,6 +274,7 @@ def test_a_tracker_restarted_mid_batch_loses_nothing(tmp_path) -> None:
         assert [r.status for r in results] == [MeasureStatus.OK] * 2, [
             r.error_msg for r in results
         ]
+        assert m.num_retried >= 2
     finally:
         if replacement is not None:
             os.killpg(replacement.pid, signal.SIGKILL)

@@ -9,7 +9,7 @@ import time
 
 import psutil
 import pytest
-from conftest import FAST, RUN_TIMEOUT, hook, tiled, unscheduled
+from _measure_cases import FAST, RUN_TIMEOUT, hook, tiled, unscheduled
 
 from explorer import _tvm
 from explorer.measure import Candidate, LocalMeasurer, MeasureConfig, MeasureResult

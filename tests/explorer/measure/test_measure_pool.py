@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from conftest import MEMORY_LIMIT
+from _measure_cases import MEMORY_LIMIT
 
 from explorer.core._pool import MAX_STRETCH, WorkerLost, WorkerPool
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import unscheduled
+from _measure_cases import unscheduled
 
 from explorer.errors import UnknownPluginError
 from explorer.measure import (

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import psutil
-from conftest import FAST, MEMORY_LIMIT, unscheduled
+from _measure_cases import FAST, MEMORY_LIMIT, unscheduled
 
 from explorer.core._pool import WorkerPool
 from explorer.measure import Candidate, LocalMeasurer

@@ -14,7 +14,7 @@ import time
 from dataclasses import replace
 
 import pytest
-from conftest import FAST, hook, tiled, unscheduled
+from _measure_cases import FAST, hook, tiled, unscheduled
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -3,8 +3,13 @@ FLOP counts, presets, JSON round trips and shape validation."""
 
 from __future__ import annotations
 
+import collections
 import json
 import math
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -243,15 +248,32 @@ def test_resnet_presets(i: int) -> None:
     assert w.output_spec() == ((1, co, hw // s, hw // s), "float32")
 
 
-def test_resnet_references_are_fast() -> None:
-    # The reference runs on whole ResNet layers, so it must be vectorised (no Python loops).
-    import time
+def python_calls(fn: Callable[[], object]) -> tuple[object, list[str]]:
+    """``fn()``'s value, and the Python functions it called (NumPy's C calls not counted):
+    what a Python loop over elements would multiply, counted the same on a busy machine."""
+    calls: list[str] = []
 
-    start = time.perf_counter()
+    def profile(frame: Any, event: str, _arg: object) -> None:
+        if event == "call":
+            calls.append(f"{frame.f_code.co_filename}:{frame.f_code.co_name}")
+
+    sys.setprofile(profile)
+    try:
+        value = fn()
+    finally:
+        sys.setprofile(None)
+    return value, calls
+
+
+def test_resnet_references_are_vectorised() -> None:
+    # The reference runs on whole ResNet layers (C1: 118M multiply-adds), so it must be
+    # vectorised: a Python loop over its output's 800k elements would make millions of calls.
     for i in (1, 2, 10):
         w = get_workload(f"resnet18_c{i}")
-        assert w.reference(w.random_inputs()).shape == w.output_spec()[0]
-    assert time.perf_counter() - start < 20
+        inputs = w.random_inputs()
+        out, calls = python_calls(lambda w=w, inputs=inputs: w.reference(inputs))
+        assert out.shape == w.output_spec()[0]  # type: ignore[attr-defined]  # an ndarray
+        assert len(calls) < 5_000, (i, len(calls), collections.Counter(calls).most_common(3))
 
 
 def test_resnet_layer_end_to_end(cpu_target) -> None:
@@ -372,13 +394,19 @@ def test_unknown_family() -> None:
 
 
 def test_validation_happens_before_tvm() -> None:
-    # A huge conv must be refused by shape arithmetic alone, in far less time than TE would take.
-    import time
+    # A huge conv must be refused by shape arithmetic alone: TE would take minutes and memory.
+    def refused() -> str:
+        with pytest.raises(WorkloadError) as info:
+            get_workload("conv2d", N=1024, CI=4096, H=4096, W=4096)
+        return str(info.value)
 
-    start = time.perf_counter()
-    with pytest.raises(WorkloadError):
-        get_workload("conv2d", N=1024, CI=4096, H=4096, W=4096)
-    assert time.perf_counter() - start < 1.0
+    def tvm_calls(calls: list[str]) -> list[str]:
+        return [c for c in calls if f"{os.sep}tvm{os.sep}" in c]
+
+    _, calls = python_calls(refused)
+    assert not tvm_calls(calls), "TVM was called"
+    small = get_workload("conv2d", N=1, CI=4, H=8, W=8, CO=4, KH=3, KW=3)
+    assert tvm_calls(python_calls(small.mod)[1])  # what building its program calls
 
 
 def test_every_param_has_help_and_a_valid_default() -> None:

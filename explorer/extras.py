@@ -8,12 +8,14 @@ Example:
     >>> require("no_such_module_here", "the Fisher Potential", "nas")
     Traceback (most recent call last):
       ...
-    explorer._extras.MissingExtraError: the Fisher Potential needs no_such_module_here, ...
+    explorer.extras.MissingExtraError: the Fisher Potential needs no_such_module_here, ...
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+from collections.abc import Sequence
 from types import ModuleType
 
 from explorer.errors import ExplorerError
@@ -45,3 +47,20 @@ def require(module: str, what: str, extra: str) -> ModuleType:
     except ImportError as exc:
         top = (getattr(exc, "name", None) or module).split(".")[0]
         raise MissingExtraError(f"{what} needs {top}, which is not installed: {install}") from None
+
+
+def check_installed(modules: Sequence[str], what: str, extra: str) -> None:
+    """Raise ``MissingExtraError`` ("{what} needs jax and sklearn, which are not installed:
+    ...") unless every one of ``modules`` is installed, without importing them (JAX takes
+    seconds): for a feature that refuses to start rather than fail midway.
+
+    Raises:
+        KeyError: ``extra`` is not one of ``INSTALL``'s (a programming error).
+    """
+    install = INSTALL[extra]
+    missing = [m for m in modules if importlib.util.find_spec(m.split(".")[0]) is None]
+    if missing:
+        verb = "is" if len(missing) == 1 else "are"
+        raise MissingExtraError(
+            f"{what} needs {' and '.join(missing)}, which {verb} not installed: {install}"
+        )
