@@ -21,6 +21,7 @@ const SHARED = (globalThis[Symbol.for("schedule-explorer.plots")] ??= {
 const CONFIG = { displaylogo: false };
 const FIND_MODEL_SECS = 60;
 const QUIET_MS = 500;
+const CLICK_WAIT_MS = 100; // how long plotly may take to report a click itself
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -111,12 +112,43 @@ async function render({ model, el }) {
   draw();
   await drawing;
 
-  plot.on("plotly_click", (event) => {
-    const points = (event.points ?? [])
+  const sendClick = (hovered) => {
+    const points = (hovered ?? [])
       .filter((p) => Number.isInteger(p.pointNumber))
       .map((p) => ({ curve: p.curveNumber, point: p.pointNumber, meta: p.data.meta ?? null }));
     if (points.length) state.send({ event: "click", points });
+  };
+  // plotly reports a click on the point hovered when the button goes up. On a busy page the
+  // browser can move the hover away in between (plotly covers the plot with a layer when the
+  // button goes down, and the browser's next synthetic mouse move then leaves the point), and
+  // the click was lost: seen on the first click of a run of twelve beside two CPU burners. A
+  // click that plotly did not report goes out with what was hovered when the button went down.
+  let press = null;
+  plot.addEventListener(
+    "mousedown",
+    (e) => {
+      // on the plotting area only (not a legend entry, an axis or the toolbar)
+      const onArea = e.button === 0 && e.target.classList?.contains("nsewdrag");
+      press = onArea ? { x: e.clientX, y: e.clientY, hovered: plot._hoverdata } : null;
+      if (press) press.reported = false;
+    },
+    true,
+  );
+  plot.on("plotly_click", (event) => {
+    if (press) press.reported = true;
+    sendClick(event.points);
   });
+  const released = (e) => {
+    const down = press;
+    if (!down || e.button !== 0) return;
+    // after plotly's own handling of this event, which may report the click
+    setTimeout(() => {
+      if (press === down) press = null;
+      const still = Math.hypot(e.clientX - down.x, e.clientY - down.y) < 3;
+      if (!down.reported && still) sendClick(down.hovered);
+    }, CLICK_WAIT_MS);
+  };
+  window.addEventListener("mouseup", released, true);
 
   // A plot drawn in a hidden tab has plotly's default width: fit it to its box when it shows,
   // and whenever the box changes size.
@@ -130,6 +162,7 @@ async function render({ model, el }) {
   resized.observe(el);
 
   return () => {
+    window.removeEventListener("mouseup", released, true);
     state.off("change:figure", draw);
     resized.disconnect();
     cancelAnimationFrame(frame);
