@@ -30,7 +30,18 @@ def explorer(*args: str, db: Path) -> subprocess.CompletedProcess:
 
 
 def start(*args: str, db: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "explorer", *args, "--db", str(db)]
+    """``explorer ARGS`` started with Ctrl-C's default action, as a terminal starts it: a suite
+    run as a background job of a non-interactive shell starts with SIGINT ignored, which every
+    child inherits (and a Python process keeps ignoring it: a Ctrl-C'd tune never ended)."""
+    cmd = [
+        sys.executable,
+        "-c",
+        "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+        "os.execv(sys.executable, [sys.executable, '-m', 'explorer', *sys.argv[1:]])",
+        *args,
+        "--db",
+        str(db),
+    ]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
