@@ -538,10 +538,10 @@ def _baseline_id(rows: Sequence[TrialRow]) -> int | None:
     return next((r.id for r in rows if has_mark(r.decisions, BASELINE_MARK)), None)
 
 
-__all__ = ["RunBudget", "TuneProgress", "TuneResult", "Tuner", "strategy_of"]
-
-
 def _fastest(records: Sequence[TrialRecord], best: float | None) -> float | None:
     """The fastest median among ``records``' successes and ``best`` (``None``: none yet)."""
     timed = [secs for r in records if r.result.is_ok and (secs := r.median_secs) is not None]
     return min([*timed, *([best] if best is not None else [])], default=None)
+
+
+__all__ = ["RunBudget", "TuneProgress", "TuneResult", "Tuner", "strategy_of"]

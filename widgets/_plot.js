@@ -129,8 +129,9 @@ async function render({ model, el }) {
     (e) => {
       // on the plotting area only (not a legend entry, an axis or the toolbar)
       const onArea = e.button === 0 && e.target.classList?.contains("nsewdrag");
-      press = onArea ? { x: e.clientX, y: e.clientY, hovered: plot._hoverdata } : null;
-      if (press) press.reported = false;
+      press = onArea
+        ? { x: e.clientX, y: e.clientY, hovered: plot._hoverdata, reported: false }
+        : null;
     },
     true,
   );

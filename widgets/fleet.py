@@ -166,8 +166,7 @@ class FleetPanel(Panel):
             description="Start a local fleet",
             icon="play",
             tooltip=f"a tracker and {self.num_servers} device servers of {self.threads} "
-            "thread(s) "
-            "on this machine (as `explorer fleet up`)",
+            "thread(s) on this machine (as `explorer fleet up`)",
             layout=w.Layout(width="auto"),
         )
         self.start_button.add_class("se-fleet-start")

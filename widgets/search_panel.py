@@ -465,9 +465,6 @@ class SearchPanel(Panel):
             self.open_best_button.disabled = True
 
 
-__all__ = ["SearchPanel"]
-
-
 @dataclass(frozen=True)
 class _Request:
     """A search as the panel's settings ask for it."""
@@ -480,3 +477,6 @@ class _Request:
     max_secs: float | None
     seed: int
     fleet: tuple[TrackerAddress, str] | None  # the tracker's address and the devices' key
+
+
+__all__ = ["SearchPanel"]

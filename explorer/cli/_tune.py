@@ -136,10 +136,13 @@ def _search(args: argparse.Namespace, plan: _Plan) -> Any:
         with (
             plan.measurer,
             tqdm(
-                total=plan.total, initial=plan.done, unit="trial", disable=args.quiet,
+                total=plan.total,
+                initial=plan.done,
+                unit="trial",
+                disable=args.quiet,
                 file=sys.stderr,
             ) as bar,
-        ):  # fmt: skip
+        ):
             tuner = Tuner(measurer=plan.measurer, store=plan.store, batch_size=plan.batch_size)
 
             def progress(p: Any) -> None:

@@ -49,7 +49,7 @@ class RunSummary:
         best_secs: That schedule's fastest round in the confirmation (its median over all its
             timings in the run when it has no confirmation).
         is_confirmed: Whether the best was re-timed side by side with the others.
-        baseline_secs: The unscheduled program's median, read like ``best_secs`` (``None``
+        baseline_secs: The unscheduled program's reading, read like ``best_secs`` (``None``
             for a run without a baseline, or whose baseline gave no timing).
         is_conclusive: Whether the confirmation's rounds agree that the best is faster than
             the baseline (or, when the baseline is the best, than every schedule); ``None``

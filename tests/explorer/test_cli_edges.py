@@ -15,6 +15,7 @@ import threading
 import time
 
 import pytest
+from _terminal import EXPLORER
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -162,10 +163,7 @@ def test_static_says_what_it_does_before_its_first_measurement(tmp_path) -> None
     thousand candidates with its model before measuring any)."""
     proc = subprocess.Popen(
         [
-            sys.executable,  # with Ctrl-C's default action, as in a terminal (a background job
-            "-c",  # may start with it ignored; see test_cli_interrupt.py)
-            "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-            "os.execv(sys.executable, [sys.executable, '-m', 'explorer', *sys.argv[1:]])",
+            *EXPLORER,  # with Ctrl-C's default action, as in a terminal
             "tune",
             *SMALL,
             "--strategy",

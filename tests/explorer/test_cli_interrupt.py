@@ -6,25 +6,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from _terminal import EXPLORER
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-# `python -m explorer ARGS` started with Ctrl-C's default action, as a terminal starts it: a
-# test suite run as a background job of a non-interactive shell starts with SIGINT ignored, and
-# a Python process that inherits an ignored SIGINT keeps ignoring it (as it should: `nohup`).
-# The disposition survives exec; a preexec_fn would fork a process that may hold JAX's threads.
-EXPLORER = [
-    sys.executable,
-    "-c",
-    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-    "os.execv(sys.executable, [sys.executable, '-m', 'explorer', *sys.argv[1:]])",
-]
 
 
 @pytest.mark.parametrize("delay", [0.15, 0.4, 0.8, 1.5])

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _terminal import EXPLORER
 
 from explorer.storage import RunStatus, SQLiteStore
 
@@ -30,18 +31,7 @@ def explorer(*args: str, db: Path) -> subprocess.CompletedProcess:
 
 
 def start(*args: str, db: Path) -> subprocess.Popen:
-    """``explorer ARGS`` started with Ctrl-C's default action, as a terminal starts it: a suite
-    run as a background job of a non-interactive shell starts with SIGINT ignored, which every
-    child inherits (and a Python process keeps ignoring it: a Ctrl-C'd tune never ended)."""
-    cmd = [
-        sys.executable,
-        "-c",
-        "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-        "os.execv(sys.executable, [sys.executable, '-m', 'explorer', *sys.argv[1:]])",
-        *args,
-        "--db",
-        str(db),
-    ]
+    cmd = [*EXPLORER, *args, "--db", str(db)]  # Ctrl-C's default action, as in a terminal
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
