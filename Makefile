@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[lab,dev]"
+	$(PY) -m pip install --quiet -e ".[lab,model,dev]"
 	touch $(STAMP)
 
 venv: $(STAMP)

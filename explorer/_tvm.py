@@ -46,13 +46,19 @@ __all__ = [
     "ensure_cpu_intrinsics",
     "ensure_cuda_intrinsics",
     "ensure_cuda_jit",
+    "estimate_flops",
+    "extract_relax_tasks",
     "fast_build",
     "is_instruction_kind",
     "load_json",
     "make_target",
     "metaschedule_logging_guard",
     "ms",
+    "lower_relax",
+    "onnx_frontend_operators",
     "parse_tvmscript",
+    "prim_func_signature",
+    "relax_from_onnx",
     "rpc",
     "save_json",
     "te",
@@ -125,6 +131,89 @@ def parse_tvmscript(text: str) -> tvm.IRModule:
     import tvm.script
 
     return tvm.IRModule({"main": tvm.script.from_source(text)})
+
+
+def prim_func_signature(
+    func: Any,
+) -> tuple[list[tuple[str, tuple[int, ...], str]], list[int]]:
+    """A PrimFunc's parameters as (name, shape, dtype), and the positions of those it writes.
+
+    Raises:
+        ValueError: a parameter's shape is not made of integer constants (a dynamic shape).
+    """
+    params = []
+    for p in func.params:
+        if not all(isinstance(d, tirx.IntImm) for d in p.shape):
+            raise ValueError(f"buffer {p.name} has a dynamic shape {list(p.shape)}")
+        params.append((str(p.name), tuple(int(d) for d in p.shape), str(p.dtype)))
+    written: list[Any] = []
+    _collect_writes(func.body, written)
+    outputs = [i for i, p in enumerate(func.params) if any(p.same_as(w) for w in written)]
+    return params, outputs
+
+
+def _collect_writes(stmt: Any, out: list[Any]) -> None:
+    """The buffers every block under ``stmt`` declares it writes (TVM 0.27 has no Python
+    statement visitor for ``tirx``; these are the statement kinds a lowered PrimFunc holds)."""
+    if stmt is None:
+        return
+    if isinstance(stmt, tvm.s_tir.SBlockRealize):
+        _collect_writes(stmt.block, out)
+    elif isinstance(stmt, tvm.s_tir.SBlock):
+        out.extend(region.source for region in stmt.writes)
+        _collect_writes(stmt.init, out)
+        _collect_writes(stmt.body, out)
+    elif hasattr(stmt, "seq"):
+        for child in stmt.seq:
+            _collect_writes(child, out)
+    else:
+        for name in ("body", "then_case", "else_case"):
+            _collect_writes(getattr(stmt, name, None), out)
+
+
+def estimate_flops(mod: tvm.IRModule) -> float:
+    """TVM's count of the floating-point operations of ``mod``'s ``main`` (0 for data movement)."""
+    return float(tvm.s_tir.analysis.estimate_tir_flops(mod))
+
+
+def onnx_frontend_operators() -> frozenset[str]:
+    """The ONNX operator types TVM's Relax frontend converts."""
+    from tvm.relax.frontend.onnx import onnx_frontend
+
+    return frozenset(onnx_frontend._get_convert_map()) | {"Constant", "If"}
+
+
+def relax_from_onnx(model: Any, shapes: dict[str, list[int]]) -> tvm.IRModule:
+    """A Relax module from an ``onnx.ModelProto`` with its weights folded in as constants."""
+    from tvm.relax.frontend.onnx import from_onnx
+
+    return from_onnx(model, shape_dict=shapes, keep_params_in_input=False)
+
+
+def lower_relax(mod: tvm.IRModule) -> tvm.IRModule:
+    """The standard lowering that leaves one fused TIR function per task: operators decomposed
+    for inference and legalized to TIR, constants folded, fusable neighbours fused."""
+    relax = tvm.relax
+    passes = tvm.transform.Sequential(
+        [
+            relax.transform.DecomposeOpsForInference(),
+            relax.transform.LegalizeOps(),
+            relax.transform.AnnotateTIROpPattern(),
+            relax.transform.FoldConstant(),
+            relax.transform.FuseOps(),
+            relax.transform.FuseTIR(),
+        ]
+    )
+    return passes(mod)
+
+
+def extract_relax_tasks(
+    mod: tvm.IRModule, target: tvm.target.Target
+) -> list[tuple[str, int, tvm.IRModule]]:
+    """MetaSchedule's tuning tasks of a lowered Relax module: (name, calls per inference, the
+    IRModule of its TIR function as ``main``), in the order MetaSchedule lists them."""
+    tasks = ms.relax_integration.extract_tasks(mod, target=target)
+    return [(str(t.task_name), int(t.weight), t.dispatched[0]) for t in tasks]
 
 
 def compile_mod(mod: tvm.IRModule, target: tvm.target.Target) -> Any:

@@ -99,6 +99,11 @@ class StoreError(ExplorerError):
     """The record database cannot be opened or written: corrupt, foreign, or too new a schema."""
 
 
+class ModelError(ExplorerError, ValueError):
+    """A model file cannot be imported: not ONNX, an operator without a lowering, a dynamic
+    shape without its size, too large for the machine. The message names what and where."""
+
+
 class SearchError(ExplorerError):
     """A search cannot start or continue (empty design space, bad budget)."""
 

@@ -23,6 +23,7 @@ from explorer.errors import ExplorerError
 INSTALL = {
     "lab": "pip install 'schedule-explorer[lab]'  (or run `make lab`, which installs it)",
     "nas": "pip install 'schedule-explorer[nas]'",
+    "model": "pip install 'schedule-explorer[model]'  (or run `make lab`, which installs it)",
     "xgboost": "pip install xgboost-cpu  (not together with xgboost)",
 }
 """How to install what each extra (or late-imported dependency) brings."""

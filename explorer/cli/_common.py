@@ -20,7 +20,8 @@ def add_workload_args(p: argparse.ArgumentParser, *, optional: bool = False) -> 
     p.add_argument(
         "workload",
         nargs="?" if optional else None,
-        help="family or preset name (see `explorer workloads`), or `expr` with --expr/--shape"
+        help="family or preset name (see `explorer workloads`), `expr` with --expr/--shape, "
+        "or MODEL:TASK, a task of an imported model (see `explorer model show`)"
         + (" (optional with --resume)" if optional else ""),
     )
     p.add_argument(
@@ -62,7 +63,28 @@ def workload_of(args: argparse.Namespace) -> Any:
         return parse_expression(args.expr, shapes=parse_shapes(args.shape), **params)
     if args.shape:
         raise UsageError(f"--shape applies to --expr only; {args.workload} takes -p KEY=VALUE")
+    if ":" in args.workload:
+        if params:
+            raise UsageError(
+                f"-p does not apply to a model's task ({args.workload}): its model fixes it"
+            )
+        return model_task_of(args.workload, args.db)
     return get_workload(args.workload, **params)
+
+
+def model_task_of(handle: str, db: str | None) -> Any:
+    """The workload of ``MODEL:TASK``, a task of a model stored in ``db``."""
+    from explorer.storage import default_store, get_store
+
+    model_name, _, task_name = handle.partition(":")
+    where = db or default_store()
+    if not str(where).startswith("postgresql") and not Path(where).is_file():
+        raise UsageError(f"{handle}: there is no database {where} to find model {model_name!r} in")
+    with get_store(where, read_only=True) as store:
+        try:
+            return store.get_model(model_name).task(task_name).workload
+        except KeyError as exc:
+            raise UsageError(f"{handle}: {exc.args[0]}") from None
 
 
 def target_of(args: argparse.Namespace) -> Any:

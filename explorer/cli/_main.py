@@ -11,7 +11,7 @@ import sqlite3
 import sys
 from collections.abc import Sequence
 
-from explorer.cli import _catalog, _db, _fleet, _lab, _measure, _nas, _report, _tune
+from explorer.cli import _catalog, _db, _fleet, _lab, _measure, _model, _nas, _report, _tune
 from explorer.cli._args import (
     EXIT_ENVIRONMENT,
     EXIT_FAILED,
@@ -41,6 +41,7 @@ COMMAND_FAMILIES = (
     _report.add_report_parser,
     _lab.add_lab_parser,
     _nas.add_nas_parser,
+    _model.add_model_parser,
 )
 """Each command family adds its own subcommands, in the order `explorer --help` lists them."""
 

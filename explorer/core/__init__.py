@@ -9,6 +9,7 @@ reaches down into another's private modules for a value type:
   ``fastest_round``;
 * the record types and the ``RecordStore`` contract (``TrialRecord``, ``NewTrial``,
   ``RunInfo``, ``TrialRow``, ...) and the marks a trial's decisions carry (start, baseline);
+* ``ModelRecord``, ``ModelTask``, ``ModelInput``: an imported model as the store keeps it;
 * ``factorizations``: the perfect tilings of a loop;
 * the worker-process pool (``_pool``), the timing gate (``_gate``) and the RPC tracker's
   client (``_tracker``: ``TrackerAddress``, ``QueueTimeout``, ...), which measurers, trace
@@ -27,6 +28,7 @@ from explorer.core._candidate import (
 )
 from explorer.core._gate import TIMING_GATE, cpu_heavy
 from explorer.core._marks import BASELINE_MARK, START_MARK, UNCHECKED_MSG, has_mark
+from explorer.core._models import ModelInput, ModelRecord, ModelTask
 from explorer.core._pool import Worker, WorkerLost, WorkerPool, shutdown_pool
 from explorer.core._protocol import read_message, write_message
 from explorer.core._records import (
@@ -69,6 +71,9 @@ __all__ = [
     "Candidate",
     "MeasureResult",
     "MeasuresCandidates",
+    "ModelInput",
+    "ModelRecord",
+    "ModelTask",
     "NewTrial",
     "NoDevice",
     "QueueInfo",

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from explorer._process import ProcessIdentity
 from explorer.core._candidate import Candidate, MeasureResult
+from explorer.core._models import ModelRecord
 from explorer.target import Target
 from explorer.types import JSON, MeasureStatus
 
@@ -379,6 +380,28 @@ class RecordStore(abc.ABC):
     @abc.abstractmethod
     def best_so_far(self, run_id: int) -> BestSoFar:
         """The convergence curve of a run."""
+
+    # -- models -------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def add_model(self, model: ModelRecord) -> ModelRecord:
+        """Store an imported model (its ``id`` is ignored); returns it with its id.
+
+        A model of the same name and the same source file is returned as stored, not added
+        again. Raises ``StoreError`` when another source is stored under that name.
+        """
+
+    @abc.abstractmethod
+    def models(self) -> list[ModelRecord]:
+        """Every stored model, oldest first."""
+
+    def get_model(self, name_or_id: str | int) -> ModelRecord:
+        """The model of that name (or id); ``KeyError`` naming the models there are."""
+        stored = self.models()
+        for model in stored:
+            if name_or_id in (model.name, model.id, str(model.id)):
+                return model
+        names = ", ".join(m.name for m in stored) or "none yet: `explorer model import FILE`"
+        raise KeyError(f"no model {name_or_id!r} in this database (models: {names})")
 
     # -- events and lifetime ------------------------------------------------------------------
     @abc.abstractmethod

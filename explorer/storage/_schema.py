@@ -134,11 +134,30 @@ def _migrate_to_v5(conn: sqlite3.Connection) -> None:
     )
 
 
+# Version 6: imported models (explorer.model). A model's tasks are stored with it, as JSON: they
+# are read whole, never queried one by one; their trials are ordinary trials of `task`
+# workloads. Not append-only like trials: a model is only ever inserted, but nothing depends on
+# its row staying.
+MODELS_TABLE = """CREATE TABLE models (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    source_sha256 TEXT NOT NULL,
+    inputs_json TEXT NOT NULL,
+    tasks_json TEXT NOT NULL,
+    target_json TEXT NOT NULL,
+    created_at REAL NOT NULL)"""
+
+
+def _migrate_to_v6(conn: sqlite3.Connection) -> None:
+    conn.execute(MODELS_TABLE)
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_to_v1,
     _migrate_to_v2,
     _migrate_to_v3,
     _migrate_to_v4,
     _migrate_to_v5,
+    _migrate_to_v6,
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -23,6 +23,7 @@ from explorer._process import ProcessIdentity
 from explorer.core import (
     BestSoFar,
     Candidate,
+    ModelRecord,
     NewTrial,
     Rank,
     RecordStore,
@@ -51,6 +52,7 @@ from explorer.storage._lease import (
     owner_of,
     release,
 )
+from explorer.storage._models import insert_model, select_models
 from explorer.target import Target
 from explorer.types import JSON, MeasureStatus
 from explorer.workloads import Workload
@@ -416,6 +418,18 @@ class SQLRecordStore(RecordStore):
             elapsed_secs=tuple(float(r[1]) - started_at for r in rows),
             best_secs=tuple(float(r[2]) for r in rows),
         )
+
+    # -- models -------------------------------------------------------------------------------
+    def add_model(self, model: ModelRecord) -> ModelRecord:
+        if not isinstance(model, ModelRecord):
+            raise TypeError(f"model must be a ModelRecord (got {type(model).__name__})")
+        with self._writing() as conn:
+            return insert_model(conn, model)
+
+    def models(self) -> list[ModelRecord]:
+        with self._reading() as conn:
+            rows = select_models(conn)
+        return rows
 
     def _restored(self, conn: Connection, table: str) -> None:
         """Called after ``copy_into`` inserted rows with their ids into ``table`` (a hook)."""

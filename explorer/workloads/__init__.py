@@ -31,6 +31,7 @@ from explorer.workloads._matmul import MATMUL
 from explorer.workloads._reduce import REDUCE_SUM
 from explorer.workloads._shapes import format_shapes, parse_shapes
 from explorer.workloads._softmax import SOFTMAX
+from explorer.workloads._task import TASK, TASK_FAMILY, task_workload
 from explorer.workloads._transpose import TRANSPOSE
 
 FAMILIES: dict[str, OperatorFamily] = register_families(
@@ -45,6 +46,7 @@ FAMILIES: dict[str, OperatorFamily] = register_families(
     ELEMENTWISE_CHAIN,
     TRANSPOSE,
     EXPR,
+    TASK_FAMILY,
 )
 """Every operator family by name, in the order a catalog shows them."""
 
@@ -101,4 +103,6 @@ __all__ = [
     "parse_expression",
     "parse_shapes",
     "presets",
+    "TASK",
+    "task_workload",
 ]

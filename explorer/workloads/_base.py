@@ -4,6 +4,7 @@ and a NumPy reference) and one instance of it with concrete parameters."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -29,7 +30,7 @@ class ShapeParam:
 
     name: str
     default: ParamValue
-    kind: str = "int"  # "int", "float", "choice", "str", "shapes"
+    kind: str = "int"  # "int", "float", "choice", "str", "shapes", "script" (long text)
     min: int | None = 1
     max: int | None = 1 << 16
     choices: tuple[ParamValue, ...] = ()
@@ -66,7 +67,7 @@ class ShapeParam:
             return value
         if self.kind == "float":
             return self._check_float(where, value)
-        if self.kind == "str":
+        if self.kind in ("str", "script"):
             if not isinstance(value, str):
                 raise WorkloadError(f"{where} must be a string (got {value!r})")
             return value
@@ -134,21 +135,26 @@ def dtype_param(default: str = "float32") -> ShapeParam:
 class OperatorFamily:
     """A parameterised operator: how to build it in TE and what it should compute.
 
-    ``build`` returns TE tensors, inputs first and the output last. ``reference`` computes the
-    output from NumPy inputs. ``validate`` checks cross-parameter constraints (e.g. a kernel larger
-    than its padded input) and raises ``WorkloadError``; per-parameter ranges are in ``params``.
+    ``build`` returns TE tensors, inputs first and the output last; a family whose program is
+    TIR already (a model's task) gives ``build_mod`` (the IRModule with ``main``) and
+    ``signature`` (its buffers' name, shape and dtype, inputs first) instead. ``reference``
+    computes the output from NumPy inputs. ``validate`` checks cross-parameter constraints
+    (e.g. a kernel larger than its padded input) and raises ``WorkloadError``; per-parameter
+    ranges are in ``params``.
     """
 
     name: str
     description: str
     params: tuple[ShapeParam, ...]
-    build: Callable[[Params], list[Any]]
+    build: Callable[[Params], list[Any]] | None
     flops: Callable[[Params], int]
     reference: Callable[[Sequence[np.ndarray], Params], np.ndarray]
     bytes_moved: Callable[[Params], int] | None = None  # default: inputs + output, once each
     validate: Callable[[Params], None] | None = None
     presets: Mapping[str, Params] = field(default_factory=dict)  # named shapes, e.g. ResNet layers
     rtol: float = 1e-4
+    build_mod: Callable[[Params], Any] | None = None
+    signature: Callable[[Params], list[tuple[str, tuple[int, ...], str]]] | None = None
 
     def resolve(self, given: Params) -> dict[str, ParamValue]:
         """Fill defaults, coerce and validate; raises ``WorkloadError`` on anything wrong."""
@@ -187,8 +193,10 @@ class Workload:
 
     # -- identity -----------------------------------------------------------------------------
     def key(self) -> str:
-        """A stable, readable identifier: family plus sorted parameters."""
-        inner = ",".join(f"{k}={_fmt(v)}" for k, v in self.params)
+        """A stable, readable identifier: family plus sorted parameters (a long text, such as
+        a task's TVMScript, by its digest)."""
+        scripts = {p.name for p in self.spec.params if p.kind == "script"}
+        inner = ",".join(f"{k}={_digest(v) if k in scripts else _fmt(v)}" for k, v in self.params)
         return f"{self.family}({inner})"
 
     @property
@@ -215,7 +223,16 @@ class Workload:
         return family_named(self.family)
 
     def tensors(self) -> list[Any]:
+        """The TE tensors, inputs first (a family built from TIR has none: ``buffers``)."""
+        if self.spec.build is None:
+            raise WorkloadError(f"{self.family}: a workload built from TIR has no TE tensors")
         return _build_cached(self)[0]
+
+    def buffers(self) -> list[tuple[str, tuple[int, ...], str]]:
+        """Every buffer of the program as (name, shape, dtype), inputs first, output last."""
+        if self.spec.signature is not None:
+            return list(self.spec.signature(self.param_dict))
+        return [(t.op.name, tuple(int(s) for s in t.shape), str(t.dtype)) for t in self.tensors()]
 
     def mod(self) -> Any:
         """The ``tvm.IRModule`` with the unscheduled PrimFunc as ``main``."""
@@ -232,11 +249,11 @@ class Workload:
         )
 
     def input_specs(self) -> list[tuple[tuple[int, ...], str]]:
-        return [(tuple(int(s) for s in t.shape), str(t.dtype)) for t in self.tensors()[:-1]]
+        return [(shape, dtype) for _, shape, dtype in self.buffers()[:-1]]
 
     def output_spec(self) -> tuple[tuple[int, ...], str]:
-        out = self.tensors()[-1]
-        return tuple(int(s) for s in out.shape), str(out.dtype)
+        _, shape, dtype = self.buffers()[-1]
+        return shape, dtype
 
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
         """Inputs in [0.5, 1.5): away from zero so divisions and logs stay well defined."""
@@ -285,7 +302,11 @@ class Workload:
 
 @functools.lru_cache(maxsize=64)
 def _build_cached(workload: Workload) -> tuple[list[Any], Any]:
-    tensors = workload.spec.build(workload.param_dict)
+    spec = workload.spec
+    if spec.build is None:
+        assert spec.build_mod is not None, f"{spec.name}: a family needs build or build_mod"
+        return [], spec.build_mod(workload.param_dict)
+    tensors = spec.build(workload.param_dict)
     for t in tensors:
         n = math.prod(int(s) for s in t.shape)
         if n > MAX_TENSOR_ELEMENTS:
@@ -342,6 +363,10 @@ def check_elements(family: str, name: str, shape: Sequence[int]) -> None:
 
 def _nbytes(shape: Sequence[int], dtype: str) -> int:
     return math.prod(shape) * np.dtype(dtype).itemsize
+
+
+def _digest(value: ParamValue) -> str:
+    return "sha256:" + hashlib.sha256(str(value).encode()).hexdigest()[:16]
 
 
 def _fmt(value: ParamValue) -> str:

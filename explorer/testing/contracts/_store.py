@@ -14,8 +14,8 @@ import pytest
 
 from explorer import _tvm
 from explorer._process import ProcessIdentity
-from explorer.core import TrialRecord, TrialRow, trace_hash
-from explorer.errors import RunInUseError
+from explorer.core import ModelInput, ModelRecord, ModelTask, TrialRecord, TrialRow, trace_hash
+from explorer.errors import RunInUseError, StoreError
 from explorer.measure import Candidate, MeasureResult
 from explorer.storage import NewTrial, Rank, RecordStore, RunStatus
 from explorer.target import Target
@@ -182,6 +182,29 @@ class RecordStoreContract:
             store.add_trials(42, [make_trial(workload, target)])
         with pytest.raises(KeyError):
             store.best_so_far(42)
+
+    # -- models ----------------------------------------------------------------------------------
+    def test_models_round_trip_once_per_name(self, store: RecordStore, target: Target) -> None:
+        task = get_workload("task")
+        model = ModelRecord(
+            id=0, name="net", source_sha256="a" * 64,
+            inputs=(ModelInput("x", (1, 3, 8, 8), "float32"),),
+            tasks=(ModelTask("add", task, 2, task.flops(), 1.5e-6),
+                   ModelTask("other", task, 1, task.flops(), None, "build failed")),
+            target=target, created_at=1.0e9,
+        )  # fmt: skip
+        assert store.models() == []
+        stored = store.add_model(model)
+        assert stored.id >= 1 and dataclasses.replace(stored, id=0) == model
+        assert store.add_model(model) == stored  # the same file again: found, not added
+        assert store.models() == [stored] and store.get_model("net") == stored
+        assert store.get_model(stored.id) == stored
+        with pytest.raises(StoreError, match="already stored as 'net'"):
+            store.add_model(dataclasses.replace(model, source_sha256="b" * 64))
+        other = store.add_model(dataclasses.replace(model, name="net2", source_sha256="b" * 64))
+        assert other.id > stored.id and store.models() == [stored, other]
+        with pytest.raises(KeyError, match="no model 'nope'"):
+            store.get_model("nope")
 
     # -- trials ----------------------------------------------------------------------------------
     def test_add_trials_returns_what_later_queries_return(

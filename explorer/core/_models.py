@@ -1,0 +1,118 @@
+"""What the database keeps of an imported model: its inputs and its tasks, each a workload of
+the ``task`` family with its weight and its time untuned."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from explorer.target import Target
+from explorer.workloads import Workload
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    """One input of a model: its name, static shape and dtype."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    def __str__(self) -> str:
+        return f"{self.name}={'x'.join(map(str, self.shape))} ({self.dtype})"
+
+
+@dataclass(frozen=True)
+class ModelTask:
+    """One fused TIR function of a model.
+
+    ``weight``: how many times one inference calls it. ``untuned_secs``: one call of its
+    unscheduled program timed on import (``None``: it could not be timed; ``error`` says why).
+    """
+
+    name: str
+    workload: Workload
+    weight: int
+    flops: int
+    untuned_secs: float | None
+    error: str | None = None
+
+    @property
+    def untuned_total_secs(self) -> float | None:
+        """What the task costs one inference, untuned (its time times its weight)."""
+        return None if self.untuned_secs is None else self.untuned_secs * self.weight
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "workload": self.workload.to_json(),
+            "weight": self.weight,
+            "flops": self.flops,
+            "untuned_secs": self.untuned_secs,
+            "error": self.error,
+        }
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> ModelTask:
+        return ModelTask(
+            name=str(data["name"]),
+            workload=Workload.from_json(data["workload"]),
+            weight=int(data["weight"]),
+            flops=int(data["flops"]),
+            untuned_secs=None if data["untuned_secs"] is None else float(data["untuned_secs"]),
+            error=data.get("error"),
+        )
+
+
+@dataclass(frozen=True)
+class ModelRecord:
+    """An imported model as stored: ``id`` is 0 until a store gives it one.
+
+    ``source_sha256`` is the digest of the ONNX file's bytes: importing the same file again
+    finds this record instead of adding another.
+    """
+
+    id: int
+    name: str
+    source_sha256: str
+    inputs: tuple[ModelInput, ...]
+    tasks: tuple[ModelTask, ...]
+    target: Target
+    created_at: float
+
+    def share(self, task: ModelTask) -> float | None:
+        """The task's share of the untuned network's time (``None`` when a task was not timed)."""
+        totals = [t.untuned_total_secs for t in self.tasks]
+        if task.untuned_total_secs is None or any(t is None for t in totals):
+            return None
+        whole = math.fsum(t for t in totals if t is not None)
+        return task.untuned_total_secs / whole if whole > 0 else None
+
+    def task(self, name: str) -> ModelTask:
+        """The task called ``name``; ``KeyError`` naming the tasks there are."""
+        for t in self.tasks:
+            if t.name == name:
+                return t
+        raise KeyError(
+            f"model {self.name!r} has no task {name!r} (its tasks: "
+            f"{', '.join(t.name for t in self.tasks)})"
+        )
+
+    def inputs_json(self) -> str:
+        return json.dumps([[i.name, list(i.shape), i.dtype] for i in self.inputs])
+
+    def tasks_json(self) -> str:
+        return json.dumps([t.to_json() for t in self.tasks], sort_keys=True)
+
+    @staticmethod
+    def decode_inputs(text: str) -> tuple[ModelInput, ...]:
+        return tuple(
+            ModelInput(str(name), tuple(int(d) for d in shape), str(dtype))
+            for name, shape, dtype in json.loads(text)
+        )
+
+    @staticmethod
+    def decode_tasks(text: str) -> tuple[ModelTask, ...]:
+        return tuple(ModelTask.from_json(t) for t in json.loads(text))

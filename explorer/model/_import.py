@@ -1,0 +1,124 @@
+"""Importing a model: ONNX to Relax (TVM's frontend), the standard lowering to fused TIR
+functions, MetaSchedule's task extraction, each task timed once unscheduled, and the model
+stored with its tasks."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from explorer import _tvm
+from explorer.core import ModelRecord, ModelTask, RecordStore
+from explorer.errors import ModelError, WorkloadError
+from explorer.measure import LocalMeasurer, Measurer
+from explorer.model._onnx import OnnxFile, read_onnx
+from explorer.search import baseline_candidate
+from explorer.target import Target
+from explorer.types import MeasureStatus
+from explorer.workloads import Workload, task_workload
+
+
+def lower_onnx(onnx_file: OnnxFile, where: str) -> Any:
+    """The lowered Relax module of a checked ONNX file; ``ModelError`` when TVM's frontend or
+    the lowering fails (their message's last line, which names the cause)."""
+    shapes = {i.name: list(i.shape) for i in onnx_file.inputs}
+    try:
+        mod = _tvm.relax_from_onnx(onnx_file.proto, shapes)
+    except Exception as exc:  # noqa: BLE001  (the frontend raises whatever its converters do)
+        raise ModelError(
+            f"{where}: TVM's ONNX frontend cannot convert it ({_last_line(exc)})"
+        ) from None
+    try:
+        return _tvm.lower_relax(mod)
+    except Exception as exc:  # noqa: BLE001
+        raise ModelError(f"{where}: lowering it to TIR failed ({_last_line(exc)})") from None
+
+
+def model_tasks(lowered: Any, target: Target, where: str) -> list[tuple[str, int, Workload]]:
+    """(name, calls per inference, workload) of every task of a lowered module."""
+    try:
+        extracted = _tvm.extract_relax_tasks(lowered, target.to_tvm())
+    except Exception as exc:  # noqa: BLE001
+        raise ModelError(
+            f"{where}: MetaSchedule's task extraction failed ({_last_line(exc)})"
+        ) from None
+    out = []
+    for name, weight, mod in extracted:
+        try:
+            out.append((name, weight, task_workload(name, mod["main"].script())))
+        except WorkloadError as exc:
+            raise ModelError(f"{where}: its task {name} cannot be explored ({exc})") from None
+    return out
+
+
+def import_model(
+    path: str | os.PathLike[str],
+    store: RecordStore,
+    *,
+    inputs: Mapping[str, Sequence[int]] | None = None,
+    name: str | None = None,
+    target: Target | None = None,
+    measurer: Measurer | None = None,
+    on_step: Callable[[str], None] = lambda _: None,
+) -> ModelRecord:
+    """Import the ONNX model at ``path`` into ``store`` and return it as stored.
+
+    Each task is timed once, unscheduled, with ``measurer`` (default: a ``LocalMeasurer`` made
+    and closed here), which gives its share of the untuned network's time; a task that fails
+    to build or run is kept, with its error. Importing the same file under the same name again
+    returns the stored model.
+
+    Args:
+        inputs: sizes of the inputs the file leaves dynamic, by name.
+        name: the model's name in the database (default: the file's name without suffix).
+        target: what the tasks are extracted and timed for (default: this machine's CPU).
+        on_step: told, in a few words, what the import is doing (for a progress line).
+
+    Raises:
+        ModelError: the file is not ONNX, an operator has no conversion, a dynamic input has
+            no size, the model is too large for the machine, or a task cannot be explored.
+        StoreError: another file is stored under that name.
+    """
+    file = Path(path)
+    name = name if name is not None else re.sub(r"[^A-Za-z0-9_.-]+", "_", file.stem) or "model"
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name):
+        raise ModelError(f"a model's name is 1-64 letters, digits, '_', '.' or '-' (got {name!r})")
+    target = target or Target.local_cpu()
+    onnx_file = read_onnx(file, inputs or {})
+    on_step("converting to Relax and lowering to TIR")
+    lowered = lower_onnx(onnx_file, str(file))
+    on_step("extracting tasks")
+    found = model_tasks(lowered, target, str(file))
+    on_step(f"timing {len(found)} tasks unscheduled")
+    tasks = _timed(found, target, measurer)
+    record = ModelRecord(
+        0, name, onnx_file.sha256, onnx_file.inputs, tuple(tasks), target, time.time()
+    )
+    return store.add_model(record)
+
+
+def _timed(
+    found: list[tuple[str, int, Workload]], target: Target, measurer: Measurer | None
+) -> list[ModelTask]:
+    candidates = [baseline_candidate(w, target) for _, _, w in found]
+    if measurer is None:
+        with LocalMeasurer() as own:
+            results = own.measure(candidates)
+    else:
+        results = measurer.measure(candidates)
+    tasks = []
+    for (task_name, weight, workload), result in zip(found, results, strict=True):
+        ok = result.status is MeasureStatus.OK
+        secs = result.fastest_secs if ok else None
+        error = None if ok else (result.error_msg or result.status.value)
+        tasks.append(ModelTask(task_name, workload, weight, workload.flops(), secs, error))
+    return tasks
+
+
+def _last_line(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else type(exc).__name__

@@ -1,0 +1,155 @@
+"""Reading an ONNX file and everything that can be refused before any compilation: not ONNX,
+truncated, weights outside the file, too large for the machine, an operator TVM cannot convert,
+an input whose size is not known."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+
+from explorer import _tvm
+from explorer.core import ModelInput
+from explorer.errors import ModelError
+from explorer.extras import require
+
+# The import holds the file's bytes, the parsed protobuf, the Relax module's constants and the
+# lowered module's: about four copies of the weights at once.
+COPIES_IN_MEMORY = 4
+MAX_INPUT_DIM = 1 << 16
+
+
+@dataclass(frozen=True)
+class OnnxFile:
+    """A readable ONNX model and what the import needs of it."""
+
+    proto: Any  # onnx.ModelProto
+    sha256: str
+    inputs: tuple[ModelInput, ...]  # every graph input, with its static shape
+    opset: int
+
+
+def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """``name=1x3x224x224`` as (name, shape); ``ModelError`` saying what is wrong."""
+    match = re.fullmatch(r"\s*([^=\s]+)\s*=\s*(\d+(?:\s*[x,]\s*\d+)*)\s*", text)
+    if match is None:
+        raise ModelError(f"--input must be NAME=DIMxDIMx... such as x=1x3x224x224 (got {text!r})")
+    dims = tuple(int(d) for d in re.split(r"\s*[x,]\s*", match.group(2)))
+    if any(d < 1 or d > MAX_INPUT_DIM for d in dims):
+        raise ModelError(
+            f"--input {match.group(1)}: every dimension must be in [1, {MAX_INPUT_DIM}] "
+            f"(got {'x'.join(map(str, dims))})"
+        )
+    return match.group(1), dims
+
+
+def read_onnx(path: str | os.PathLike[str], shapes: Mapping[str, Sequence[int]] = {}) -> OnnxFile:
+    """Read and check ``path``; ``shapes`` gives the size of inputs whose dimensions the file
+    leaves open (``{"x": (1, 3, 224, 224)}``).
+
+    Raises:
+        ModelError: one sentence naming what is wrong (and the node, for an operator).
+    """
+    onnx = require("onnx", "importing an ONNX model", "model")
+    file = Path(path)
+    if not file.is_file():
+        raise ModelError(f"{file}: no such file")
+    size = file.stat().st_size
+    available = psutil.virtual_memory().available
+    if size * COPIES_IN_MEMORY > available:
+        raise ModelError(
+            f"{file} is {size / 2**30:.1f} GiB: importing it needs about {COPIES_IN_MEMORY}x "
+            f"that in memory, and this machine has {available / 2**30:.1f} GiB free"
+        )
+    data = file.read_bytes()
+    try:
+        proto = onnx.load_model_from_string(data)
+    except Exception as exc:  # noqa: BLE001  (protobuf's DecodeError, or anything it raises)
+        raise ModelError(f"{file} is not an ONNX model (it cannot be parsed: {exc})") from None
+    if not proto.graph.node:
+        raise ModelError(f"{file} is not an ONNX model (it holds no graph nodes)")
+    _check_weights_inside(file, proto)
+    try:
+        onnx.checker.check_model(proto)
+    except Exception as exc:  # noqa: BLE001  (onnx.checker.ValidationError)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelError(f"{file} is not a valid ONNX model: {first}") from None
+    _check_operators(file, proto)
+    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
+    inputs = _inputs(file, proto, shapes)
+    return OnnxFile(proto, hashlib.sha256(data).hexdigest(), inputs, int(opset))
+
+
+def _check_weights_inside(file: Path, proto: Any) -> None:
+    external = [t.name for t in proto.graph.initializer if t.data_location == 1]
+    if external:
+        raise ModelError(
+            f"{file} keeps {len(external)} weight(s) in separate files (first: {external[0]}); "
+            "save the model with its weights inside (onnx.save(model, path, "
+            "save_as_external_data=False))"
+        )
+
+
+def _check_operators(file: Path, proto: Any) -> None:
+    known = _tvm.onnx_frontend_operators()
+    for index, node in enumerate(proto.graph.node):
+        if node.domain not in ("", "ai.onnx") or node.op_type not in known:
+            where = f"node {node.name!r}" if node.name else f"node {index}"
+            domain = f" of domain {node.domain!r}" if node.domain not in ("", "ai.onnx") else ""
+            raise ModelError(
+                f"{file}: operator {node.op_type}{domain} ({where}) has no conversion in "
+                "TVM's ONNX frontend"
+            )
+
+
+def _inputs(file: Path, proto: Any, shapes: Mapping[str, Sequence[int]]) -> tuple[ModelInput, ...]:
+    onnx = require("onnx", "importing an ONNX model", "model")
+    weights = {t.name for t in proto.graph.initializer}
+    graph_inputs = [i for i in proto.graph.input if i.name not in weights]
+    names = [i.name for i in graph_inputs]
+    unknown = sorted(set(shapes) - set(names))
+    if unknown:
+        raise ModelError(
+            f"{file} has no input {unknown[0]!r} (its inputs: {', '.join(names) or 'none'})"
+        )
+    out = []
+    for value in graph_inputs:
+        kind = value.type.WhichOneof("value")
+        if kind != "tensor_type":
+            raise ModelError(f"{file}: input {value.name!r} is a {kind}, not a tensor")
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type))
+        dims = value.type.tensor_type.shape.dim
+        declared = [
+            d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in dims
+        ]
+        if value.name in shapes:
+            given = tuple(int(d) for d in shapes[value.name])
+            if len(given) != len(declared) or any(
+                d is not None and d != g for d, g in zip(declared, given, strict=False)
+            ):
+                shown = "x".join("?" if d is None else str(d) for d in declared)
+                raise ModelError(
+                    f"{file}: --input {value.name}={'x'.join(map(str, given))} does not fit its "
+                    f"declared shape {shown}"
+                )
+            out.append(ModelInput(value.name, given, str(dtype)))
+        elif any(d is None for d in declared):
+            shown = "x".join(
+                (d.dim_param or "?") if not (d.HasField("dim_value") and d.dim_value > 0)
+                else str(d.dim_value)
+                for d in dims
+            )  # fmt: skip
+            raise ModelError(
+                f"{file}: input {value.name!r} has a dynamic shape {shown}; give its size with "
+                f"--input {value.name}=" + "x".join("N" if d is None else str(d) for d in declared)
+            )
+        else:
+            out.append(ModelInput(value.name, tuple(int(d) for d in declared if d), str(dtype)))
+    return tuple(out)

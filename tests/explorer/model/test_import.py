@@ -1,0 +1,214 @@
+"""Importing an ONNX model: its tasks become workloads, timed and stored (issue 23)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper
+
+from explorer.errors import ModelError, StoreError
+from explorer.measure import LocalMeasurer, MeasureConfig
+from explorer.model import NETWORKS, import_model, lower_onnx, read_onnx
+from explorer.search import baseline_candidate
+from explorer.space import DesignSpace
+from explorer.storage import get_store
+from explorer.target import Target
+from explorer.types import MeasureStatus
+from explorer.workloads import TASK, Workload, get_workload
+
+
+@pytest.fixture(scope="module")
+def measurer():
+    with LocalMeasurer(MeasureConfig(repeat=3, min_repeat_secs=0.002)) as m:
+        yield m
+
+
+@pytest.fixture(scope="module")
+def imported(tiny_onnx, measurer, tmp_path_factory):
+    db = tmp_path_factory.mktemp("db") / "records.db"
+    with get_store(db) as store:
+        model = import_model(tiny_onnx, store, measurer=measurer)
+    return db, model
+
+
+def test_the_tiny_network_imports_with_its_tasks(imported):
+    db, model = imported
+    assert model.id == 1 and model.name == "tiny"
+    assert [(i.name, i.shape, i.dtype) for i in model.inputs] == [("x", (1, 3, 32, 32), "float32")]
+    names = {t.name for t in model.tasks}
+    assert {"fused_conv2d_add_relu", "fused_conv2d1_add_add1_relu", "mean"} <= names, names
+    for task in model.tasks:
+        assert task.workload.family == TASK and task.weight >= 1
+        assert task.error is None and task.untuned_secs is not None and task.untuned_secs > 0
+    conv = model.task("fused_conv2d1_add_add1_relu")
+    # 16 -> 16 channels, 3x3, 32x32: 2*16*16*9*32*32 multiply-adds, plus the bias, the residual
+    # add and the relu over the 16x32x32 output
+    assert conv.flops == 2 * 16 * 16 * 9 * 32 * 32 + 3 * 16 * 32 * 32
+    assert math.isclose(sum(model.share(t) for t in model.tasks), 1.0)
+    with get_store(db, read_only=True) as store:
+        assert store.models() == [model]
+        assert store.get_model("tiny") == store.get_model(1) == model
+
+
+def test_importing_the_same_file_again_finds_the_stored_model(imported, tiny_onnx, measurer):
+    db, model = imported
+    with get_store(db) as store:
+        again = import_model(tiny_onnx, store, measurer=measurer)
+        assert again == model and len(store.models()) == 1
+
+
+def test_another_file_under_a_stored_name_is_refused(imported, tmp_path, measurer):
+    db, _ = imported
+    other = tmp_path / "tiny.onnx"
+    onnx.save(NETWORKS["tiny"](seed=1), other)  # other weights: another file
+    with get_store(db) as store, pytest.raises(StoreError, match="already stored as 'tiny'"):
+        import_model(other, store, measurer=measurer)
+    with get_store(db) as store:
+        renamed = import_model(other, store, name="tiny-seed1", measurer=measurer)
+        assert renamed.id == 2 and [m.name for m in store.models()] == ["tiny", "tiny-seed1"]
+
+
+def test_a_task_round_trips_through_json_and_keys_its_program_by_digest(imported):
+    _, model = imported
+    task = model.task("fused_conv2d_add_relu").workload
+    assert Workload.from_json(task.to_json()) == task
+    assert task.key().startswith("task(name=fused_conv2d_add_relu,tir=sha256:")
+    assert len(task.key()) < 80  # the program's text is in the JSON, not in the key
+
+
+def test_a_task_is_checked_against_its_unscheduled_program(imported, measurer):
+    """The reference of a fused task is its default build: a schedule's output is compared
+    with it, and a wrong output is caught."""
+    _, model = imported
+    task = model.task("fused_conv2d1_add_add1_relu").workload
+    inputs = task.random_inputs()
+    expected = task.reference(inputs)
+    assert expected.shape == task.output_spec()[0] and np.isfinite(expected).all()
+    # the residual add and relu: every output is >= 0, and not all of them 0
+    assert (expected >= 0).all() and expected.max() > 0
+    wrong = expected.copy()
+    wrong[0, 3, 4, 5] += 1.0
+    assert "differ" in task.check_output(wrong, expected)
+    # a real schedule of it (tiled, vectorized) measures as correct
+    target = Target.local_cpu()
+    space = DesignSpace.of(task, target)
+    rng = np.random.default_rng(0)
+    cands = [space.sample(rng).candidate for _ in range(3)]
+    results = measurer.measure([baseline_candidate(task, target), *cands])
+    assert all(r.status is MeasureStatus.OK for r in results), [r.error_msg for r in results]
+
+
+def test_the_default_task_family_instance_builds():
+    w = get_workload(TASK)
+    assert w.input_specs() == [((64, 64), "float32"), ((64,), "float32")]
+    assert w.flops() == 64 * 64
+
+
+# -- bad files: one sentence each, nothing stored ----------------------------------------------
+def _graph_model(nodes, inputs, outputs, initializers=(), opset=17):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _assert_refused(path, match, tmp_path, **kwargs):
+    db = tmp_path / "bad.db"
+    with get_store(db) as store:
+        with pytest.raises(ModelError, match=match) as info:
+            import_model(path, store, **kwargs)
+        assert store.models() == []
+    assert "\n" not in str(info.value)
+    return str(info.value)
+
+
+def test_a_file_that_is_not_onnx_is_refused(tmp_path):
+    path = tmp_path / "notes.onnx"
+    path.write_text("these are my notes, not a network\n")
+    _assert_refused(path, "is not an ONNX model", tmp_path)
+
+
+def test_a_truncated_file_is_refused(tiny_onnx, tmp_path):
+    path = tmp_path / "cut.onnx"
+    path.write_bytes(tiny_onnx.read_bytes()[:-200])
+    _assert_refused(path, "is not (an|a valid) ONNX model", tmp_path)
+
+
+def test_a_missing_file_is_refused(tmp_path):
+    _assert_refused(tmp_path / "nowhere.onnx", "no such file", tmp_path)
+
+
+def test_an_operator_tvm_cannot_convert_is_named_with_its_node(tmp_path):
+    f32 = TensorProto.FLOAT
+    model = _graph_model(
+        [helper.make_node("Relu", ["x"], ["r"], name="first"),
+         helper.make_node("Celu", ["r"], ["y"], name="smooth")],
+        [helper.make_tensor_value_info("x", f32, [1, 8])],
+        [helper.make_tensor_value_info("y", f32, [1, 8])],
+    )  # fmt: skip
+    path = tmp_path / "celu.onnx"
+    onnx.save(model, path)
+    message = _assert_refused(path, "operator Celu", tmp_path)
+    assert "node 'smooth'" in message, message
+
+
+def test_a_dynamic_input_needs_its_size(tmp_path):
+    f32 = TensorProto.FLOAT
+    model = _graph_model(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        [helper.make_tensor_value_info("x", f32, ["batch", 16])],
+        [helper.make_tensor_value_info("y", f32, ["batch", 16])],
+    )
+    path = tmp_path / "dynamic.onnx"
+    onnx.save(model, path)
+    message = _assert_refused(path, "dynamic shape", tmp_path)
+    assert "--input x=Nx16" in message, message
+    _assert_refused(path, "does not fit", tmp_path, inputs={"x": (4, 8)})
+    _assert_refused(path, "has no input 'y'", tmp_path, inputs={"y": (4, 16)})
+    with get_store(tmp_path / "ok.db") as store:
+        model = import_model(path, store, inputs={"x": (4, 16)})
+        assert [i.shape for i in model.inputs] == [(4, 16)]
+        (task,) = model.tasks
+        assert task.workload.output_spec() == ((4, 16), "float32")
+
+
+def test_weights_kept_outside_the_file_are_refused(tmp_path):
+    path = tmp_path / "external.onnx"
+    onnx.save(NETWORKS["tiny"](), path, save_as_external_data=True, size_threshold=0)
+    _assert_refused(path, "separate files", tmp_path)
+
+
+def test_read_onnx_reports_the_opset_and_inputs(tiny_onnx):
+    checked = read_onnx(tiny_onnx)
+    assert checked.opset == 17 and [str(i) for i in checked.inputs] == ["x=1x3x32x32 (float32)"]
+
+
+# -- any file: a ModelError or a model, never another exception --------------------------------
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_any_bytes_give_a_model_or_one_sentence(data, tiny_onnx, tmp_path):
+    """Random bytes, and the tiny network's file cut short or with bytes flipped: reading and
+    lowering either succeed or raise ModelError with one line (the process never dies)."""
+    original = tiny_onnx.read_bytes()
+    kind = data.draw(st.sampled_from(["random", "cut", "flip"]))
+    if kind == "random":
+        blob = data.draw(st.binary(max_size=4096))
+    elif kind == "cut":
+        blob = original[: data.draw(st.integers(0, len(original) - 1))]
+    else:
+        blob = bytearray(original)
+        for at in data.draw(st.lists(st.integers(0, len(original) - 1), min_size=1, max_size=8)):
+            blob[at] ^= data.draw(st.integers(1, 255))
+        blob = bytes(blob)
+    path = tmp_path / "fuzz.onnx"
+    path.write_bytes(blob)
+    try:
+        checked = read_onnx(path)
+        lower_onnx(checked, str(path))
+    except ModelError as exc:
+        assert str(exc) and "\n" not in str(exc), repr(exc)

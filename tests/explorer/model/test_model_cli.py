@@ -1,0 +1,87 @@
+"""`explorer model` from the command line: write, import, list, show, and tune a task."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from explorer.storage import get_store
+
+
+def explorer(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "explorer", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cli")
+    onnx_file, db = folder / "tiny.onnx", folder / "records.db"
+    out = explorer("model", "example", "tiny", "-o", str(onnx_file))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("wrote tiny to ") and "input x 1x3x32x32" in out.stdout
+    out = explorer("model", "import", str(onnx_file), "--db", str(db))
+    assert out.returncode == 0, out.stdout + out.stderr
+    return onnx_file, db, out
+
+
+def test_import_prints_the_tasks_costliest_first(imported):
+    _, db, out = imported
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("model 1: tiny, 5 tasks, untuned "), out.stdout
+    shares = [float(ln.split("%")[0]) for ln in lines[1:]]
+    assert shares == sorted(shares, reverse=True) and 99 <= sum(shares) <= 101, out.stdout
+    assert "tiny:fused_conv2d1_add_add1_relu" in lines[1], out.stdout  # the 16-channel conv
+    assert "timing 5 tasks unscheduled..." in out.stderr
+
+
+def test_list_and_show_read_what_was_stored(imported):
+    _, db, first = imported
+    out = explorer("model", "list", "--db", str(db))
+    assert out.returncode == 0 and out.stdout.startswith("1  tiny  5 tasks, untuned "), out.stdout
+    out = explorer("model", "show", "tiny", "--db", str(db))
+    assert out.returncode == 0 and out.stdout == first.stdout
+    out = explorer("model", "show", "resnet", "--db", str(db))
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert "no model 'resnet'" in out.stderr and "models: tiny" in out.stderr
+
+
+def test_a_task_tunes_as_model_colon_task(imported):
+    _, db, _ = imported
+    out = explorer(
+        "tune", "tiny:fused_conv2d1_add_add1_relu", "--strategy", "random", "--trials", "4",
+        "--db", str(db), "-q",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "best: trial" in out.stdout and "faster than unscheduled" in out.stdout, out.stdout
+    with get_store(db, read_only=True) as store:
+        (run,) = store.runs()
+        task = store.get_model("tiny").task("fused_conv2d1_add_add1_relu")
+        assert run.workload == task.workload
+    out = explorer("tune", "tiny:no_such_task", "--trials", "4", "--db", str(db))
+    assert out.returncode == 2 and "has no task 'no_such_task'" in out.stderr, out.stderr
+    out = explorer("tune", "tiny:mean", "-p", "M=4", "--trials", "4", "--db", str(db))
+    assert out.returncode == 2 and "its model fixes it" in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["model", "import", "{bad}"], "is not an ONNX model"),
+        (["model", "import", "{bad}", "--input", "x=1x0"], "every dimension must be in"),
+        (["model", "import", "{bad}", "--input", "x"], "must be NAME=DIMxDIMx"),
+        (["model", "example", "resnet19", "-o", "{bad}"], "resnet18"),
+    ],
+)
+def test_bad_input_is_one_sentence_and_exit_2(args, message, tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_text("not a network")
+    db = tmp_path / "records.db"
+    db_args = ["--db", str(db)] if args[1] == "import" else []
+    out = explorer(*[a.replace("{bad}", str(bad)) for a in args], *db_args)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert message in out.stderr and out.stderr.count("\n") == 1, out.stderr
+    assert not db.exists() or get_store(db, read_only=True).models() == []
