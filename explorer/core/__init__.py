@@ -28,7 +28,7 @@ from explorer.core._candidate import (
 )
 from explorer.core._gate import TIMING_GATE, cpu_heavy
 from explorer.core._marks import BASELINE_MARK, START_MARK, UNCHECKED_MSG, has_mark
-from explorer.core._models import ModelInput, ModelRecord, ModelTask
+from explorer.core._models import ModelInput, ModelRace, ModelRecord, ModelTask, RaceEntry
 from explorer.core._pool import Worker, WorkerLost, WorkerPool, shutdown_pool
 from explorer.core._protocol import read_message, write_message
 from explorer.core._records import (
@@ -72,12 +72,14 @@ __all__ = [
     "MeasureResult",
     "MeasuresCandidates",
     "ModelInput",
+    "ModelRace",
     "ModelRecord",
     "ModelTask",
     "NewTrial",
     "NoDevice",
     "QueueInfo",
     "QueueTimeout",
+    "RaceEntry",
     "Rank",
     "RecordStore",
     "RunInfo",

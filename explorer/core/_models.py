@@ -116,3 +116,53 @@ class ModelRecord:
     @staticmethod
     def decode_tasks(text: str) -> tuple[ModelTask, ...]:
         return tuple(ModelTask.from_json(t) for t in json.loads(text))
+
+
+@dataclass(frozen=True)
+class RaceEntry:
+    """One contender of a model race: the network built one way (``untuned``, ``tuned``,
+    ``tune_relax``) or ONNX Runtime. ``round_secs``: its fastest call in each interleaved
+    round; ``max_error``: its largest difference from ONNX Runtime's output, relative to the
+    largest output; ``error``: why it could not run (then nothing was timed)."""
+
+    name: str
+    round_secs: tuple[float, ...]
+    max_error: float | None = None
+    error: str | None = None
+
+    @property
+    def fastest_secs(self) -> float | None:
+        return min(self.round_secs) if self.round_secs else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "round_secs": list(self.round_secs),
+                "max_error": self.max_error, "error": self.error}  # fmt: skip
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> RaceEntry:
+        error = data.get("max_error")
+        return RaceEntry(
+            str(data["name"]), tuple(float(x) for x in data["round_secs"]),
+            None if error is None else float(error), data.get("error"),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ModelRace:
+    """A whole-network race, as stored: ``tune`` names the model tune whose schedules the
+    ``tuned`` entry used (``None``: the best of every task in the database), ``trials`` how
+    many trials it had spent; ``environment`` the machine, threads and versions."""
+
+    id: int
+    model_id: int
+    tune: str | None
+    trials: int
+    entries: tuple[RaceEntry, ...]
+    environment: dict[str, Any]
+    created_at: float
+
+    def entry(self, name: str) -> RaceEntry | None:
+        return next((e for e in self.entries if e.name == name), None)
+
+    def entries_json(self) -> str:
+        return json.dumps([e.to_json() for e in self.entries])

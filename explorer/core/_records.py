@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from explorer._process import ProcessIdentity
 from explorer.core._candidate import Candidate, MeasureResult
-from explorer.core._models import ModelRecord
+from explorer.core._models import ModelRace, ModelRecord
 from explorer.target import Target
 from explorer.types import JSON, MeasureStatus
 
@@ -382,9 +382,12 @@ class RecordStore(abc.ABC):
         """The convergence curve of a run."""
 
     # -- models -------------------------------------------------------------------------------
+    # An imported model (explorer.model), stored with its ONNX file (so that any process on the
+    # database can build the network), the runs that tuned its tasks and its races.
     @abc.abstractmethod
-    def add_model(self, model: ModelRecord) -> ModelRecord:
-        """Store an imported model (its ``id`` is ignored); returns it with its id.
+    def add_model(self, model: ModelRecord, source: bytes) -> ModelRecord:
+        """Store an imported model and its ONNX file's bytes (``model.id`` is ignored); returns
+        it with its id.
 
         A model of the same name and the same source file is returned as stored, not added
         again. Raises ``StoreError`` when another source is stored under that name.
@@ -393,6 +396,27 @@ class RecordStore(abc.ABC):
     @abc.abstractmethod
     def models(self) -> list[ModelRecord]:
         """Every stored model, oldest first."""
+
+    @abc.abstractmethod
+    def model_source(self, model_id: int) -> bytes:
+        """The ONNX file a model was imported from; ``KeyError`` for an unknown id."""
+
+    @abc.abstractmethod
+    def link_model_run(self, model_id: int, run_id: int, task: str, tune: str) -> None:
+        """Record that run ``run_id`` tuned the model's task ``task`` for the model tune
+        ``tune`` (a name such as ``evolutionary/seed0/gradient``)."""
+
+    @abc.abstractmethod
+    def model_runs(self, model_id: int) -> list[tuple[int, str, str]]:
+        """(run id, task, tune) of every run linked to the model, in the order linked."""
+
+    @abc.abstractmethod
+    def add_model_race(self, race: ModelRace) -> ModelRace:
+        """Store a race (``race.id`` is ignored); returns it with its id."""
+
+    @abc.abstractmethod
+    def model_races(self, model_id: int) -> list[ModelRace]:
+        """Every race of the model, oldest first."""
 
     def get_model(self, name_or_id: str | int) -> ModelRecord:
         """The model of that name (or id); ``KeyError`` naming the models there are."""

@@ -98,7 +98,7 @@ def import_model(
     record = ModelRecord(
         0, name, onnx_file.sha256, onnx_file.inputs, tuple(tasks), target, time.time()
     )
-    return store.add_model(record)
+    return store.add_model(record, onnx_file.source)
 
 
 def _timed(

@@ -31,6 +31,7 @@ class OnnxFile:
     """A readable ONNX model and what the import needs of it."""
 
     proto: Any  # onnx.ModelProto
+    source: bytes  # the file's bytes, as stored with the model
     sha256: str
     inputs: tuple[ModelInput, ...]  # every graph input, with its static shape
     opset: int
@@ -84,7 +85,7 @@ def read_onnx(path: str | os.PathLike[str], shapes: Mapping[str, Sequence[int]] 
     _check_operators(file, proto)
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
     inputs = _inputs(file, proto, shapes)
-    return OnnxFile(proto, hashlib.sha256(data).hexdigest(), inputs, int(opset))
+    return OnnxFile(proto, data, hashlib.sha256(data).hexdigest(), inputs, int(opset))
 
 
 def _check_weights_inside(file: Path, proto: Any) -> None:

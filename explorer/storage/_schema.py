@@ -134,22 +134,39 @@ def _migrate_to_v5(conn: sqlite3.Connection) -> None:
     )
 
 
-# Version 6: imported models (explorer.model). A model's tasks are stored with it, as JSON: they
-# are read whole, never queried one by one; their trials are ordinary trials of `task`
-# workloads. Not append-only like trials: a model is only ever inserted, but nothing depends on
-# its row staying.
-MODELS_TABLE = """CREATE TABLE models (
-    id INTEGER PRIMARY KEY,
-    name TEXT NOT NULL UNIQUE,
-    source_sha256 TEXT NOT NULL,
-    inputs_json TEXT NOT NULL,
-    tasks_json TEXT NOT NULL,
-    target_json TEXT NOT NULL,
-    created_at REAL NOT NULL)"""
+# Version 6: imported models (explorer.model). A model is stored with its ONNX file (any process
+# on the database can build the network) and its tasks as JSON (read whole, never queried one by
+# one; their trials are ordinary trials of `task` workloads). model_runs links the runs that tuned
+# a model's tasks to the model tune they belong to; model_races keeps each whole-network race.
+MODEL_TABLES = (
+    """CREATE TABLE models (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        source_sha256 TEXT NOT NULL,
+        source BLOB NOT NULL,
+        inputs_json TEXT NOT NULL,
+        tasks_json TEXT NOT NULL,
+        target_json TEXT NOT NULL,
+        created_at REAL NOT NULL)""",
+    """CREATE TABLE model_runs (
+        run_id INTEGER PRIMARY KEY REFERENCES runs(id),
+        model_id INTEGER NOT NULL REFERENCES models(id),
+        task TEXT NOT NULL,
+        tune TEXT NOT NULL)""",
+    """CREATE TABLE model_races (
+        id INTEGER PRIMARY KEY,
+        model_id INTEGER NOT NULL REFERENCES models(id),
+        tune TEXT,
+        trials INTEGER NOT NULL,
+        entries_json TEXT NOT NULL,
+        environment_json TEXT NOT NULL,
+        created_at REAL NOT NULL)""",
+)
 
 
 def _migrate_to_v6(conn: sqlite3.Connection) -> None:
-    conn.execute(MODELS_TABLE)
+    for sql in MODEL_TABLES:
+        conn.execute(sql)
 
 
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (

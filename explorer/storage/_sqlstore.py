@@ -23,6 +23,7 @@ from explorer._process import ProcessIdentity
 from explorer.core import (
     BestSoFar,
     Candidate,
+    ModelRace,
     ModelRecord,
     NewTrial,
     Rank,
@@ -32,6 +33,7 @@ from explorer.core import (
     TrialRow,
     effective_status,
 )
+from explorer.storage import _models as model_sql
 from explorer.storage._codec import (
     GC_PAUSE_ROWS,
     decode_row,
@@ -52,7 +54,6 @@ from explorer.storage._lease import (
     owner_of,
     release,
 )
-from explorer.storage._models import insert_model, select_models
 from explorer.target import Target
 from explorer.types import JSON, MeasureStatus
 from explorer.workloads import Workload
@@ -420,16 +421,35 @@ class SQLRecordStore(RecordStore):
         )
 
     # -- models -------------------------------------------------------------------------------
-    def add_model(self, model: ModelRecord) -> ModelRecord:
+    def add_model(self, model: ModelRecord, source: bytes) -> ModelRecord:
         if not isinstance(model, ModelRecord):
             raise TypeError(f"model must be a ModelRecord (got {type(model).__name__})")
         with self._writing() as conn:
-            return insert_model(conn, model)
+            return model_sql.insert_model(conn, model, source)
 
     def models(self) -> list[ModelRecord]:
         with self._reading() as conn:
-            rows = select_models(conn)
-        return rows
+            return model_sql.select_models(conn)
+
+    def model_source(self, model_id: int) -> bytes:
+        with self._reading() as conn:
+            return model_sql.select_source(conn, model_id)
+
+    def link_model_run(self, model_id: int, run_id: int, task: str, tune: str) -> None:
+        with self._writing() as conn:
+            model_sql.insert_model_run(conn, model_id, run_id, task, tune)
+
+    def model_runs(self, model_id: int) -> list[tuple[int, str, str]]:
+        with self._reading() as conn:
+            return model_sql.select_model_runs(conn, model_id)
+
+    def add_model_race(self, race: ModelRace) -> ModelRace:
+        with self._writing() as conn:
+            return model_sql.insert_race(conn, race)
+
+    def model_races(self, model_id: int) -> list[ModelRace]:
+        with self._reading() as conn:
+            return model_sql.select_races(conn, model_id)
 
     def _restored(self, conn: Connection, table: str) -> None:
         """Called after ``copy_into`` inserted rows with their ids into ``table`` (a hook)."""

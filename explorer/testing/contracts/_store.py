@@ -14,7 +14,16 @@ import pytest
 
 from explorer import _tvm
 from explorer._process import ProcessIdentity
-from explorer.core import ModelInput, ModelRecord, ModelTask, TrialRecord, TrialRow, trace_hash
+from explorer.core import (
+    ModelInput,
+    ModelRace,
+    ModelRecord,
+    ModelTask,
+    RaceEntry,
+    TrialRecord,
+    TrialRow,
+    trace_hash,
+)
 from explorer.errors import RunInUseError, StoreError
 from explorer.measure import Candidate, MeasureResult
 from explorer.storage import NewTrial, Rank, RecordStore, RunStatus
@@ -194,17 +203,50 @@ class RecordStoreContract:
             target=target, created_at=1.0e9,
         )  # fmt: skip
         assert store.models() == []
-        stored = store.add_model(model)
+        source = bytes(range(256)) * 3  # any bytes, NUL included
+        stored = store.add_model(model, source)
         assert stored.id >= 1 and dataclasses.replace(stored, id=0) == model
-        assert store.add_model(model) == stored  # the same file again: found, not added
+        assert store.add_model(model, source) == stored  # the same file again: found
         assert store.models() == [stored] and store.get_model("net") == stored
         assert store.get_model(stored.id) == stored
+        assert store.model_source(stored.id) == source
         with pytest.raises(StoreError, match="already stored as 'net'"):
-            store.add_model(dataclasses.replace(model, source_sha256="b" * 64))
-        other = store.add_model(dataclasses.replace(model, name="net2", source_sha256="b" * 64))
+            store.add_model(dataclasses.replace(model, source_sha256="b" * 64), b"other")
+        renamed = dataclasses.replace(model, name="net2", source_sha256="b" * 64)
+        other = store.add_model(renamed, b"other")
         assert other.id > stored.id and store.models() == [stored, other]
+        assert store.model_source(other.id) == b"other"
         with pytest.raises(KeyError, match="no model 'nope'"):
             store.get_model("nope")
+        with pytest.raises(KeyError):
+            store.model_source(other.id + 1)
+
+    def test_model_runs_and_races_are_kept_per_model(
+        self, store: RecordStore, target: Target
+    ) -> None:
+        task = get_workload("task")
+        model = ModelRecord(
+            0, "net", "a" * 64, (), (ModelTask("add", task, 1, task.flops(), 1e-6),), target, 1.0
+        )
+        a, b = (
+            store.add_model(model, b"a"),
+            store.add_model(dataclasses.replace(model, name="b", source_sha256="b" * 64), b"b"),
+        )
+        run1, run2 = (store.create_run(task, target, "random") for _ in range(2))
+        store.link_model_run(a.id, run1.id, "add", "random/seed0/gradient")
+        store.link_model_run(b.id, run2.id, "add", "random/seed1/round-robin")
+        assert store.model_runs(a.id) == [(run1.id, "add", "random/seed0/gradient")]
+        assert store.model_runs(b.id) == [(run2.id, "add", "random/seed1/round-robin")]
+        race = ModelRace(
+            0, a.id, "random/seed0/gradient", 64,
+            (RaceEntry("tuned", (1e-3, 1.1e-3), 2e-6), RaceEntry("untuned", (), None, "boom")),
+            {"cpu": "test"}, 2.0,
+        )  # fmt: skip
+        stored = store.add_model_race(race)
+        assert stored.id >= 1 and dataclasses.replace(stored, id=0) == race
+        assert store.model_races(a.id) == [stored] and store.model_races(b.id) == []
+        tuned = stored.entry("tuned")
+        assert tuned is not None and tuned.fastest_secs == 1e-3 and stored.entry("x") is None
 
     # -- trials ----------------------------------------------------------------------------------
     def test_add_trials_returns_what_later_queries_return(

@@ -99,7 +99,7 @@ def test_another_applications_database_is_refused_untouched(postgres_server):
     _sql(url, "CREATE SCHEMA explorer")
     with PostgresStore(f"{url}?options=-csearch_path%3Dexplorer") as store:
         assert store.runs() == []
-    assert _sql(url, "SELECT count(*) FROM pg_tables WHERE schemaname = 'explorer'") == [(4,)]
+    assert _sql(url, "SELECT count(*) FROM pg_tables WHERE schemaname = 'explorer'") == [(6,)]
 
 
 def test_a_newer_schema_is_refused_and_read_only_never_writes(pg_url, workload, target):
@@ -487,7 +487,7 @@ def test_a_version_3_database_is_upgraded_in_place_keeping_its_trials(
         run = store.create_run(workload, target, "random")
         store.add_trials(run.id, [make_trial(workload, target, 2e-3)])
     _sql(pg_url, "ALTER TABLE trials DROP COLUMN device")
-    _sql(pg_url, "DROP TABLE models")
+    _sql(pg_url, "DROP TABLE model_races, model_runs, models")
     _sql(pg_url, "UPDATE meta SET value = '3' WHERE key = 'schema_version'")
     # ...and its trial "noisy", a status until version 5 (a correct but spread timing)
     _sql(pg_url, "ALTER TABLE trials DISABLE TRIGGER trials_append_only")
