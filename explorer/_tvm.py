@@ -40,6 +40,7 @@ __all__ = [
     "ScheduleError",
     "Trace",
     "apply_trace_json",
+    "build_relax",
     "compile_mod",
     "create_prim_func",
     "derived_object",
@@ -59,6 +60,7 @@ __all__ = [
     "parse_tvmscript",
     "prim_func_signature",
     "relax_from_onnx",
+    "relax_runner",
     "rpc",
     "save_json",
     "te",
@@ -214,6 +216,58 @@ def extract_relax_tasks(
     IRModule of its TIR function as ``main``), in the order MetaSchedule lists them."""
     tasks = ms.relax_integration.extract_tasks(mod, target=target)
     return [(str(t.task_name), int(t.weight), t.dispatched[0]) for t in tasks]
+
+
+def build_relax(
+    lowered: tvm.IRModule, target: tvm.target.Target, schedules: Sequence[tuple[Any, Any]] = ()
+) -> Any:
+    """Compile a lowered Relax module (``lower_relax``) for a CPU target, each TIR function
+    for which ``schedules`` holds (the IRModule of a task, the JSON trace of its schedule)
+    replaced by that schedule and every other one left as the default lowering made it.
+
+    Only the dataflow lowering and finalisation passes run after the schedules are applied:
+    the default pipeline would fuse and legalize again, and tasks would no longer match.
+    """
+    from tvm.relax.backend.cpu_generic import pipeline as cpu
+
+    database = ms.database.MemoryDatabase()
+    for task_mod, trace_json in schedules:
+        sch = Schedule(task_mod)
+        apply_trace_json(trace_json, sch)
+        database.commit_tuning_record(
+            ms.database.TuningRecord(
+                sch.trace,
+                database.commit_workload(task_mod),
+                run_secs=[1.0],  # one record per task: its rank is all that counts
+                target=target,
+                args_info=ms.arg_info.ArgInfo.from_prim_func(task_mod["main"]),
+            )
+        )
+    passes = cpu.dataflow_lower_passes(target) + cpu.finalize_passes(target)
+
+    def finish(mod: tvm.IRModule, _ctx: Any) -> tvm.IRModule:
+        return tvm.transform.Sequential(passes)(mod)
+
+    with target, database, tvm.transform.PassContext(opt_level=3):
+        applied = tvm.relax.transform.MetaScheduleApplyDatabase()(lowered)
+        pipeline = tvm.transform.module_pass(finish, opt_level=3)
+        return tvm.relax.build(applied, target=target, relax_pipeline=pipeline)
+
+
+def relax_runner(executable: Any) -> Any:
+    """A callable running ``executable``'s ``main`` on the CPU: NumPy arrays in, a list of
+    NumPy arrays out (one per output of the network)."""
+    dev = tvm.cpu()
+    vm = tvm.relax.VirtualMachine(executable, dev)
+    main = vm["main"]
+
+    def run(*arrays: Any) -> list[Any]:
+        out = main(*[tvm.runtime.tensor(a, dev) for a in arrays])
+        if hasattr(out, "numpy"):
+            return [out.numpy()]
+        return [o.numpy() for o in out]
+
+    return run
 
 
 def compile_mod(mod: tvm.IRModule, target: tvm.target.Target) -> Any:

@@ -42,6 +42,13 @@ def error_text(exc: BaseException | None) -> str:
     return text if isinstance(exc, USER_ERRORS) else f"{type(exc).__name__}: {text}"
 
 
+def last_line(exc: BaseException) -> str:
+    """The last non-empty line of what ``exc`` says, or its type's name: TVM's errors put
+    their message after a C++ traceback."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else type(exc).__name__
+
+
 def whole_number(text: object) -> int | None:
     """``text`` as a whole number, or ``None``: ``6``, `` 6 `` and ``6.0`` are 6; ``2.5``,
     ``1e3``, ``six`` and an empty box are not whole numbers.

@@ -13,7 +13,15 @@ import argparse
 import sys
 from typing import Any
 
-from explorer.cli._args import EXIT_OK, UsageError, did_you_mean, file_name, non_negative_int
+from explorer.cli._args import (
+    EXIT_OK,
+    UsageError,
+    did_you_mean,
+    file_name,
+    non_negative_int,
+    positive_int,
+    trial_count,
+)
 from explorer.cli._common import add_common, target_of
 from explorer.text import format_secs, plural
 
@@ -89,12 +97,113 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     with _store(args, read_only=True) as store:
-        try:
-            model = store.get_model(args.model)
-        except KeyError as exc:
-            raise UsageError(str(exc.args[0])) from None
+        model = _stored_model(store, args.model)
+        races = store.model_races(model.id)
+        tunes = sorted({t for _, _, t in store.model_runs(model.id)})
+        spent = {t: _spent(store, model, t) for t in tunes}
     _print_model(model, top=args.top)
+    for tune in tunes:
+        print(f"tune {tune}: {plural(spent[tune], 'trial')}")
+    if races:
+        _print_race(races[-1])
     return EXIT_OK
+
+
+def _stored_model(store: Any, name: str) -> Any:
+    try:
+        return store.get_model(name)
+    except KeyError as exc:
+        raise UsageError(str(exc.args[0])) from None
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from explorer.measure import LocalMeasurer
+    from explorer.model import race_model, tune_model
+    from explorer.search import check_capabilities
+
+    check_capabilities(args.strategy, start=False, cost_model=None)
+    with _store(args, read_only=False) as store:
+        model = _stored_model(store, args.model)
+
+        def progress(p: Any) -> None:
+            estimate = p.estimated_secs
+            print(
+                f"[{p.trials}/{p.max_trials}] {p.task}: best "
+                f"{format_secs(next(s.best_secs for s in p.states if s.task.name == p.task))}; "
+                f"tasks at their best: {format_secs(estimate)} per inference",
+                flush=True,
+            )
+
+        with LocalMeasurer() as measurer:
+            tune = tune_model(
+                model, store, measurer, max_trials=args.trials, strategy=args.strategy,
+                seed=args.seed, scheduler=args.scheduler, chunk=args.chunk,
+                on_progress=None if args.quiet else progress,
+            )  # fmt: skip
+        print(f"tune {tune}: {plural(_spent(store, model, tune), 'trial')} in all")
+        if args.no_race:
+            return EXIT_OK
+        race = race_model(
+            model, store, tune=tune, rounds=args.rounds,
+            on_step=lambda step: print(f"{step}...", file=sys.stderr, flush=True),
+        )  # fmt: skip
+    _print_race(race)
+    return EXIT_OK
+
+
+def _spent(store: Any, model: Any, tune: str) -> int:
+    return sum(
+        store.count_trials(run_id=run_id, remeasures=False)
+        for run_id, _, run_tune in store.model_runs(model.id)
+        if run_tune == tune
+    )
+
+
+def cmd_race(args: argparse.Namespace) -> int:
+    from explorer.model import race_model
+
+    with _store(args, read_only=False) as store:
+        model = _stored_model(store, args.model)
+        tunes = sorted({t for _, _, t in store.model_runs(model.id)})
+        if args.tune is not None and args.tune not in tunes:
+            raise UsageError(
+                f"model {model.name} has no tune {args.tune!r} (its tunes: "
+                f"{', '.join(tunes) or 'none yet: `explorer model tune`'})"
+            )
+        race = race_model(
+            model, store, tune=args.tune, rounds=args.rounds,
+            on_step=lambda step: print(f"{step}...", file=sys.stderr, flush=True),
+        )  # fmt: skip
+    _print_race(race)
+    return EXIT_OK
+
+
+def _print_race(race: Any) -> None:
+    """Each contender's fastest call, checked against ONNX Runtime, and the ratios that
+    matter: tuned against ONNX Runtime and against untuned."""
+    from explorer.model import ONNXRUNTIME, TUNED, UNTUNED
+
+    env = race.environment
+    print(
+        f"race {race.id} on {env.get('cpu_model', 'this CPU')}, {env.get('num_threads')} "
+        f"threads, {plural(race.trials, 'trial')} spent, {env.get('tasks_scheduled')} tasks "
+        f"scheduled (ONNX Runtime {env.get('onnxruntime_version')}):"
+    )
+    for e in race.entries:
+        if e.error is not None:
+            print(f"  {e.name:12s} {e.error}")
+            continue
+        check = (
+            "" if e.name == ONNXRUNTIME else f", output within {e.max_error:.1g} of ONNX Runtime's"
+        )
+        rounds = " ".join(format_secs(x) for x in e.round_secs)
+        print(f"  {e.name:12s} {format_secs(e.fastest_secs)} (rounds: {rounds}){check}")
+    tuned, ort, untuned = (race.entry(n) for n in (TUNED, ONNXRUNTIME, UNTUNED))
+    if tuned and ort and tuned.fastest_secs and ort.fastest_secs:
+        ratio = tuned.fastest_secs / ort.fastest_secs
+        print(f"tuned / ONNX Runtime: {ratio:.2f} ({'faster' if ratio < 1 else 'slower'})")
+    if tuned and untuned and tuned.fastest_secs and untuned.fastest_secs:
+        print(f"speed-up over untuned: {untuned.fastest_secs / tuned.fastest_secs:.1f}x")
 
 
 def _print_model(model: Any, *, top: int) -> None:
@@ -123,7 +232,8 @@ def _print_model(model: Any, *, top: int) -> None:
 def add_model_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "model",
-        help="bring your own network: import an ONNX model, list its tasks",
+        help="bring your own network: import an ONNX model, tune its tasks, race it against "
+        "ONNX Runtime",
     )
     cmds = p.add_subparsers(metavar="COMMAND", required=True)
 
@@ -152,6 +262,50 @@ def add_model_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     ls = cmds.add_parser("list", help="the models stored in the database")
     add_common(ls, target=False)
     ls.set_defaults(func=cmd_list)
+
+    tune = cmds.add_parser(
+        "tune",
+        help="tune a model's tasks with one budget, then race the network against ONNX Runtime",
+    )
+    tune.add_argument("model", help="its name or id (see `explorer model list`)")
+    tune.add_argument("--trials", type=trial_count, required=True, help="trials for all tasks")
+    tune.add_argument(
+        "--strategy", default="evolutionary", metavar="NAME",
+        help="search strategy of every task (default evolutionary)",
+    )  # fmt: skip
+    tune.add_argument(
+        "--scheduler", choices=("gradient", "round-robin"), default="gradient",
+        help="which task the next trials go to (default gradient: where they cut the "
+        "network's latency most)",
+    )  # fmt: skip
+    tune.add_argument(
+        "--chunk", type=positive_int, default=16, help="trials a task gets at a time (default 16)"
+    )
+    tune.add_argument("--seed", type=non_negative_int, default=0, help="(default 0)")
+    tune.add_argument(
+        "--rounds", type=positive_int, default=3, help="interleaved rounds of the race (default 3)"
+    )
+    tune.add_argument("--no-race", action="store_true", help="tune only; race later")
+    tune.add_argument("-q", "--quiet", action="store_true", help="no line per chunk")
+    add_common(tune, target=False)
+    tune.set_defaults(func=cmd_tune)
+
+    race = cmds.add_parser(
+        "race",
+        help="build the network with its tasks' best schedules and race it against ONNX "
+        "Runtime and the untuned build",
+    )
+    race.add_argument("model", help="its name or id (see `explorer model list`)")
+    race.add_argument(
+        "--tune", default=None, metavar="NAME",
+        help="the schedules of one tune, e.g. evolutionary/seed0/gradient (default: the best "
+        "of every task in the database)",
+    )  # fmt: skip
+    race.add_argument(
+        "--rounds", type=positive_int, default=3, help="interleaved rounds (default 3)"
+    )
+    add_common(race, target=False)
+    race.set_defaults(func=cmd_race)
 
     show = cmds.add_parser("show", help="a stored model's tasks, costliest first")
     show.add_argument("model", help="its name or id (see `explorer model list`)")

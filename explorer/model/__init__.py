@@ -12,14 +12,30 @@ ONNX models at their real shapes (random weights). Needs the ``model`` extra (on
 
 from __future__ import annotations
 
-from explorer.core import ModelInput, ModelRecord, ModelTask
+from explorer.core import ModelInput, ModelRace, ModelRecord, ModelTask, RaceEntry
 from explorer.model._import import import_model, lower_onnx, model_tasks
 from explorer.model._networks import NETWORKS
-from explorer.model._onnx import OnnxFile, parse_input_shape, read_onnx
+from explorer.model._onnx import OnnxFile, parse_input_shape, parse_onnx, read_onnx
+from explorer.model._race import MAX_ERROR, ONNXRUNTIME, TUNED, UNTUNED, best_schedules, race_model
+from explorer.model._tune import SCHEDULERS, ModelTuneProgress, TaskState, task_states, tune_model
 
 __all__ = [
+    "MAX_ERROR",
     "NETWORKS",
+    "ONNXRUNTIME",
+    "TUNED",
+    "UNTUNED",
+    "best_schedules",
+    "race_model",
+    "SCHEDULERS",
+    "ModelTuneProgress",
+    "TaskState",
+    "task_states",
+    "tune_model",
+    "parse_onnx",
     "ModelInput",
+    "ModelRace",
+    "RaceEntry",
     "ModelRecord",
     "ModelTask",
     "OnnxFile",

@@ -18,6 +18,7 @@ from explorer.measure import LocalMeasurer, Measurer
 from explorer.model._onnx import OnnxFile, read_onnx
 from explorer.search import baseline_candidate
 from explorer.target import Target
+from explorer.text import last_line
 from explorer.types import MeasureStatus
 from explorer.workloads import Workload, task_workload
 
@@ -30,12 +31,12 @@ def lower_onnx(onnx_file: OnnxFile, where: str) -> Any:
         mod = _tvm.relax_from_onnx(onnx_file.proto, shapes)
     except Exception as exc:  # noqa: BLE001  (the frontend raises whatever its converters do)
         raise ModelError(
-            f"{where}: TVM's ONNX frontend cannot convert it ({_last_line(exc)})"
+            f"{where}: TVM's ONNX frontend cannot convert it ({last_line(exc)})"
         ) from None
     try:
         return _tvm.lower_relax(mod)
     except Exception as exc:  # noqa: BLE001
-        raise ModelError(f"{where}: lowering it to TIR failed ({_last_line(exc)})") from None
+        raise ModelError(f"{where}: lowering it to TIR failed ({last_line(exc)})") from None
 
 
 def model_tasks(lowered: Any, target: Target, where: str) -> list[tuple[str, int, Workload]]:
@@ -44,7 +45,7 @@ def model_tasks(lowered: Any, target: Target, where: str) -> list[tuple[str, int
         extracted = _tvm.extract_relax_tasks(lowered, target.to_tvm())
     except Exception as exc:  # noqa: BLE001
         raise ModelError(
-            f"{where}: MetaSchedule's task extraction failed ({_last_line(exc)})"
+            f"{where}: MetaSchedule's task extraction failed ({last_line(exc)})"
         ) from None
     out = []
     for name, weight, mod in extracted:
@@ -117,8 +118,3 @@ def _timed(
         error = None if ok else (result.error_msg or result.status.value)
         tasks.append(ModelTask(task_name, workload, weight, workload.flops(), secs, error))
     return tasks
-
-
-def _last_line(exc: BaseException) -> str:
-    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else type(exc).__name__

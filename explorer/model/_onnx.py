@@ -58,7 +58,7 @@ def read_onnx(path: str | os.PathLike[str], shapes: Mapping[str, Sequence[int]] 
     Raises:
         ModelError: one sentence naming what is wrong (and the node, for an operator).
     """
-    onnx = require("onnx", "importing an ONNX model", "model")
+    require("onnx", "importing an ONNX model", "model")
     file = Path(path)
     if not file.is_file():
         raise ModelError(f"{file}: no such file")
@@ -69,7 +69,14 @@ def read_onnx(path: str | os.PathLike[str], shapes: Mapping[str, Sequence[int]] 
             f"{file} is {size / 2**30:.1f} GiB: importing it needs about {COPIES_IN_MEMORY}x "
             f"that in memory, and this machine has {available / 2**30:.1f} GiB free"
         )
-    data = file.read_bytes()
+    return parse_onnx(file.read_bytes(), str(file), shapes)
+
+
+def parse_onnx(data: bytes, where: str, shapes: Mapping[str, Sequence[int]] = {}) -> OnnxFile:
+    """``read_onnx`` of bytes already read (a model's stored source); ``where`` names them in
+    messages."""
+    onnx = require("onnx", "importing an ONNX model", "model")
+    file = where
     try:
         proto = onnx.load_model_from_string(data)
     except Exception as exc:  # noqa: BLE001  (protobuf's DecodeError, or anything it raises)
@@ -88,7 +95,7 @@ def read_onnx(path: str | os.PathLike[str], shapes: Mapping[str, Sequence[int]] 
     return OnnxFile(proto, data, hashlib.sha256(data).hexdigest(), inputs, int(opset))
 
 
-def _check_weights_inside(file: Path, proto: Any) -> None:
+def _check_weights_inside(file: str, proto: Any) -> None:
     external = [t.name for t in proto.graph.initializer if t.data_location == 1]
     if external:
         raise ModelError(
@@ -98,7 +105,7 @@ def _check_weights_inside(file: Path, proto: Any) -> None:
         )
 
 
-def _check_operators(file: Path, proto: Any) -> None:
+def _check_operators(file: str, proto: Any) -> None:
     known = _tvm.onnx_frontend_operators()
     for index, node in enumerate(proto.graph.node):
         if node.domain not in ("", "ai.onnx") or node.op_type not in known:
@@ -110,7 +117,7 @@ def _check_operators(file: Path, proto: Any) -> None:
             )
 
 
-def _inputs(file: Path, proto: Any, shapes: Mapping[str, Sequence[int]]) -> tuple[ModelInput, ...]:
+def _inputs(file: str, proto: Any, shapes: Mapping[str, Sequence[int]]) -> tuple[ModelInput, ...]:
     onnx = require("onnx", "importing an ONNX model", "model")
     weights = {t.name for t in proto.graph.initializer}
     graph_inputs = [i for i in proto.graph.input if i.name not in weights]

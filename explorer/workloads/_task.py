@@ -22,6 +22,7 @@ import numpy as np
 
 from explorer import _tvm
 from explorer.errors import WorkloadError
+from explorer.text import last_line
 from explorer.workloads._base import (
     MAX_TENSOR_ELEMENTS,
     OperatorFamily,
@@ -67,8 +68,9 @@ def _parsed(text: str) -> tuple[Any, list[tuple[str, tuple[int, ...], str]]]:
     except ValueError as exc:  # a dynamic shape
         raise WorkloadError(f"task: {exc}; only static shapes can be timed") from None
     except Exception as exc:  # noqa: BLE001  (TVMScript's parser raises its own diagnostics)
-        first = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-        raise WorkloadError(f"task: parameter 'tir' is not a TIR PrimFunc ({first})") from None
+        raise WorkloadError(
+            f"task: parameter 'tir' is not a TIR PrimFunc ({last_line(exc)})"
+        ) from None
     if outputs != [len(params) - 1]:
         written = ", ".join(params[i][0] for i in outputs) or "none"
         raise WorkloadError(

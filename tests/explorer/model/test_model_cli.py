@@ -67,6 +67,26 @@ def test_a_task_tunes_as_model_colon_task(imported):
     assert out.returncode == 2 and "its model fixes it" in out.stderr, out.stderr
 
 
+def test_tune_then_race_from_the_command_line(imported):
+    _, db, _ = imported
+    out = explorer(
+        "model", "tune", "tiny", "--trials", "10", "--strategy", "random", "--chunk", "6",
+        "--rounds", "1", "--db", str(db),
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("[6/10] fused_conv2d1_add_add1_relu: best "), out.stdout
+    assert "tune random/seed0/gradient: 10 trials in all" in lines, out.stdout
+    race = lines[lines.index("tune random/seed0/gradient: 10 trials in all") + 1 :]
+    assert race[0].startswith("race 1 on ") and "10 trials spent" in race[0], out.stdout
+    assert [ln.split()[0] for ln in race[1:4]] == ["untuned", "tuned", "onnxruntime"]
+    assert "output within" in race[2] and race[4].startswith("tuned / ONNX Runtime: ")
+    out = explorer("model", "show", "tiny", "--db", str(db))
+    assert "tune random/seed0/gradient: 10 trials" in out.stdout and "race 1 on " in out.stdout
+    out = explorer("model", "race", "tiny", "--tune", "nope", "--db", str(db))
+    assert out.returncode == 2 and "has no tune 'nope'" in out.stderr, out.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -1,0 +1,156 @@
+"""Building a model whole and racing it: the network untuned (TVM's default lowering), with the
+best schedule of every task, and ONNX Runtime, each checked against ONNX Runtime's output and
+timed in interleaved rounds with the same timer.
+
+The race runs in a child process: a network's build and the two runtimes' thread pools never
+touch the calling process (a notebook's kernel), its thread count is the target's from the
+first kernel on, and whatever happens there, the caller gets a sentence back.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from explorer.core import ModelRace, ModelRecord, RaceEntry, RecordStore, TrialRecord
+from explorer.errors import ModelError
+from explorer.storage import environment
+from explorer.types import MeasureStatus
+
+UNTUNED, TUNED, ONNXRUNTIME = "untuned", "tuned", "onnxruntime"
+MAX_ERROR = 1e-3
+"""Largest difference from ONNX Runtime's output (relative to its largest value) a build may
+show and still count as correct: float32 sums in another order, over a whole network."""
+
+
+@dataclass(frozen=True)
+class RacePlan:
+    """What the child needs, picklable: the ONNX bytes, the inputs' shapes, the target and
+    each tuned task's (IRModule JSON, trace)."""
+
+    source: bytes
+    shapes: dict[str, tuple[int, ...]]
+    target_json: dict[str, Any]
+    num_threads: int
+    schedules: tuple[tuple[str, Any], ...]
+    rounds: int
+    seed: int
+    untuned: bool
+
+
+def best_schedules(
+    model: ModelRecord, store: RecordStore, *, tune: str | None = None
+) -> list[tuple[str, TrialRecord]]:
+    """(task name, its fastest correct trial) for every task that has one: among the runs of
+    the model tune ``tune``, or (``None``) among every trial of the task on the model's target."""
+    runs_of: dict[str, list[int]] = {}
+    for run_id, task_name, run_tune in store.model_runs(model.id):
+        if tune is None or run_tune == tune:
+            runs_of.setdefault(task_name, []).append(run_id)
+    out: list[tuple[str, TrialRecord]] = []
+    for task in model.tasks:
+        trial: TrialRecord | None
+        if tune is None:
+            best = store.best(task.workload, model.target)
+            trial = best[0] if best else None
+        else:
+            ok = [
+                t
+                for run_id in runs_of.get(task.name, [])
+                for t in store.trials(run_id=run_id)
+                if t.status is MeasureStatus.OK and t.median_secs is not None
+            ]
+            trial = min(ok, key=lambda t: t.median_secs or math.inf) if ok else None
+        if trial is not None:
+            out.append((task.name, trial))
+    return out
+
+
+def race_model(
+    model: ModelRecord,
+    store: RecordStore,
+    *,
+    tune: str | None = None,
+    rounds: int = 3,
+    seed: int = 0,
+    untuned: bool = True,
+    timeout_secs: float = 1800.0,
+    on_step: Callable[[str], None] = lambda _: None,
+) -> ModelRace:
+    """Build ``model`` with the best schedule of each task and race it (see the module doc);
+    the race is stored and returned.
+
+    Raises:
+        ModelError: the child process failed (it says why), or ran past ``timeout_secs``.
+    """
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1 (got {rounds})")
+    from explorer import _tvm
+
+    chosen = best_schedules(model, store, tune=tune)
+    schedules = tuple(
+        (_tvm.save_json(trial.candidate.workload.mod()), trial.candidate.trace)
+        for _, trial in chosen
+    )
+    plan = RacePlan(
+        source=store.model_source(model.id),
+        shapes={i.name: i.shape for i in model.inputs},
+        target_json=model.target.to_json(),
+        num_threads=model.target.num_cores,
+        schedules=schedules,
+        rounds=rounds,
+        seed=seed,
+        untuned=untuned,
+    )
+    on_step(
+        f"building {model.name} with {len(chosen)} of {len(model.tasks)} tasks scheduled, "
+        f"then {rounds} interleaved rounds against ONNX Runtime"
+    )
+    entries, versions = _run_child(plan, model.name, timeout_secs)
+    trials = sum(
+        store.count_trials(run_id=run_id, remeasures=False)
+        for run_id, _, run_tune in store.model_runs(model.id)
+        if tune is None or run_tune == tune
+    )
+    race = ModelRace(
+        0, model.id, tune, trials, tuple(entries),
+        {**environment(), **versions, "num_threads": plan.num_threads,
+         "tasks_scheduled": len(chosen)},
+        time.time(),
+    )  # fmt: skip
+    return store.add_model_race(race)
+
+
+def _run_child(
+    plan: RacePlan, name: str, timeout_secs: float
+) -> tuple[list[RaceEntry], dict[str, Any]]:
+    """``explorer.model._race_child`` run on ``plan`` (pickled through its stdin and stdout:
+    a fresh interpreter, which imports nothing of the caller's ``__main__``)."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "explorer.model._race_child"],
+            input=pickle.dumps(plan), capture_output=True, timeout=timeout_secs,
+            # TVM's thread pool reads its size once, when it starts: the target's, from the
+            # first kernel on (ONNX Runtime's is set on its session)
+            env={**os.environ, "TVM_NUM_THREADS": str(plan.num_threads)},
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise ModelError(f"racing {name} took more than {timeout_secs:.0f} s") from None
+    if done.returncode != 0:
+        said = done.stderr.decode(errors="replace").strip().splitlines()
+        why = said[-1] if said else f"exit status {done.returncode}"
+        raise ModelError(
+            f"the process building and racing {name} failed ({why}); nothing was stored"
+        )
+    reply = pickle.loads(done.stdout)
+    if isinstance(reply, str):  # a ModelError of the child's: its sentence
+        raise ModelError(reply)
+    entries, versions = reply
+    return list(entries), dict(versions)

@@ -1,0 +1,123 @@
+"""The child process of ``race_model``: reads a pickled ``RacePlan`` on stdin, builds the
+network untuned and tuned, checks both against ONNX Runtime, times the three in interleaved
+rounds, and writes the pickled (entries, versions) on stdout (or a ``ModelError``'s sentence)."""
+
+from __future__ import annotations
+
+import functools
+import math
+import pickle
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from explorer.core import RaceEntry
+from explorer.errors import ModelError
+from explorer.model._race import MAX_ERROR, ONNXRUNTIME, TUNED, UNTUNED, RacePlan
+from explorer.text import last_line
+
+ROUND_SECS = 0.3  # each contender's share of a round: its fastest call of this long
+
+
+def race(plan: RacePlan) -> tuple[list[RaceEntry], dict[str, Any]]:
+    import onnxruntime
+
+    from explorer import _tvm
+    from explorer.model._import import lower_onnx
+    from explorer.model._onnx import parse_onnx
+    from explorer.target import Target
+
+    onnx_file = parse_onnx(plan.source, "the stored model", plan.shapes)
+    lowered = lower_onnx(onnx_file, "the stored model")
+    target = Target.from_json(plan.target_json).to_tvm()
+    rng = np.random.default_rng(plan.seed)
+    inputs = [_random_input(rng, i.shape, i.dtype) for i in onnx_file.inputs]
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = plan.num_threads
+    options.inter_op_num_threads = 1
+    session = onnxruntime.InferenceSession(
+        plan.source, options, providers=["CPUExecutionProvider"]
+    )
+    names = [i.name for i in onnx_file.inputs]
+    feed = dict(zip(names, inputs, strict=True))
+    runners: dict[str, Callable[[], Sequence[Any]]] = {
+        ONNXRUNTIME: lambda: session.run(None, feed)
+    }
+    errors: dict[str, str] = {}
+    builds = [(TUNED, [(_tvm.load_json(m), t) for m, t in plan.schedules])]
+    if plan.untuned:
+        builds.insert(0, (UNTUNED, []))
+    for name, schedules in builds:
+        try:
+            network = _tvm.relax_runner(_tvm.build_relax(lowered, target, schedules))
+            runners[name] = functools.partial(network, *inputs)
+        except Exception as exc:  # noqa: BLE001  (a build failure is the entry's result)
+            errors[name] = last_line(exc)
+    expected = [np.asarray(x) for x in session.run(None, feed)]
+    max_error: dict[str, float] = {}
+    for name, run in runners.items():
+        got = [np.asarray(x) for x in run()]
+        max_error[name] = _relative_error(got, expected)
+        if max_error[name] > MAX_ERROR:
+            errors[name] = (
+                f"its output differs from ONNX Runtime's by {max_error[name]:.2g} of the "
+                f"largest value (at most {MAX_ERROR:g} is a float32 rounding difference)"
+            )
+    timed = [n for n in runners if n not in errors]
+    round_secs: dict[str, list[float]] = {n: [] for n in timed}
+    for r in range(plan.rounds):
+        order = timed[r % len(timed) :] + timed[: r % len(timed)] if timed else []
+        for name in order:  # each round in another order: no contender always goes first
+            round_secs[name].append(_fastest_call(runners[name]))
+    entries = [
+        RaceEntry(name, tuple(round_secs.get(name, ())), max_error.get(name), errors.get(name))
+        for name in [*(n for n, _ in builds), ONNXRUNTIME]
+    ]
+    return entries, {"onnxruntime_version": onnxruntime.__version__}
+
+
+def _fastest_call(run: Callable[[], Any]) -> float:
+    """The fastest of as many calls as fit in ``ROUND_SECS`` (one at least), each timed with
+    ``perf_counter`` around it: interference only ever adds time to a call."""
+    times: list[float] = []
+    start = time.perf_counter()
+    while not times or time.perf_counter() - start < ROUND_SECS:
+        before = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - before)
+    return min(times)
+
+
+def _random_input(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    if np.dtype(dtype).kind == "f":
+        return rng.standard_normal(shape).astype(dtype)
+    return np.zeros(shape, dtype=dtype)  # indices (token ids, say): 0 is valid for every table
+
+
+def _relative_error(got: list[np.ndarray], expected: list[np.ndarray]) -> float:
+    if len(got) != len(expected) or any(
+        g.shape != e.shape for g, e in zip(got, expected, strict=True)
+    ):
+        return math.inf
+    worst = 0.0
+    for g, e in zip(got, expected, strict=True):
+        scale = float(np.abs(e).max()) if e.size else 0.0
+        diff = float(np.abs(g.astype(np.float64) - e).max()) if e.size else 0.0
+        worst = max(worst, diff / scale if scale > 0 else diff)
+    return worst
+
+
+def main() -> None:
+    plan = pickle.loads(sys.stdin.buffer.read())
+    try:
+        reply: Any = race(plan)
+    except ModelError as exc:
+        reply = str(exc)
+    sys.stdout.buffer.write(pickle.dumps(reply))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,217 @@
+"""Tuning a whole model: one budget of trials shared by its tasks, given in chunks to the task
+where the next trials should cut the network's latency most.
+
+Two schedulers: ``round-robin`` (every task in turn, the simple baseline) and ``gradient``, the
+allocation of Ansor (Zheng et al. 2020, section 6) as MetaSchedule's ``GradientBased`` task
+scheduler computes it: after one chunk per task, the next chunk goes to the task whose estimated
+gradient of the end-to-end latency with respect to its trials is steepest,
+
+    grad_i = w_i * (alpha * backward_i + (1 - alpha) * forward_i)
+
+where ``w_i`` is the task's calls per inference, ``backward_i`` the change of its best latency per
+trial over its last ``window`` chunks, and ``forward_i = -best_i / trials_i`` the optimistic
+guess that more trials keep paying at the average rate so far.
+
+Every chunk is an ordinary run of a strategy of ours on the task's workload (stored, resumable,
+with its baseline and its best re-timed side by side), linked to the model tune it belongs to.
+A tune is named ``STRATEGY/seedN/SCHEDULER``; calling ``tune_model`` again with the same name
+continues it: an interrupted chunk is resumed, and the allocation picks up from the stored runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from explorer.core import ModelRecord, ModelTask, RecordStore, RunStatus
+from explorer.errors import SearchError
+from explorer.measure import Measurer
+from explorer.storage import summarize_run
+from explorer.tuner import TuneProgress, Tuner
+
+SCHEDULERS = ("gradient", "round-robin")
+ALPHA, WINDOW = 0.2, 3  # MetaSchedule's GradientBased defaults
+MIN_FIRST_CHUNK = 4
+
+
+@dataclass(frozen=True)
+class TaskState:
+    """What the tune knows of one task: its trials so far and its best after each chunk."""
+
+    task: ModelTask
+    trials: int
+    history: tuple[tuple[int, float], ...]  # (trials so far, best secs so far) after each chunk
+    exhausted: bool  # the strategy ran out of points: no more chunks
+
+    @property
+    def best_secs(self) -> float | None:
+        return self.history[-1][1] if self.history else self.task.untuned_secs
+
+    def gradient(self) -> float:
+        """d(network latency)/d(trials) estimated for this task (negative: more trials help)."""
+        if not self.history or self.trials == 0:
+            return -math.inf  # never tried: before anything else
+        best = self.history[-1][1]
+        before = self.history[max(0, len(self.history) - 1 - WINDOW)]
+        spent = self.trials - before[0]
+        backward = (best - before[1]) / spent if spent > 0 else 0.0
+        forward = -best / self.trials
+        return self.task.weight * (ALPHA * backward + (1 - ALPHA) * forward)
+
+
+@dataclass(frozen=True)
+class ModelTuneProgress:
+    """Sent after every chunk: the task just tuned and the state of all."""
+
+    tune: str
+    task: str
+    trials: int
+    max_trials: int
+    states: tuple[TaskState, ...]
+
+    @property
+    def estimated_secs(self) -> float | None:
+        """The network's latency if its tasks ran at their best times (the sum the tune
+        optimises; the race measures the real thing)."""
+        parts = [s.best_secs for s in self.states]
+        if any(p is None for p in parts):
+            return None
+        return math.fsum(s.task.weight * (s.best_secs or 0.0) for s in self.states)
+
+
+def tune_name(strategy: str, seed: int, scheduler: str) -> str:
+    return f"{strategy}/seed{seed}/{scheduler}"
+
+
+def task_states(model: ModelRecord, store: RecordStore, tune: str) -> list[TaskState]:
+    """The state of every task of ``model`` in the tune ``tune``, from the stored runs."""
+    runs: dict[str, list[int]] = {}
+    for run_id, task_name, run_tune in store.model_runs(model.id):
+        if run_tune == tune:
+            runs.setdefault(task_name, []).append(run_id)
+    states = []
+    for task in model.tasks:
+        trials, exhausted = 0, False
+        history: list[tuple[int, float]] = []
+        best = math.inf
+        for run_id in runs.get(task.name, []):
+            rows = store.trial_rows(run_id=run_id)
+            summary = summarize_run(run_id, rows)
+            trials += summary.num_trials
+            if summary.best_secs is not None:
+                best = min(best, summary.best_secs)
+            if math.isfinite(best):
+                history.append((trials, best))
+            run = store.get_run(run_id)
+            budget = int(run.settings.get("max_trials", 0) or 0)
+            ran_dry = run.status is RunStatus.FINISHED and summary.num_trials < budget
+            exhausted = exhausted or ran_dry
+        states.append(TaskState(task, trials, tuple(history), exhausted))
+    return states
+
+
+def next_task(states: Sequence[TaskState], scheduler: str) -> TaskState | None:
+    """The task the next chunk goes to (``None``: every task ran out of points)."""
+    open_states = [s for s in states if not s.exhausted]
+    if not open_states:
+        return None
+    untried = [s for s in open_states if s.trials == 0]
+    if untried:  # every task gets a first chunk, the costliest untuned first
+        return max(untried, key=lambda s: s.task.untuned_total_secs or 0.0)
+    if scheduler == "round-robin":
+        return min(open_states, key=lambda s: s.trials)
+    return min(open_states, key=lambda s: s.gradient())
+
+
+def tune_model(
+    model: ModelRecord,
+    store: RecordStore,
+    measurer: Measurer,
+    *,
+    max_trials: int,
+    strategy: str = "evolutionary",
+    seed: int = 0,
+    scheduler: str = "gradient",
+    chunk: int = 16,
+    should_stop: Callable[[], bool] = lambda: False,
+    on_progress: Callable[[ModelTuneProgress], None] | None = None,
+) -> str:
+    """Tune ``model``'s tasks with ``max_trials`` trials in all (see the module doc); returns
+    the tune's name (for ``race_model(..., tune=...)``).
+
+    Raises:
+        SearchError: an unknown scheduler, or a budget or chunk below 1.
+    """
+    if scheduler not in SCHEDULERS:
+        raise SearchError(f"scheduler must be one of {', '.join(SCHEDULERS)} (got {scheduler!r})")
+    if max_trials < 1 or chunk < 1:
+        raise SearchError(f"max_trials and chunk must be at least 1 (got {max_trials}, {chunk})")
+    tune = tune_name(strategy, seed, scheduler)
+    tuner = Tuner(measurer=measurer, store=store, batch_size=min(chunk, 8))
+    _resume_interrupted(model, store, tuner, tune, should_stop)
+    while not should_stop():
+        states = task_states(model, store, tune)
+        spent = sum(s.trials for s in states)
+        state = next_task(states, scheduler)
+        if spent >= max_trials or state is None:
+            break
+        size = min(_chunk_size(model, state, chunk, max_trials), max_trials - spent)
+        link = _Linker(store, model.id, state.task.name, tune)
+        chunks_before = sum(
+            1 for _, task, run_tune in store.model_runs(model.id)
+            if task == state.task.name and run_tune == tune
+        )  # fmt: skip
+        result = tuner.run(
+            state.task.workload, model.target, strategy, max_trials=size,
+            seed=seed * 1000 + chunks_before, should_stop=should_stop, on_progress=link,
+        )  # fmt: skip
+        link.add(result.run.id)  # a run that stopped before its first batch is linked too
+        if on_progress is not None:
+            states = task_states(model, store, tune)
+            on_progress(
+                ModelTuneProgress(tune, state.task.name, sum(s.trials for s in states),
+                                  max_trials, tuple(states))
+            )  # fmt: skip
+    return tune
+
+
+class _Linker:
+    """Links a chunk's run to the model tune as soon as the run exists (its first batch), so
+    that a tune stopped mid-chunk finds the run again."""
+
+    def __init__(self, store: RecordStore, model_id: int, task: str, tune: str):
+        self.store, self.model_id, self.task, self.tune = store, model_id, task, tune
+        self.linked: set[int] = set()
+
+    def __call__(self, progress: TuneProgress) -> None:
+        self.add(progress.run_id)
+
+    def add(self, run_id: int) -> None:
+        if run_id not in self.linked:
+            self.store.link_model_run(self.model_id, run_id, self.task, self.tune)
+            self.linked.add(run_id)
+
+
+def _chunk_size(model: ModelRecord, state: TaskState, chunk: int, max_trials: int) -> int:
+    """A task's first chunk is its share of the budget by its untuned time (at least
+    ``MIN_FIRST_CHUNK``, at most ``chunk``): a reshape that takes 0.01% of the network is not
+    given the trials of its heaviest convolution. Later chunks are ``chunk`` trials."""
+    if state.trials > 0:
+        return chunk
+    share = model.share(state.task) or 0.0
+    return max(MIN_FIRST_CHUNK, min(chunk, round(max_trials * share)))
+
+
+def _resume_interrupted(
+    model: ModelRecord,
+    store: RecordStore,
+    tuner: Tuner,
+    tune: str,
+    should_stop: Callable[[], bool],
+) -> None:
+    """Finish the chunks a stopped tune left running (their runs read as interrupted)."""
+    for run_id, _, run_tune in store.model_runs(model.id):
+        stopped = (RunStatus.INTERRUPTED, RunStatus.CANCELLED)
+        if run_tune == tune and store.get_run(run_id).status in stopped:
+            tuner.resume(run_id, should_stop=should_stop)

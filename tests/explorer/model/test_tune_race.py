@@ -1,0 +1,180 @@
+"""Tuning a whole model (one budget, a task scheduler) and racing the network against ONNX
+Runtime, with real measurements, builds and runtimes (issue 23)."""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+
+import numpy as np
+import pytest
+
+from explorer.core import ModelTask
+from explorer.errors import ModelError, SearchError
+from explorer.measure import LocalMeasurer, MeasureConfig
+from explorer.model import (
+    MAX_ERROR,
+    ONNXRUNTIME,
+    TUNED,
+    UNTUNED,
+    TaskState,
+    import_model,
+    race_model,
+    task_states,
+    tune_model,
+)
+from explorer.model._race_child import _relative_error
+from explorer.model._tune import next_task
+from explorer.storage import get_store
+from explorer.workloads import get_workload
+
+
+@pytest.fixture(scope="module")
+def measurer():
+    with LocalMeasurer(MeasureConfig(repeat=3, min_repeat_secs=0.002)) as m:
+        yield m
+
+
+@pytest.fixture(scope="module")
+def tuned(tiny_onnx, measurer, tmp_path_factory):
+    """The tiny network imported and tuned with 20 random trials, in round-robin."""
+    db = tmp_path_factory.mktemp("tune") / "records.db"
+    with get_store(db) as store:
+        model = import_model(tiny_onnx, store, measurer=measurer)
+        tune = tune_model(
+            model, store, measurer, max_trials=20, strategy="random", scheduler="round-robin",
+            chunk=8,
+        )  # fmt: skip
+    return db, model, tune
+
+
+def test_a_tune_spends_its_budget_over_the_tasks_costliest_first(tuned):
+    db, model, tune = tuned
+    assert tune == "random/seed0/round-robin"
+    with get_store(db, read_only=True) as store:
+        states = task_states(model, store, tune)
+        runs = store.model_runs(model.id)
+        spent = sum(store.count_trials(run_id=r, remeasures=False) for r, _, _ in runs)
+    assert sum(s.trials for s in states) == spent == 20
+    first = [task for _, task, _ in runs][:3]
+    by_cost = sorted(model.tasks, key=lambda t: -(t.untuned_total_secs or 0))
+    assert first == [t.name for t in by_cost[:3]]  # every task's first chunk, costliest first
+    conv = next(s for s in states if s.task.name == "fused_conv2d1_add_add1_relu")
+    assert conv.best_secs is not None and conv.best_secs < conv.task.untuned_secs
+
+
+def test_a_tune_continues_where_it_stopped(tuned, measurer):
+    """The same tune with a larger budget: only the difference is spent, nothing re-run."""
+    db, model, tune = tuned
+    with get_store(db) as store:
+        before = store.model_runs(model.id)
+        again = tune_model(
+            model, store, measurer, max_trials=28, strategy="random", scheduler="round-robin",
+            chunk=8,
+        )  # fmt: skip
+        assert again == tune
+        after = store.model_runs(model.id)
+        assert after[: len(before)] == before and len(after) > len(before)
+        assert sum(s.trials for s in task_states(model, store, tune)) == 28
+        unchanged = tune_model(
+            model, store, measurer, max_trials=28, strategy="random", scheduler="round-robin"
+        )
+        assert unchanged == tune and store.model_runs(model.id) == after
+
+
+def test_a_tune_stopped_between_chunks_keeps_what_it_measured(tiny_onnx, measurer, tmp_path):
+    with get_store(tmp_path / "r.db") as store:
+        model = import_model(tiny_onnx, store, measurer=measurer)
+        asked = []
+
+        def stop_after_first_chunk() -> bool:
+            asked.append(1)
+            return bool(store.model_runs(model.id))
+
+        tune = tune_model(
+            model, store, measurer, max_trials=12, strategy="random", chunk=4,
+            should_stop=stop_after_first_chunk,
+        )  # fmt: skip
+        (first,) = store.model_runs(model.id)
+        assert sum(s.trials for s in task_states(model, store, tune)) >= 1
+        tune_model(model, store, measurer, max_trials=12, strategy="random", chunk=4)
+        assert store.model_runs(model.id)[0] == first
+        assert sum(s.trials for s in task_states(model, store, tune)) == 12
+
+
+def test_bad_tune_settings_are_refused(tuned, measurer):
+    db, model, _ = tuned
+    with get_store(db) as store:
+        with pytest.raises(SearchError, match="scheduler must be one of"):
+            tune_model(model, store, measurer, max_trials=4, scheduler="fastest")
+        with pytest.raises(SearchError, match="at least 1"):
+            tune_model(model, store, measurer, max_trials=0)
+
+
+def _state(name, weight, trials, history, untuned=1e-3, exhausted=False):
+    w = get_workload("task")
+    task = ModelTask(name, w, weight, w.flops(), untuned)
+    return TaskState(task, trials, tuple(history), exhausted)
+
+
+def test_the_gradient_scheduler_gives_trials_where_latency_falls_fastest():
+    # a: still improving fast, called twice per inference; b: flat for its last chunks
+    a = _state("a", 2, 32, [(16, 4e-3), (32, 2e-3)])
+    b = _state("b", 1, 48, [(16, 1e-3), (32, 1e-3), (48, 1e-3)])
+    assert next_task([a, b], "gradient").task.name == "a"
+    assert a.gradient() < b.gradient() < 0
+    # round-robin: the one with the fewest trials
+    assert next_task([a, b], "round-robin").task.name == "a"
+    # a task never tried goes first (the costliest untuned first); exhausted ones never
+    new = _state("new", 1, 0, [], untuned=5e-4)
+    newer = _state("newer", 1, 0, [], untuned=9e-4)
+    assert next_task([a, b, new, newer], "gradient").task.name == "newer"
+    done = dataclasses.replace(a, exhausted=True)
+    assert next_task([done, b], "gradient").task.name == "b"
+    assert next_task([done], "gradient") is None
+
+
+def test_the_race_checks_and_times_every_build_against_onnxruntime(tuned):
+    db, model, tune = tuned
+    with get_store(db) as store:
+        race = race_model(model, store, tune=tune, rounds=2)
+        assert store.model_races(model.id) == [race]
+        spent = sum(s.trials for s in task_states(model, store, tune))
+    assert race.tune == tune and race.trials == spent >= 20
+    assert [e.name for e in race.entries] == [UNTUNED, TUNED, ONNXRUNTIME]
+    for entry in race.entries:
+        assert entry.error is None, entry
+        assert len(entry.round_secs) == 2 and entry.fastest_secs > 0
+        assert entry.max_error is not None and entry.max_error <= MAX_ERROR
+    assert race.entry(ONNXRUNTIME).max_error == 0.0
+    # the tuned convolution is ~50x faster than its default lowering, which is ~98% of the
+    # untuned network's time: the tuned network must be faster than the untuned one
+    assert race.entry(TUNED).fastest_secs < race.entry(UNTUNED).fastest_secs
+    env = race.environment
+    assert env["num_threads"] == model.target.num_cores and env["onnxruntime_version"]
+    assert env["tasks_scheduled"] >= 1
+
+
+def test_a_damaged_stored_model_is_one_sentence_and_no_race(tuned, tmp_path):
+    db, model, _ = tuned
+    copy = tmp_path / "copy.db"
+    with sqlite3.connect(db) as src, sqlite3.connect(copy) as dst:
+        src.backup(dst)
+    with sqlite3.connect(copy) as conn:
+        conn.execute("UPDATE models SET source = ? WHERE id = ?", (b"not onnx", model.id))
+    with get_store(copy) as store:
+        before = store.model_races(model.id)
+        with pytest.raises(ModelError, match="is not an ONNX model") as info:
+            race_model(model, store, rounds=1)
+        assert "\n" not in str(info.value)
+        assert store.model_races(model.id) == before
+
+
+def test_relative_error_compares_shapes_and_scales_by_the_largest_value():
+    ref = [np.array([[1.0, -4.0], [2.0, 0.5]], dtype=np.float32)]
+    assert _relative_error([ref[0].copy()], ref) == 0.0
+    off = ref[0].copy()
+    off[1, 1] += 0.004
+    assert _relative_error([off], ref) == pytest.approx(1e-3, rel=1e-3)
+    assert _relative_error([ref[0].T.copy()[:1]], ref) == float("inf")
+    assert _relative_error([], ref) == float("inf")
