@@ -34,6 +34,7 @@ from explorer._figures import (
     rgba,
     sync,
 )
+from explorer._plots_model import make_model_race_figure, make_model_tasks_figure
 from explorer._plots_nas import make_nas_pareto_figure, update_nas_pareto_figure
 from explorer.analysis import (
     MIN_POINTS,
@@ -557,6 +558,8 @@ __all__ = [
     "WRAP",
     "make_convergence_figure",
     "make_knob_effects_figure",
+    "make_model_race_figure",
+    "make_model_tasks_figure",
     "make_nas_pareto_figure",
     "make_predicted_vs_measured_figure",
     "make_strategy_comparison_figure",

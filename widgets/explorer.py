@@ -2,7 +2,9 @@
 
 It composes the panels around one shared ``Context``: the workload builder on top, then tabs for
 hand-scheduling (editor and cost side by side), search, dashboards, the fleet (its polling runs
-while its tab is shown) and NAS (a layer it opens shows in the editor). Each panel is also usable
+while its tab is shown), NAS (a layer it opens shows in the editor) and Model (an ONNX
+network's tasks, its tune and its race against ONNX Runtime; a task it opens shows in the
+editor). Each panel is also usable
 alone (``ExpressionBuilder(ctx)`` ...); the ``Explorer`` only wires them to one context.
 
 The panels of the other tabs are built when their tab is first opened, or their attribute
@@ -31,13 +33,14 @@ from widgets.dashboards import Dashboards
 from widgets.editor import ScheduleEditor
 from widgets.expression import ExpressionBuilder
 from widgets.fleet import FleetPanel
+from widgets.model import ModelPanel
 from widgets.nas import NasPanel
 from widgets.search_panel import SearchPanel
 
 DEFAULT_WORKLOAD = ("matmul", {"M": 128, "N": 128, "K": 128})
 """What ``Explorer()`` opens: small enough that a measurement takes well under a second."""
-TITLES = ("Schedule", "Search", "Dashboards", "Fleet", "NAS")
-SCHEDULE_TAB, SEARCH_TAB, DASHBOARDS_TAB, FLEET_TAB, NAS_TAB = range(len(TITLES))
+TITLES = ("Schedule", "Search", "Dashboards", "Fleet", "NAS", "Model")
+SCHEDULE_TAB, SEARCH_TAB, DASHBOARDS_TAB, FLEET_TAB, NAS_TAB, MODEL_TAB = range(len(TITLES))
 
 
 class _TabPanel(Protocol):
@@ -145,6 +148,11 @@ class Explorer:
         """The NAS tab's panel (built on first use)."""
         return self._panel(NAS_TAB, self._make_nas)
 
+    @property
+    def model(self) -> ModelPanel:
+        """The Model tab's panel (built on first use)."""
+        return self._panel(MODEL_TAB, self._make_model)
+
     def _panel(self, tab: int, build: Callable[[], P]) -> P:
         if tab not in self._panels:
             if self._root.comm is None:  # closed: a new panel would work on a closed context
@@ -165,6 +173,11 @@ class Explorer:
         nas.on_open = lambda _session: setattr(self.tabs, "selected_index", SCHEDULE_TAB)
         return nas
 
+    def _make_model(self) -> ModelPanel:
+        model = ModelPanel(self.ctx)
+        model.on_open = lambda _session: setattr(self.tabs, "selected_index", SCHEDULE_TAB)
+        return model
+
     def _on_tab(self) -> None:
         shown = self.tabs.selected_index
         panels: dict[int, Callable[[], _TabPanel]] = {
@@ -172,6 +185,7 @@ class Explorer:
             DASHBOARDS_TAB: lambda: self.dashboards,
             FLEET_TAB: lambda: self.fleet,
             NAS_TAB: lambda: self.nas,
+            MODEL_TAB: lambda: self.model,
         }
         if shown in panels:
             panels[shown]()  # builds the tab's panel the first time it is shown

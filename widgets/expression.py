@@ -19,6 +19,7 @@ from explorer.errors import ExplorerError
 from explorer.session import ScheduleSession
 from explorer.workloads import (
     FAMILIES,
+    TASK,
     Workload,
     format_shapes,
     get_family,
@@ -67,6 +68,8 @@ class ExpressionBuilder(Panel):
         # Short labels (a select cuts long ones); the formula and shape are shown below it.
         options: list[tuple[str, str]] = []
         for fam in FAMILIES.values():
+            if fam.name == TASK:  # a model's task opens from the Model tab, not from a form
+                continue
             label = "custom expression (einsum-like)" if fam.name == EXPR else fam.name
             options.append((label, fam.name))
         for name, (fam_name, _params) in presets().items():
@@ -185,6 +188,8 @@ class ExpressionBuilder(Panel):
     def show_workload(self, workload: Workload) -> None:
         """Fill the form with ``workload``'s family and parameters (e.g. of an opened record)."""
         params = workload.param_dict
+        if workload.family == TASK:  # its program is its model's: nothing to edit in the form
+            return
         if workload.family == EXPR:
             self.family.value = EXPR
             self.text.value = str(params["text"])

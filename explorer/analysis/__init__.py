@@ -14,6 +14,8 @@ ships a few thousand numbers, not 100k.
 * ``knob_effects_info``: knob values against latency, and each knob's importance.
 * ``transfer_info``: each target's best schedule measured on every target (a fleet's
   "transfer" view: what tuning for the wrong target costs).
+* ``model_times_info``, ``model_race_info``: an imported model's tasks before and after
+  tuning (what still dominates), and its races against ONNX Runtime by trials spent.
 * ``nas_front_info``: a NAS search's networks (latency, Fisher Potential ratio, MACs,
   parameters, legality, the front) and the layer a click on each opens in the editor.
 
@@ -50,6 +52,14 @@ from explorer.analysis._knob_effects import (
     knob_effects_info,
     omega_squared,
 )
+from explorer.analysis._model import (
+    ModelRaceInfo,
+    ModelTimesInfo,
+    RacePoint,
+    TaskTimeInfo,
+    model_race_info,
+    model_times_info,
+)
 from explorer.analysis._nas import (
     LayerFocus,
     NasFrontInfo,
@@ -70,6 +80,12 @@ from explorer.analysis._table import STATUSES, Decision, TrialTable
 from explorer.analysis._transfer import TransferCell, TransferInfo, transfer_info
 
 __all__ = [
+    "ModelRaceInfo",
+    "ModelTimesInfo",
+    "RacePoint",
+    "TaskTimeInfo",
+    "model_race_info",
+    "model_times_info",
     "METRIC_LABELS",
     "MIN_POINTS",
     "STATUSES",

@@ -17,6 +17,7 @@ from __future__ import annotations
 from explorer.report._collect import (
     MAX_SCHEDULES,
     BestSchedule,
+    ModelReport,
     NoRunsError,
     ReportInfo,
     RunReport,
@@ -36,6 +37,7 @@ __all__ = [
     "MAX_SCHEDULES",
     "BestSchedule",
     "MissingDependencyError",
+    "ModelReport",
     "NoRunsError",
     "ReportInfo",
     "ReportResult",

@@ -20,17 +20,22 @@ from explorer.analysis import (
     ConvergenceInfo,
     KnobEffectsInfo,
     Metric,
+    ModelRaceInfo,
+    ModelTimesInfo,
     PredictedVsMeasuredInfo,
     StrategyComparisonInfo,
     TrialTable,
     convergence_info,
     knob_effects_info,
+    model_race_info,
+    model_times_info,
     predicted_vs_measured_info,
     run_curve,
     strategy_comparison_info,
 )
-from explorer.core import BASELINE_MARK, has_mark
+from explorer.core import BASELINE_MARK, ModelRace, ModelRecord, has_mark
 from explorer.errors import ExplorerError
+from explorer.model import best_schedules
 from explorer.storage import (
     MANUAL,
     RecordStore,
@@ -126,6 +131,17 @@ class WorkloadReport:
 
 
 @dataclass(frozen=True)
+class ModelReport:
+    """An imported model whose tasks the chosen runs tuned: where its time goes, and its
+    races against ONNX Runtime (the latest in a table)."""
+
+    model: ModelRecord
+    times: ModelTimesInfo
+    races: ModelRaceInfo
+    latest: ModelRace | None
+
+
+@dataclass(frozen=True)
 class ReportInfo:
     """Everything a report shows."""
 
@@ -133,6 +149,7 @@ class ReportInfo:
     created_at: float  # unix seconds
     metric: Metric
     workloads: tuple[WorkloadReport, ...]
+    models: tuple[ModelReport, ...] = ()
 
     @property
     def num_runs(self) -> int:
@@ -198,7 +215,22 @@ def collect_report(
         _workload_report(store, group, metric, max_schedules, max_points, knobs)
         for group in groups.values()
     )
-    return ReportInfo(_where(store), time.time(), metric, workloads)
+    return ReportInfo(_where(store), time.time(), metric, workloads, _models(store, runs))
+
+
+def _models(store: RecordStore, runs: Sequence[RunInfo]) -> tuple[ModelReport, ...]:
+    """The models with a race, or with a run of the report (a tune's chunks)."""
+    chosen = {r.id for r in runs}
+    out = []
+    for model in store.models():
+        races = store.model_races(model.id)
+        if not races and not any(r in chosen for r, _, _ in store.model_runs(model.id)):
+            continue
+        best = {name: t.median_secs for name, t in best_schedules(model, store)}
+        times = model_times_info(model, {k: v for k, v in best.items() if v is not None})
+        latest = races[-1] if races else None
+        out.append(ModelReport(model, times, model_race_info(model, races), latest))
+    return tuple(out)
 
 
 def _workload_report(

@@ -22,6 +22,7 @@ from explorer.extras import MissingExtraError, require
 from explorer.report._collect import (
     MAX_SCHEDULES,
     BestSchedule,
+    ModelReport,
     NoRunsError,
     ReportInfo,
     RunReport,
@@ -138,7 +139,10 @@ def render_report(info: ReportInfo, *, title: str | None = None) -> str:
         for i, w in enumerate(info.workloads)
     )
     figures = _Figures()
-    sections = "\n".join(_workload_section(i, w, figures) for i, w in enumerate(info.workloads))
+    sections = "\n".join(
+        [_model_section(m, figures) for m in info.models]
+        + [_workload_section(i, w, figures) for i, w in enumerate(info.workloads)]
+    )
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -226,6 +230,44 @@ def _workload_section(index: int, w: WorkloadReport, figures: _Figures) -> str:
     parts.append("<h3>Run settings</h3>")
     parts += [_settings(r) for r in w.runs]
     parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _model_section(m: ModelReport, figures: _Figures) -> str:
+    """A model: its latest race against ONNX Runtime, where its time goes, its races."""
+    model = m.model
+    parts = [
+        f'<section class="model" id="model-{model.id}">',
+        f"<h2>Model {_e(model.name)}</h2>",
+        f'<p class="meta">{_count(len(model.tasks), "task")} on '
+        f"{_e(model.target.name or model.target.key())}; inputs "
+        f"{_e(', '.join(str(i) for i in model.inputs))}</p>",
+    ]
+    race = m.latest
+    if race is not None:
+        env = race.environment
+        rows = "".join(
+            f"<tr><td>{_e(e.name)}</td><td>"
+            + (_e(e.error) if e.error else f"{(e.fastest_secs or 0) * 1e3:.4g} ms")
+            + "</td><td>"
+            + ("" if e.max_error is None or e.name == "onnxruntime" else f"{e.max_error:.1g}")
+            + "</td></tr>"
+            for e in race.entries
+        )
+        parts += [
+            f"<h3>Race {race.id} against ONNX Runtime</h3>",
+            f'<p class="meta">{_count(race.trials, "trial")} spent; '
+            f"{_e(env.get('cpu_model'))}, {_e(env.get('num_threads'))} threads, ONNX Runtime "
+            f"{_e(env.get('onnxruntime_version'))}; each build's fastest call over "
+            "interleaved rounds, its output checked against ONNX Runtime's.</p>",
+            "<table><tr><th>build</th><th>fastest call</th><th>max difference from ONNX "
+            f"Runtime (of its largest output)</th></tr>{rows}</table>",
+        ]
+    parts += [
+        figures.div("make_model_tasks_figure", m.times, "se-model-tasks"),
+        figures.div("make_model_race_figure", m.races, "se-model-races"),
+        "</section>",
+    ]
     return "\n".join(parts)
 
 

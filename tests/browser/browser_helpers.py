@@ -325,6 +325,7 @@ _TAB_PANELS = {
     "Dashboards": ".se-dashboards",
     "Fleet": ".se-fleet",
     "NAS": ".se-nas",
+    "Model": ".se-model",
 }
 
 

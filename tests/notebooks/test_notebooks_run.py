@@ -29,6 +29,7 @@ EXPECTED = {
     "04_cost_models",
     "05_fleet_and_targets",
     "06_nas_transformations",
+    "07_bring_your_own_model",
 }
 
 # Run after the tour, in its kernel: the explorer widget exists, its editor applies a step
@@ -159,10 +160,28 @@ NAS_PROBES = [
     """,
 ]
 
+# Run after notebook 07: the model, its tune and its race are in the notebook's database, and
+# the Model tab shows them.
+MODEL_PROBES = [
+    """
+    assert [m.name for m in store.models()] == ["resnet18", "tiny"]
+    assert len(resnet.tasks) == 19 and max(t.weight for t in resnet.tasks) == 2
+    assert race.tune == tune and race.trials == 24 and store.model_races(tiny.id) == [race]
+    assert all(e.error is None for e in race.entries), race.entries
+    assert race.entry("tuned").fastest_secs < race.entry("untuned").fastest_secs
+    """,
+    """
+    panel = ex.model
+    assert panel.model is not None and panel.model.name == "tiny"  # the latest model
+    assert "Race " in panel.race_table.value and len(panel.race_figure.data) == 1
+    """,
+]
+
 PROBES = {
     "00_tour": TOUR_PROBES,
     "05_fleet_and_targets": FLEET_PROBES,
     "06_nas_transformations": NAS_PROBES,
+    "07_bring_your_own_model": MODEL_PROBES,
 }
 
 

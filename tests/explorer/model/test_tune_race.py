@@ -25,6 +25,7 @@ from explorer.model import (
 )
 from explorer.model._race_child import _relative_error
 from explorer.model._tune import next_task
+from explorer.report import collect_report, render_report
 from explorer.storage import get_store
 from explorer.workloads import get_workload
 
@@ -153,6 +154,15 @@ def test_the_race_checks_and_times_every_build_against_onnxruntime(tuned):
     env = race.environment
     assert env["num_threads"] == model.target.num_cores and env["onnxruntime_version"]
     assert env["tasks_scheduled"] >= 1
+    # the report shows the model: its race's table and both plots
+    with get_store(db, read_only=True) as store:
+        info = collect_report(store)
+    (shown,) = info.models
+    assert shown.model == model and shown.latest == race
+    assert shown.times.tasks[0].tuned_ms is not None  # the tuned tasks have a best
+    page = render_report(info)
+    assert f"<h2>Model {model.name}</h2>" in page and f"Race {race.id} against ONNX" in page
+    assert "se-model-tasks" in page and "se-model-races" in page
 
 
 def test_a_damaged_stored_model_is_one_sentence_and_no_race(tuned, tmp_path):

@@ -1,0 +1,95 @@
+"""The explorer's Model tab in a real JupyterLab at 1280x800 (issue 23): import an ONNX network
+from its path, tune it from the form, see the race against ONNX Runtime in the tab (its table and
+both plots drawn), and open the slowest task in the Schedule tab.
+
+The notebook writes the tiny shipped network next to itself; everything else is typed and
+clicked like a user would. Screenshots go to ``artifacts/browser/`` (``$BROWSER_ARTIFACTS``):
+``model_tab_imported``, ``model_tab_raced``, ``model_opened_task``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from browser_helpers import (
+    KERNEL_TRACES,
+    assert_page_clean,
+    explorer_page,
+    kernel_eval,
+    kernel_json,
+    kernel_settled,
+    set_text,
+    shot,
+    show_tab,
+    wait_drawn,
+)
+from playwright.sync_api import expect
+
+pytestmark = pytest.mark.browser
+
+RACE_TIMEOUT = 400_000  # ms: import, 8 trials over the tasks, two builds and the race
+
+WRITE_CELL = """\
+import onnx
+from explorer.model import NETWORKS
+onnx.save(NETWORKS["tiny"](), "tiny.onnx")"""
+
+
+@pytest.fixture
+def model_page(jupyter_lab: Any, browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    cells = ["from widgets import Explorer", WRITE_CELL, "ex = Explorer()", "ex"]
+    with explorer_page(jupyter_lab, browser, request, "model_tab.ipynb", cells) as page:
+        page.set_viewport_size({"width": 1280, "height": 800})
+        yield page
+
+
+def test_the_model_tab_imports_tunes_races_and_opens_a_task(model_page: Any) -> None:
+    page = model_page
+    show_tab(page, "Model")
+    panel = page.locator(".se-model").first
+    status = page.locator(".se-model-status").first
+    set_text(page, "se-model-path", "tiny.onnx")
+    kernel_settled(page)
+    page.locator(".se-model-import").click()
+    expect(status).to_contain_text("Imported tiny: 5 tasks", timeout=RACE_TIMEOUT)
+    rows = page.locator(".se-model-tasks tr")
+    expect(rows).to_have_count(6)  # the header and the 5 tasks
+    expect(rows.nth(1)).to_contain_text("fused_conv2d1_add_add1_relu")
+    shot(page, "model_tab_imported", panel)
+
+    set_text(page, "se-model-trials", "8")
+    page.locator(".se-model-strategy select").select_option("random")
+    kernel_settled(page)
+    page.locator(".se-model-tune").click()
+    expect(status).to_contain_text("Race 1: tuned ", timeout=RACE_TIMEOUT)
+    race = page.locator(".se-model-race").first
+    for build in ("untuned", "tuned", "onnxruntime"):
+        expect(race).to_contain_text(build)
+    expect(race).to_contain_text("8 trials spent")
+    kernel_eval(page, KERNEL_TRACES)
+    figures = page.locator(".se-model .js-plotly-plot")
+    drawn = {
+        "the tasks' bars": (
+            figures.nth(0),
+            [kernel_json(page, "_se_traces(ex.model.tasks_figure)")],
+        ),
+        "the race plot": (figures.nth(1), [kernel_json(page, "_se_traces(ex.model.race_figure)")]),
+    }
+    wait_drawn(page, drawn, "after the race", timeout=60)
+    expect(page.locator(".se-model .gtitle").nth(1)).to_contain_text("tiny against ONNX Runtime")
+    shot(page, "model_tab_raced", panel)
+    assert_page_clean(page, page.log, "after the model's race")
+
+    # The slowest task now is chosen; open it in the editor.
+    page.locator(".se-model-open").click()
+    tabs = page.locator(".se-tabs .lm-TabBar-tab")
+    expect(tabs.filter(has_text="Schedule")).to_have_class(
+        re.compile(r"\blm-mod-current\b"), timeout=60_000
+    )
+    expect(page.locator(".se-expr-status").first).to_contain_text("task(name=")
+    expect(page.locator(".se-script").first).to_contain_text("T.prim_func")
+    shot(page, "model_opened_task")
+    assert_page_clean(page, page.log, "after opening a task")

@@ -1,0 +1,406 @@
+"""The Model panel: bring your own network, in the notebook.
+
+Import an ONNX file (its path on the kernel's machine), or pick a model already in the database;
+the panel lists its tasks by their share of the network's time, untuned and now. **Tune** spends
+one budget over the tasks (``explorer.model.tune_model``, the gradient scheduler by default);
+**Race** builds the network with every task's best schedule and races it against ONNX Runtime
+and the untuned build (``explorer.model.race_model``). Import, tune and race run one at a time on
+the context's search worker (``ctx.search_jobs``: they share the machine with a schedule search)
+and report through the UI thread. **Open in editor** opens the chosen task (the slowest now, at
+first) in the schedule editor: its best schedule when it was tuned, else unscheduled.
+
+Two plots: where the time goes (each task, untuned and now) and the races against trials spent
+(``explorer._plots_model``, over ``explorer.analysis.model_times_info`` / ``model_race_info``).
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as w
+
+from explorer._plots_model import make_model_race_figure, make_model_tasks_figure
+from explorer.analysis import ModelTimesInfo, model_race_info, model_times_info
+from explorer.core import ModelRace, ModelRecord
+from explorer.errors import ModelError
+from explorer.extras import check_installed
+from explorer.model import (
+    SCHEDULERS,
+    ModelTuneProgress,
+    best_schedules,
+    import_model,
+    parse_input_shape,
+    race_model,
+    tune_model,
+)
+from explorer.search import STRATEGIES
+from explorer.session import ScheduleSession
+from explorer.text import error_text, format_secs, plural
+from widgets import _ui
+from widgets._context import Context
+from widgets._jobs import Job, JobState
+from widgets._panel import Panel
+from widgets._plot import LiveFigure
+from widgets._style import tagged, themed
+from widgets._whole import WholeText, parse_whole
+
+log = logging.getLogger(__name__)
+
+MODEL_PACKAGES = ("onnx", "onnxruntime")
+CSS = """
+.se-model .widget-label.se-model-status { white-space: normal; height: auto; line-height: 1.45; }
+.se-model table { border-collapse: collapse; font-size: 12px; }
+.se-model td, .se-model th { padding: 2px 8px; text-align: right; }
+.se-model td:nth-child(2), .se-model th:nth-child(2) { text-align: left; }
+"""
+
+
+class ModelPanel(Panel):
+    """Import, tune and race an ONNX model; open its tasks in the editor.
+
+    Attributes:
+        widget: the panel to display.
+        model: the model shown (``None`` before one is imported or picked).
+        job: the last import, tune or race (``None`` before the first).
+        on_open: called with the opened ``ScheduleSession`` (the ``Explorer`` switches to its
+            Schedule tab).
+    """
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.model: ModelRecord | None = None
+        self.job: Job | None = None
+        self.on_open: Callable[[ScheduleSession], None] | None = None
+        self._make_controls()
+        self.status = tagged(w.Label(value="Ready."), "se-model-status")
+        self.tasks_table = tagged(w.HTML(value=""), "se-model-tasks")
+        self.tasks_table.layout.max_height = "260px"
+        self.tasks_table.layout.overflow = "auto"
+        self.race_table = tagged(w.HTML(value=""), "se-model-race")
+        self.tasks_figure = LiveFigure(make_model_tasks_figure(None))
+        self.race_figure = LiveFigure(make_model_race_figure(None))
+        self.widget = self._layout()
+        self.models.observe(lambda _: self._guard(self._on_pick), names="value")
+        self.import_button.on_click(lambda _: self._guard(self.import_file))
+        self.tune_button.on_click(lambda _: self._guard(self.tune))
+        self.race_button.on_click(lambda _: self._guard(self.race))
+        self.stop_button.on_click(lambda _: self._guard(self.stop))
+        self.open_button.on_click(lambda _: self._guard(self.open_task))
+        self.refresh_models()
+
+    def _make_controls(self) -> None:
+        self.models = tagged(w.Dropdown(options=[], description="Model"), "se-model-pick")
+        self.path = tagged(
+            w.Text(placeholder="path/to/model.onnx", description="ONNX file"), "se-model-path"
+        )
+        self.inputs = tagged(
+            w.Text(placeholder="x=1x3x224x224 (dynamic inputs only)", description="Inputs"),
+            "se-model-inputs",
+        )
+        self.import_button = tagged(
+            w.Button(description="Import", icon="upload"), "se-model-import"
+        )
+        self.task = tagged(w.Dropdown(options=[], description="Task"), "se-model-task")
+        self.open_button = tagged(
+            w.Button(description="Open in editor", icon="edit"), "se-model-open"
+        )
+        self.trials = tagged(WholeText(value=64, description="Trials"), "se-model-trials")
+        names = list(STRATEGIES)
+        self.strategy = tagged(
+            w.Dropdown(options=names, value="evolutionary", description="Strategy"),
+            "se-model-strategy",
+        )
+        self.scheduler = tagged(
+            w.Dropdown(options=list(SCHEDULERS), value="gradient", description="Scheduler"),
+            "se-model-scheduler",
+        )
+        self.tune_button = tagged(
+            w.Button(description="Tune", button_style="primary", icon="play"), "se-model-tune"
+        )
+        self.race_button = tagged(
+            w.Button(description="Race", icon="flag"), "se-model-race-button"
+        )
+        self.stop_button = tagged(
+            w.Button(description="Stop", icon="stop", disabled=True), "se-model-stop"
+        )
+        self.progress = tagged(
+            w.IntProgress(value=0, min=0, max=1, description="Trials"), "se-model-progress"
+        )
+
+    def _layout(self) -> w.VBox:
+        def row(*items: w.Widget) -> w.HBox:
+            return w.HBox(list(items), layout=w.Layout(flex_flow="row wrap", align_items="center"))
+
+        box = w.VBox(
+            [
+                row(self.models),
+                row(self.path, self.inputs, self.import_button),
+                self.tasks_table,
+                row(self.task, self.open_button),
+                row(self.trials, self.strategy, self.scheduler),
+                row(self.tune_button, self.race_button, self.stop_button, self.progress),
+                self.status,
+                self.race_table,
+                w.Box([self.tasks_figure.widget], layout=w.Layout(width="100%")),
+                w.Box([self.race_figure.widget], layout=w.Layout(width="100%")),
+                w.HTML(f"<style>{CSS}</style>", layout=w.Layout(display="none")),
+            ]
+        )
+        box.add_class("se-model")
+        themed(box)
+        return box
+
+    # -- actions ------------------------------------------------------------------------------
+    def refresh_models(self, select: int | None = None) -> None:
+        """Re-read the database's models into the Model list (and select ``select``)."""
+        stored = self.ctx.store.models()
+        self.models.options = [
+            (f"{m.name} ({plural(len(m.tasks), 'task')})", m.id) for m in stored
+        ]
+        if select is not None:
+            self.models.value = select
+        elif stored and self.models.value is None:
+            self.models.value = stored[-1].id
+        self._on_pick()
+
+    def import_file(self) -> Job | None:
+        """Import the ONNX file of the path box; ``None`` (and why, in the status) if refused."""
+        shapes: dict[str, tuple[int, ...]] = {}
+        for part in filter(None, (p.strip() for p in self.inputs.value.split(","))):
+            try:
+                name, shape = parse_input_shape(part)
+            except ModelError as exc:
+                self._say(f"Not imported: {exc}")
+                return None
+            shapes[name] = shape
+        path = self.path.value.strip()
+        if not path:
+            self._say("Not imported: give the ONNX file's path (on the kernel's machine).")
+            return None
+
+        def work(_job: Job) -> ModelRecord:
+            return import_model(
+                path, self.ctx.store, inputs=shapes, target=self.ctx.target,
+                on_step=lambda step: _ui.call_soon(self._say, f"Importing {path}: {step}..."),
+            )  # fmt: skip
+
+        return self._submit("Model import", work, self._on_imported, f"Importing {path}...")
+
+    def tune(self) -> Job | None:
+        """Tune the shown model's tasks with the panel's budget, strategy and scheduler."""
+        model = self._need_model("tune")
+        trials = parse_whole("Trials", self.trials.value, 1, "at least 1 trial")
+        if model is None:
+            return None
+        if isinstance(trials, str):
+            self._say(f"Not started: {trials}")
+            return None
+        strategy, scheduler = str(self.strategy.value), str(self.scheduler.value)
+
+        def work(job: Job) -> str:
+            with self.ctx.search_measurer() as measurer:
+                return tune_model(
+                    model, self.ctx.store, measurer, max_trials=trials, strategy=strategy,
+                    scheduler=scheduler, should_stop=job.is_cancelled,
+                    on_progress=lambda p: _ui.call_soon(self._on_progress, p),
+                )  # fmt: skip
+
+        self.progress.value, self.progress.max = 0, trials
+        return self._submit(
+            "Model tune", work, self._on_tuned,
+            f"Tuning {model.name}: {plural(trials, 'trial')} with {strategy} ({scheduler})...",
+        )  # fmt: skip
+
+    def race(self, tune: str | None = None) -> Job | None:
+        """Race the shown model (the best of every task in the database, or of ``tune``)."""
+        model = self._need_model("race")
+        if model is None:
+            return None
+
+        def work(_job: Job) -> ModelRace:
+            return race_model(model, self.ctx.store, tune=tune)
+
+        return self._submit(
+            "Model race", work, self._on_raced,
+            f"Racing {model.name} against ONNX Runtime (a build or two, then 3 rounds)...",
+        )  # fmt: skip
+
+    def stop(self) -> None:
+        if self.job is None or not self.job.is_active:
+            self._say("Nothing is running.")
+            return
+        self.job.cancel()
+        self.stop_button.disabled = True
+        self._say("Stopping after the current batch (every measured trial is kept)...")
+
+    def open_task(self) -> ScheduleSession | None:
+        """Open the chosen task in the editor: its best schedule, else unscheduled."""
+        model = self._need_model("open")
+        if model is None or self.task.value is None:
+            return None
+        task = model.task(str(self.task.value))
+        best = dict(best_schedules(model, self.ctx.store)).get(task.name)
+        if best is not None:
+            session = self.ctx.open_record(best)
+            what = f"its best schedule ({format_secs(best.median_secs)})"
+        else:
+            session = ScheduleSession(task.workload, self.ctx.target)
+            self.ctx.set_session(session)
+            what = "unscheduled (not tuned yet)"
+        self._say(f"Opened {model.name}:{task.name} in the editor (Schedule tab): {what}.")
+        if self.on_open is not None:
+            self.on_open(session)
+        return session
+
+    def close(self) -> None:
+        if self.job is not None and self.job.is_active:
+            self.job.cancel()
+
+    # -- internals (UI thread) ----------------------------------------------------------------
+    def _need_model(self, what: str) -> ModelRecord | None:
+        if self.model is None:
+            self._say(f"Nothing to {what}: import a model (or pick one) first.")
+        return self.model
+
+    def _submit(
+        self, name: str, work: Callable[[Job], Any], done: Callable[[Any], None], saying: str
+    ) -> Job | None:
+        check_installed(MODEL_PACKAGES, "the Model tab", "model")
+        jobs = self.ctx.search_jobs
+        if jobs.busy and jobs.current is not None:
+            self._say(f"Not started: {jobs.current.name} is still running; stop it or wait.")
+            return None
+
+        def on_done(job: Job) -> None:
+            self._set_running(False)
+            if job.state is JobState.ERROR:
+                self.progress.bar_style = "danger"
+                self._say(f"{name} failed: {error_text(job.exception)}.")
+                return
+            done(job.result)
+
+        self._set_running(True)
+        self._say(saying)
+        self.job = jobs.submit(name, work, on_done=on_done)
+        return self.job
+
+    def _set_running(self, running: bool) -> None:
+        for button in (self.import_button, self.tune_button, self.race_button, self.open_button):
+            button.disabled = running
+        self.stop_button.disabled = not running
+
+    def _on_imported(self, model: ModelRecord) -> None:
+        self.refresh_models(select=model.id)
+        self._say(
+            f"Imported {model.name}: {plural(len(model.tasks), 'task')}, untuned "
+            f"{format_secs(sum(t.untuned_total_secs or 0.0 for t in model.tasks))} per inference."
+        )
+
+    def _on_progress(self, p: ModelTuneProgress) -> None:
+        self.progress.max, self.progress.value = p.max_trials, min(p.trials, p.max_trials)
+        self._say(
+            f"[{p.trials}/{p.max_trials}] tuned {p.task}; tasks at their best: "
+            f"{format_secs(p.estimated_secs)} per inference..."
+        )
+        self._show_tasks()
+
+    def _on_tuned(self, tune: str) -> None:
+        stopped = self.job is not None and self.job.is_cancelled()
+        self.progress.bar_style = "warning" if stopped else "success"
+        self._show_tasks()
+        self._say(f"Tune {tune} {'stopped' if stopped else 'done'}; racing the network...")
+        self._submit_race_after(tune)
+
+    def _submit_race_after(self, tune: str) -> None:
+        # on_done runs before the runner is free: start the race once it is.
+        unsubscribe: Callable[[], None] = lambda: None
+
+        def start() -> None:
+            unsubscribe()
+            self.race(tune)
+
+        unsubscribe = self.ctx.search_jobs.when_free(start)
+
+    def _on_raced(self, race: ModelRace) -> None:
+        self._show_races()
+        tuned, ort = race.entry("tuned"), race.entry("onnxruntime")
+        if tuned and ort and tuned.fastest_secs and ort.fastest_secs:
+            ratio = tuned.fastest_secs / ort.fastest_secs
+            self._say(
+                f"Race {race.id}: tuned {format_secs(tuned.fastest_secs)}, ONNX Runtime "
+                f"{format_secs(ort.fastest_secs)} ({ratio:.2f}x; {race.trials} trials spent)."
+            )
+        else:
+            self._say(f"Race {race.id} ended; see the table for what did not run.")
+
+    def _on_pick(self) -> None:
+        model_id = self.models.value
+        self.model = None if model_id is None else self.ctx.store.get_model(int(model_id))
+        self._show_tasks()
+        self._show_races()
+
+    def _show_tasks(self) -> None:
+        if self.model is None:
+            self.tasks_table.value, self.task.options = "", []
+            _redraw(self.tasks_figure, make_model_tasks_figure(None))
+            return
+        best = {name: t.median_secs for name, t in best_schedules(self.model, self.ctx.store)}
+        info = model_times_info(self.model, {k: v for k, v in best.items() if v is not None})
+        self.tasks_table.value = _tasks_html(info)
+        self.task.options = [t.name for t in info.tasks]
+        self.task.value = info.tasks[0].name if info.tasks else None  # the slowest now
+        _redraw(self.tasks_figure, make_model_tasks_figure(info))
+
+    def _show_races(self) -> None:
+        races = [] if self.model is None else self.ctx.store.model_races(self.model.id)
+        self.race_table.value = _race_html(races[-1]) if races else ""
+        info = None if self.model is None else model_race_info(self.model, races)
+        _redraw(self.race_figure, make_model_race_figure(info))
+
+
+def _redraw(live: LiveFigure, fig: Any) -> None:
+    """Make ``live`` draw ``fig`` (one write of its state: the page redraws once)."""
+    with live.batch_update():
+        live.data = ()
+        live.add_traces(list(fig.data))
+        live.layout = fig.layout
+
+
+def _tasks_html(info: ModelTimesInfo) -> str:
+    total = info.tuned_ms or 1.0
+    rows = "".join(
+        f"<tr><td>{i}</td><td>{html.escape(t.name)}</td><td>{t.weight}</td>"
+        f"<td>{_ms(t.untuned_ms)}</td><td>{_ms(t.tuned_ms)}</td>"
+        f"<td>{(t.best_ms or 0.0) / total:.1%}</td></tr>"
+        for i, t in enumerate(info.tasks, start=1)
+    )
+    return (
+        "<table><tr><th>#</th><th>task</th><th>calls</th><th>untuned</th><th>best</th>"
+        f"<th>share now</th></tr>{rows}</table>"
+    )
+
+
+def _race_html(race: ModelRace) -> str:
+    rows = "".join(
+        f"<tr><td>{html.escape(e.name)}</td><td>"
+        + (html.escape(e.error) if e.error else format_secs(e.fastest_secs))
+        + "</td><td>"
+        + ("" if e.max_error is None or e.name == "onnxruntime" else f"{e.max_error:.1g}")
+        + "</td></tr>"
+        for e in race.entries
+    )
+    env = race.environment
+    cpu, ort = (html.escape(str(env.get(k))) for k in ("cpu_model", "onnxruntime_version"))
+    return (
+        f"<b>Race {race.id}</b> ({race.trials} trials spent; {cpu}, "
+        f"{env.get('num_threads')} threads, ONNX Runtime {ort})"
+        f"<table><tr><th>build</th><th>fastest call</th><th>max diff vs ONNX Runtime</th></tr>"
+        f"{rows}</table>"
+    )
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else format_secs(value / 1e3)
