@@ -75,13 +75,31 @@ def make_model_race_figure(info: ModelRaceInfo | None = None) -> go.Figure:
                 hovertemplate="%{x} trials: %{y:.3g} ms<extra>" + tune + "</extra>",
             )
         )  # fmt: skip
+    relax = [p for _, pts in info.series for p in pts if p.tune_relax_ms is not None]
+    if relax:
+        fig.add_trace(
+            go.Scatter(
+                x=[p.trials for p in relax], y=[p.tune_relax_ms for p in relax],
+                mode="markers", name="TVM's tune_relax, equal trials",
+                marker=dict(symbol="x", size=10, color="#444"),
+                hovertemplate="%{x} trials: %{y:.3g} ms<extra>tune_relax</extra>",
+            )
+        )  # fmt: skip
+    # The latest race's references as lines across the plot (plotly puts a line's annotation
+    # at the wrong height on a log axis, so they are named in the legend instead).
+    span = [0, max((p.trials for _, pts in info.series for p in pts), default=1)]
     for name, value, dash in (
-        ("ONNX Runtime", latest.onnxruntime_ms, "dash"),
-        ("untuned", latest.untuned_ms, "dot"),
+        ("ONNX Runtime (latest race)", latest.onnxruntime_ms, "dash"),
+        ("untuned (latest race)", latest.untuned_ms, "dot"),
     ):
         if value is not None:
-            fig.add_hline(y=value, line=dict(dash=dash, color="#444"), annotation_text=name,
-                          annotation_position="top left")  # fmt: skip
+            fig.add_trace(
+                go.Scatter(
+                    x=span, y=[value, value], mode="lines", name=name,
+                    line=dict(dash=dash, color="#444"),
+                    hovertemplate=f"{name}: %{{y:.3g}} ms<extra></extra>",
+                )
+            )  # fmt: skip
     details = [_verdict(latest.tuned_ms, latest.onnxruntime_ms)]
     fig.update_layout(heading(f"{info.model} against ONNX Runtime", details))
     return fig

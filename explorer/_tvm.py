@@ -68,6 +68,7 @@ __all__ = [
     "to_plain",
     "topi",
     "trace_to_json",
+    "tune_relax",
     "tvm",
     "tvm_ffi",
 ]
@@ -219,18 +220,23 @@ def extract_relax_tasks(
 
 
 def build_relax(
-    lowered: tvm.IRModule, target: tvm.target.Target, schedules: Sequence[tuple[Any, Any]] = ()
+    lowered: tvm.IRModule,
+    target: tvm.target.Target,
+    schedules: Sequence[tuple[Any, Any]] = (),
+    *,
+    database: Any = None,
 ) -> Any:
     """Compile a lowered Relax module (``lower_relax``) for a CPU target, each TIR function
-    for which ``schedules`` holds (the IRModule of a task, the JSON trace of its schedule)
-    replaced by that schedule and every other one left as the default lowering made it.
+    for which ``schedules`` holds (the IRModule of a task, the JSON trace of its schedule), or
+    ``database`` (a MetaSchedule database: ``tune_relax``'s) a record, replaced by that
+    schedule and every other one left as the default lowering made it.
 
     Only the dataflow lowering and finalisation passes run after the schedules are applied:
     the default pipeline would fuse and legalize again, and tasks would no longer match.
     """
     from tvm.relax.backend.cpu_generic import pipeline as cpu
 
-    database = ms.database.MemoryDatabase()
+    database = database if database is not None else ms.database.MemoryDatabase()
     for task_mod, trace_json in schedules:
         sch = Schedule(task_mod)
         apply_trace_json(trace_json, sch)
@@ -252,6 +258,32 @@ def build_relax(
         applied = tvm.relax.transform.MetaScheduleApplyDatabase()(lowered)
         pipeline = tvm.transform.module_pass(finish, opt_level=3)
         return tvm.relax.build(applied, target=target, relax_pipeline=pipeline)
+
+
+def tune_relax(
+    lowered: tvm.IRModule,
+    target: tvm.target.Target,
+    work_dir: str,
+    trials: int,
+    *,
+    per_iter: int,
+    seed: int,
+) -> Any:
+    """MetaSchedule's own ``tune_relax`` over every task of ``lowered`` (its gradient task
+    scheduler, evolutionary search and XGBoost model, as shipped), ``per_iter`` trials per
+    task and round, with ``fast_build`` as its builder; returns its database."""
+    builder = ms.builder.LocalBuilder(f_build=fast_build, max_workers=target.attrs["num-cores"])
+    with metaschedule_logging_guard():
+        return ms.relax_integration.tune_relax(
+            mod=lowered,
+            params={},
+            target=target,
+            work_dir=work_dir,
+            max_trials_global=trials,
+            num_trials_per_iter=per_iter,
+            builder=builder,
+            seed=seed,
+        )
 
 
 def relax_runner(executable: Any) -> Any:

@@ -70,4 +70,4 @@ def test_the_testing_extra_brings_what_the_contract_kits_import() -> None:
     imported = {m for p in kits for m in re.findall(r"^import (\w+)", p.read_text(), re.M)}
     declared = {re.split(r"[<>=\[]", r)[0] for r in extras["testing"]}
     assert {"pytest"} <= imported and (imported & {"pytest", "hypothesis"}) <= declared
-    assert "schedule-explorer[testing,postgres,nas]" in extras["dev"]
+    assert "schedule-explorer[testing,postgres,nas,model]" in extras["dev"]

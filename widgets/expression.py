@@ -189,6 +189,11 @@ class ExpressionBuilder(Panel):
         """Fill the form with ``workload``'s family and parameters (e.g. of an opened record)."""
         params = workload.param_dict
         if workload.family == TASK:  # its program is its model's: nothing to edit in the form
+            self.form.layout.display = self.custom.layout.display = "none"
+            self.description.value = (
+                f"<i>task {html.escape(str(params['name']))} of an imported model: its shapes "
+                "are the model's (Model tab)</i>"
+            )
             return
         if workload.family == EXPR:
             self.family.value = EXPR

@@ -22,7 +22,6 @@ from typing import Any
 
 import ipywidgets as w
 
-from explorer._plots_model import make_model_race_figure, make_model_tasks_figure
 from explorer.analysis import ModelTimesInfo, model_race_info, model_times_info
 from explorer.core import ModelRace, ModelRecord
 from explorer.errors import ModelError
@@ -36,6 +35,7 @@ from explorer.model import (
     race_model,
     tune_model,
 )
+from explorer.plots import make_model_race_figure, make_model_tasks_figure
 from explorer.search import STRATEGIES
 from explorer.session import ScheduleSession
 from explorer.text import error_text, format_secs, plural
@@ -144,8 +144,14 @@ class ModelPanel(Panel):
                 row(self.tune_button, self.race_button, self.stop_button, self.progress),
                 self.status,
                 self.race_table,
-                w.Box([self.tasks_figure.widget], layout=w.Layout(width="100%")),
-                w.Box([self.race_figure.widget], layout=w.Layout(width="100%")),
+                tagged(
+                    w.Box([self.tasks_figure.widget], layout=w.Layout(width="100%")),
+                    "se-model-tasks-plot",
+                ),
+                tagged(
+                    w.Box([self.race_figure.widget], layout=w.Layout(width="100%")),
+                    "se-model-race-plot",
+                ),
                 w.HTML(f"<style>{CSS}</style>", layout=w.Layout(display="none")),
             ]
         )

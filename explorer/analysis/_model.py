@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from explorer.core import ModelRace, ModelRecord
 
-ONNXRUNTIME, TUNED, UNTUNED = "onnxruntime", "tuned", "untuned"
+ONNXRUNTIME, TUNED, TUNE_RELAX, UNTUNED = "onnxruntime", "tuned", "tune_relax", "untuned"
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,7 @@ class RacePoint:
     tuned_ms: float | None
     onnxruntime_ms: float | None
     untuned_ms: float | None
+    tune_relax_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,8 @@ def model_race_info(model: ModelRecord, races: Sequence[ModelRace]) -> ModelRace
             secs = None if entry is None or entry.error else entry.fastest_secs
             return None if secs is None else secs * 1e3
 
-        point = RacePoint(race.id, race.trials, ms(TUNED), ms(ONNXRUNTIME), ms(UNTUNED))
+        point = RacePoint(
+            race.id, race.trials, ms(TUNED), ms(ONNXRUNTIME), ms(UNTUNED), ms(TUNE_RELAX)
+        )
         by_tune.setdefault(race.tune or "database", []).append(point)
     return ModelRaceInfo(model.name, tuple((k, tuple(v)) for k, v in by_tune.items()))

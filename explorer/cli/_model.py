@@ -143,8 +143,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print(f"tune {tune}: {plural(_spent(store, model, tune), 'trial')} in all")
         if args.no_race:
             return EXIT_OK
+        spent = _spent(store, model, tune)
         race = race_model(
             model, store, tune=tune, rounds=args.rounds,
+            tune_relax_trials=spent if args.vs_tune_relax else 0,
             on_step=lambda step: print(f"{step}...", file=sys.stderr, flush=True),
         )  # fmt: skip
     _print_race(race)
@@ -172,6 +174,7 @@ def cmd_race(args: argparse.Namespace) -> int:
             )
         race = race_model(
             model, store, tune=args.tune, rounds=args.rounds,
+            tune_relax_trials=args.tune_relax,
             on_step=lambda step: print(f"{step}...", file=sys.stderr, flush=True),
         )  # fmt: skip
     _print_race(race)
@@ -181,7 +184,7 @@ def cmd_race(args: argparse.Namespace) -> int:
 def _print_race(race: Any) -> None:
     """Each contender's fastest call, checked against ONNX Runtime, and the ratios that
     matter: tuned against ONNX Runtime and against untuned."""
-    from explorer.model import ONNXRUNTIME, TUNED, UNTUNED
+    from explorer.model import ONNXRUNTIME, TUNE_RELAX, TUNED, UNTUNED
 
     env = race.environment
     print(
@@ -202,6 +205,10 @@ def _print_race(race: Any) -> None:
     if tuned and ort and tuned.fastest_secs and ort.fastest_secs:
         ratio = tuned.fastest_secs / ort.fastest_secs
         print(f"tuned / ONNX Runtime: {ratio:.2f} ({'faster' if ratio < 1 else 'slower'})")
+    relax = race.entry(TUNE_RELAX)
+    if tuned and relax and tuned.fastest_secs and relax.fastest_secs:
+        ratio = relax.fastest_secs / tuned.fastest_secs
+        print(f"speed-up over tune_relax at equal trials: {ratio:.2f}x")
     if tuned and untuned and tuned.fastest_secs and untuned.fastest_secs:
         print(f"speed-up over untuned: {untuned.fastest_secs / tuned.fastest_secs:.1f}x")
 
@@ -286,6 +293,10 @@ def add_model_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--rounds", type=positive_int, default=3, help="interleaved rounds of the race (default 3)"
     )
     tune.add_argument("--no-race", action="store_true", help="tune only; race later")
+    tune.add_argument(
+        "--vs-tune-relax", action="store_true",
+        help="race TVM's own tune_relax too, at the trials this tune spent (as long again)",
+    )  # fmt: skip
     tune.add_argument("-q", "--quiet", action="store_true", help="no line per chunk")
     add_common(tune, target=False)
     tune.set_defaults(func=cmd_tune)
@@ -304,6 +315,10 @@ def add_model_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     race.add_argument(
         "--rounds", type=positive_int, default=3, help="interleaved rounds (default 3)"
     )
+    race.add_argument(
+        "--tune-relax", type=non_negative_int, default=0, metavar="TRIALS",
+        help="race TVM's own tune_relax too, tuned with this many trials (default 0: not)",
+    )  # fmt: skip
     add_common(race, target=False)
     race.set_defaults(func=cmd_race)
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from explorer.target import Target
-from explorer.workloads import Workload
+
+if TYPE_CHECKING:  # importing workloads imports TVM; the record types stay light without it
+    from explorer.workloads import Workload
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,8 @@ class ModelTask:
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> ModelTask:
+        from explorer.workloads import Workload
+
         return ModelTask(
             name=str(data["name"]),
             workload=Workload.from_json(data["workload"]),

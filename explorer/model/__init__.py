@@ -16,7 +16,15 @@ from explorer.core import ModelInput, ModelRace, ModelRecord, ModelTask, RaceEnt
 from explorer.model._import import import_model, lower_onnx, model_tasks
 from explorer.model._networks import NETWORKS
 from explorer.model._onnx import OnnxFile, parse_input_shape, parse_onnx, read_onnx
-from explorer.model._race import MAX_ERROR, ONNXRUNTIME, TUNED, UNTUNED, best_schedules, race_model
+from explorer.model._race import (
+    MAX_ERROR,
+    ONNXRUNTIME,
+    TUNE_RELAX,
+    TUNED,
+    UNTUNED,
+    best_schedules,
+    race_model,
+)
 from explorer.model._tune import SCHEDULERS, ModelTuneProgress, TaskState, task_states, tune_model
 
 __all__ = [
@@ -24,6 +32,7 @@ __all__ = [
     "NETWORKS",
     "ONNXRUNTIME",
     "TUNED",
+    "TUNE_RELAX",
     "UNTUNED",
     "best_schedules",
     "race_model",

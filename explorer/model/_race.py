@@ -24,7 +24,7 @@ from explorer.errors import ModelError
 from explorer.storage import environment
 from explorer.types import MeasureStatus
 
-UNTUNED, TUNED, ONNXRUNTIME = "untuned", "tuned", "onnxruntime"
+UNTUNED, TUNED, TUNE_RELAX, ONNXRUNTIME = "untuned", "tuned", "tune_relax", "onnxruntime"
 MAX_ERROR = 1e-3
 """Largest difference from ONNX Runtime's output (relative to its largest value) a build may
 show and still count as correct: float32 sums in another order, over a whole network."""
@@ -43,6 +43,8 @@ class RacePlan:
     rounds: int
     seed: int
     untuned: bool
+    tune_relax_trials: int  # 0: no tune_relax contender
+    num_tasks: int
 
 
 def best_schedules(
@@ -81,11 +83,16 @@ def race_model(
     rounds: int = 3,
     seed: int = 0,
     untuned: bool = True,
-    timeout_secs: float = 1800.0,
+    tune_relax_trials: int = 0,
+    timeout_secs: float = 3600.0,
     on_step: Callable[[str], None] = lambda _: None,
 ) -> ModelRace:
     """Build ``model`` with the best schedule of each task and race it (see the module doc);
     the race is stored and returned.
+
+    With ``tune_relax_trials``, TVM's own ``tune_relax`` tunes the network first (in the child,
+    with that many trials in all: give it the trials the ``tuned`` entry spent, for an equal
+    budget) and its build is one more contender, ``tune_relax``.
 
     Raises:
         ModelError: the child process failed (it says why), or ran past ``timeout_secs``.
@@ -108,10 +115,13 @@ def race_model(
         rounds=rounds,
         seed=seed,
         untuned=untuned,
+        tune_relax_trials=tune_relax_trials,
+        num_tasks=len(model.tasks),
     )
+    relax = f", tune_relax with {tune_relax_trials} trials" if tune_relax_trials else ""
     on_step(
-        f"building {model.name} with {len(chosen)} of {len(model.tasks)} tasks scheduled, "
-        f"then {rounds} interleaved rounds against ONNX Runtime"
+        f"building {model.name} with {len(chosen)} of {len(model.tasks)} tasks scheduled"
+        f"{relax}, then {rounds} interleaved rounds against ONNX Runtime"
     )
     entries, versions = _run_child(plan, model.name, timeout_secs)
     trials = sum(

@@ -70,16 +70,17 @@ def test_the_model_tab_imports_tunes_races_and_opens_a_task(model_page: Any) -> 
         expect(race).to_contain_text(build)
     expect(race).to_contain_text("8 trials spent")
     kernel_eval(page, KERNEL_TRACES)
-    figures = page.locator(".se-model .js-plotly-plot")
+    tasks_plot = page.locator(".se-model-tasks-plot")
+    race_plot = page.locator(".se-model-race-plot")
     drawn = {
-        "the tasks' bars": (
-            figures.nth(0),
-            [kernel_json(page, "_se_traces(ex.model.tasks_figure)")],
-        ),
-        "the race plot": (figures.nth(1), [kernel_json(page, "_se_traces(ex.model.race_figure)")]),
+        "the tasks' bars": (tasks_plot, [kernel_json(page, "_se_traces(ex.model.tasks_figure)")]),
+        "the race plot": (race_plot, [kernel_json(page, "_se_traces(ex.model.race_figure)")]),
     }
     wait_drawn(page, drawn, "after the race", timeout=60)
-    expect(page.locator(".se-model .gtitle").nth(1)).to_contain_text("tiny against ONNX Runtime")
+    expect(race_plot.locator(".gtitle").first).to_contain_text("tiny against ONNX Runtime")
+    expect(tasks_plot.locator(".gtitle").first).to_contain_text("Where tiny's time goes")
+    race_plot.first.scroll_into_view_if_needed()
+    shot(page, "model_race_plot", race_plot.first)
     shot(page, "model_tab_raced", panel)
     assert_page_clean(page, page.log, "after the model's race")
 

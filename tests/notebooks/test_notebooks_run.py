@@ -173,7 +173,7 @@ MODEL_PROBES = [
     """
     panel = ex.model
     assert panel.model is not None and panel.model.name == "tiny"  # the latest model
-    assert "Race " in panel.race_table.value and len(panel.race_figure.data) == 1
+    assert "Race " in panel.race_table.value and len(panel.race_figure.data) == 3
     """,
 ]
 

@@ -57,8 +57,13 @@ def test_import_tune_race_and_open_a_task(local_ctx, tiny_onnx) -> None:
     assert "<b>Race 1</b> (10 trials spent" in panel.race_table.value
     assert all(name in panel.race_table.value for name in ("untuned", "tuned", "onnxruntime"))
     names = [t.name for t in panel.race_figure.data]
-    assert names == ["tuned: random/seed0/round-robin"]
-    assert "ONNX Runtime" in str(panel.race_figure.layout.annotations)
+    assert names == [
+        "tuned: random/seed0/round-robin",
+        "ONNX Runtime (latest race)",
+        "untuned (latest race)",
+    ]
+    ort = race.entry("onnxruntime").fastest_secs * 1e3
+    assert list(panel.race_figure.data[1].y) == [ort, ort]
     assert "tuned" in panel.tasks_table.value or "best" in panel.tasks_table.value
 
     session = panel.open_task()
@@ -96,5 +101,8 @@ def test_the_explorer_has_a_model_tab_that_opens_tasks_in_the_editor(local_measu
         panel.open_task()
         assert ex.tabs.selected_index == SCHEDULE_TAB
         assert ex.session is not None and ex.session.workload.family == "task"
+        # the expression form has nothing to edit for a task: it says whose shapes they are
+        assert ex.builder.form.layout.display == "none"
+        assert "of an imported model" in ex.builder.description.value
     finally:
         ex.close()

@@ -15,6 +15,7 @@ from explorer.measure import LocalMeasurer, MeasureConfig
 from explorer.model import (
     MAX_ERROR,
     ONNXRUNTIME,
+    TUNE_RELAX,
     TUNED,
     UNTUNED,
     TaskState,
@@ -188,3 +189,15 @@ def test_relative_error_compares_shapes_and_scales_by_the_largest_value():
     assert _relative_error([off], ref) == pytest.approx(1e-3, rel=1e-3)
     assert _relative_error([ref[0].T.copy()[:1]], ref) == float("inf")
     assert _relative_error([], ref) == float("inf")
+
+
+def test_tvms_own_tune_relax_races_at_equal_trials(tuned):
+    """TVM's tune_relax tunes the network with a budget of its own (here 10 trials: a first
+    round of 4 for the first tasks), in the race's child process; its build is checked and
+    timed like the others."""
+    db, model, tune = tuned
+    with get_store(db) as store:
+        race = race_model(model, store, tune=tune, rounds=1, untuned=False, tune_relax_trials=10)
+    assert [e.name for e in race.entries] == [TUNED, TUNE_RELAX, ONNXRUNTIME]
+    relax = race.entry(TUNE_RELAX)
+    assert relax.error is None and relax.max_error <= MAX_ERROR and relax.fastest_secs > 0
