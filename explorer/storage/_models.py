@@ -111,3 +111,71 @@ def decode_model(row: Sequence[Any]) -> ModelRecord:
         target=Target.from_json(json.loads(target)),
         created_at=float(created_at),
     )
+
+
+# -- whole databases copied or merged (explorer.storage._sqlcopy) -------------------------------
+_ALL_MODEL_COLUMNS = (
+    "id, name, source_sha256, source, inputs_json, tasks_json, target_json, created_at"
+)
+
+
+def model_rows(conn: Any) -> list[tuple[Any, ...]]:
+    rows = conn.execute(f"SELECT {_ALL_MODEL_COLUMNS} FROM models ORDER BY id").fetchall()
+    return [(*r[:3], bytes(r[3]), *r[4:]) for r in rows]
+
+
+def copy_models(dest: Any, source: Any, run_ids: dict[int, int] | None) -> int:
+    """Copy every model, model run and race of ``source`` (a connection) into ``dest`` (one in
+    a write transaction). ``run_ids=None``: into an empty database, ids kept (a backup); else
+    merged: a model ``dest`` holds already (same name and file) is reused, its runs mapped
+    through ``run_ids`` (source run id -> dest run id), races added once.
+
+    Raises:
+        StoreError: ``dest`` holds another file under a model's name (merging would lose one).
+    """
+    with_ids = f"INSERT INTO models ({_ALL_MODEL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    new_ids = (
+        f"INSERT INTO models ({_ALL_MODEL_COLUMNS.removeprefix('id, ')}) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id"
+    )
+    model_ids: dict[int, int] = {}
+    held = {
+        str(name): (int(i), str(sha))
+        for i, name, sha in dest.execute("SELECT id, name, source_sha256 FROM models").fetchall()
+    }
+    for row in model_rows(source):
+        if run_ids is None:
+            dest.execute(with_ids, row)
+            model_ids[int(row[0])] = int(row[0])
+        elif row[1] in held:
+            if held[row[1]][1] != row[2]:
+                raise StoreError(
+                    f"both databases hold a model named {row[1]!r}, imported from different "
+                    "files: rename one (import it again with --name) before merging"
+                )
+            model_ids[int(row[0])] = held[row[1]][0]
+        else:
+            (new_id,) = dest.execute(new_ids, row[1:]).fetchone()
+            model_ids[int(row[0])] = int(new_id)
+    linked = {int(r) for (r,) in dest.execute("SELECT run_id FROM model_runs").fetchall()}
+    for run_id, model_id, task, tune in source.execute(
+        "SELECT run_id, model_id, task, tune FROM model_runs ORDER BY run_id"
+    ).fetchall():
+        mapped = int(run_id) if run_ids is None else run_ids.get(int(run_id))
+        if mapped is not None and mapped not in linked:
+            insert_model_run(dest, model_ids[int(model_id)], mapped, task, tune)
+    races = {
+        (int(m), float(t))
+        for m, t in dest.execute("SELECT model_id, created_at FROM model_races").fetchall()
+    }
+    columns = "model_id, tune, trials, entries_json, environment_json, created_at"
+    for row in source.execute(f"SELECT id, {columns} FROM model_races ORDER BY id").fetchall():
+        model_id = model_ids[int(row[1])]
+        if (model_id, float(row[6])) in races:
+            continue
+        with_id = run_ids is None
+        names = f"id, {columns}" if with_id else columns
+        values = (row[0], model_id, *row[2:]) if with_id else (model_id, *row[2:])
+        marks = ", ".join("?" * len(values))
+        dest.execute(f"INSERT INTO model_races ({names}) VALUES ({marks})", values)
+    return len(model_ids)

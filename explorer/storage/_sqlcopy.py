@@ -1,6 +1,7 @@
 """Whole databases copied between SQL stores: into an empty one with every id kept
 (``explorer backup``: ``copy_into``), or merged under new ids, a run already there extended
-with its newer trials only (``explorer import``: ``merge_into``). Each is one transaction,
+with its newer trials only (``explorer import``: ``merge_into``); the models, their runs and
+races with them. Each is one transaction,
 through the connection hooks ``SQLRecordStore`` keeps for this package (``_reading``,
 ``_writing``, ``_insert_all``, ``_restored``)."""
 
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from explorer.errors import StoreError
+from explorer.storage._models import copy_models
 from explorer.storage._sqlstore import (
     ALL_RUN_COLUMNS,
     ALL_TRIAL_COLUMNS,
@@ -45,6 +47,10 @@ def copy_into(dest: SQLRecordStore, source: SQLRecordStore) -> tuple[int, int]:
                 count += len(rows)
             dest._restored(conn, table)
             counts.append(count)
+        with source._reading() as src:
+            copy_models(conn, src, None)
+        for table in ("models", "model_races"):
+            dest._restored(conn, table)
     return counts[0], counts[1]
 
 
@@ -85,6 +91,8 @@ def merge_into(dest: SQLRecordStore, source: SQLRecordStore) -> tuple[int, int, 
             ]
             dest._insert_all(conn, insert_sql("trials"), fresh)
             added_trials += len(fresh)
+        with source._reading() as src:
+            copy_models(conn, src, new_ids)
     return added_runs, added_trials, len(new_ids) - added_runs
 
 

@@ -20,6 +20,7 @@ from _pg_server import PASSWORD, USER, free_port
 from test_storage_concurrency import Writer, _check_batches
 
 from explorer.cli import main
+from explorer.core import ModelInput, ModelRace, ModelRecord, ModelTask, RaceEntry
 from explorer.core._records import TrialRecord
 from explorer.errors import StoreError
 from explorer.storage import (
@@ -32,6 +33,7 @@ from explorer.storage import (
 from explorer.testing.contracts import RecordStoreContract
 from explorer.testing.recordings import PATH as RECORDING
 from explorer.types import MeasureStatus
+from explorer.workloads import get_workload
 
 try:
     import psycopg
@@ -505,3 +507,64 @@ def test_a_version_3_database_is_upgraded_in_place_keeping_its_trials(
     (version,) = _sql(pg_url, "SELECT value FROM meta WHERE key = 'schema_version'")
     assert version == (str(SCHEMA_VERSION),) and SCHEMA_VERSION == 6
     assert _sql(pg_url, "SELECT DISTINCT status FROM trials") == [("ok",)]
+
+
+def _with_a_model(store, workload, target, make_trial):
+    """A model with one linked, tuned run and a race (what `explorer model tune` leaves)."""
+    task = get_workload("task")
+    model = store.add_model(
+        ModelRecord(0, "net", "a" * 64, (ModelInput("x", (1, 8), "float32"),),
+                    (ModelTask("add", task, 2, task.flops(), 1e-6),), target, 1.0),
+        b"\x00onnx bytes\xff",
+    )  # fmt: skip
+    run = store.create_run(workload, target, "random")  # any run may be linked
+    store.add_trials(run.id, [make_trial(workload, target, 1e-6)])
+    store.finish_run(run.id)
+    store.link_model_run(model.id, run.id, "add", "random/seed0/gradient")
+    store.add_model_race(
+        ModelRace(0, model.id, "random/seed0/gradient", 1, (RaceEntry("tuned", (1e-3,), 1e-7),),
+                  {"cpu_model": "test"}, 2.0)
+    )  # fmt: skip
+    return model
+
+
+def _models_of(store) -> list:
+    out = []
+    for m in store.models():
+        runs = [
+            (store.get_run(r).workload, task, tune) for r, task, tune in store.model_runs(m.id)
+        ]
+        races = [dataclasses.replace(r, id=0, model_id=0) for r in store.model_races(m.id)]
+        out.append((dataclasses.replace(m, id=0), store.model_source(m.id), runs, races))
+    return out
+
+
+def test_backup_and_import_keep_the_models_their_runs_and_races(
+    pg_url, tmp_path, capsys, workload, target, make_trial
+):
+    source = tmp_path / "source.db"
+    with SQLiteStore(source) as store:
+        _with_a_model(store, workload, target, make_trial)
+        expected = _models_of(store)
+    assert main(["backup", "--db", str(source), pg_url]) == 0
+    back = tmp_path / "back.db"
+    assert main(["backup", "--db", pg_url, str(back)]) == 0
+    with PostgresStore(pg_url) as pg, SQLiteStore(back) as copy:
+        assert _models_of(pg) == _models_of(copy) == expected
+        # ids follow the copied ones
+        assert pg.add_model(dataclasses.replace(pg.models()[0], name="n2"), b"x").id == 2
+    # merged into a database that holds the same model: nothing twice
+    merged = tmp_path / "merged.db"
+    for _ in range(2):
+        assert main(["import", "--db", str(merged), str(source)]) == 0
+    with SQLiteStore(merged) as store:
+        assert _models_of(store) == expected
+    # another file under the same name: the merge is refused whole
+    other = tmp_path / "other.db"
+    with SQLiteStore(other) as store:
+        store.add_model(
+            dataclasses.replace(expected[0][0], source_sha256="b" * 64), b"another file"
+        )
+    capsys.readouterr()
+    assert main(["import", "--db", str(merged), str(other)]) == 2
+    assert "imported from different files" in capsys.readouterr().err
