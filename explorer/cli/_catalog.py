@@ -17,9 +17,12 @@ from explorer.cli._common import (
 
 # -- commands ----------------------------------------------------------------------------------
 def cmd_workloads(args: argparse.Namespace) -> int:
-    from explorer.workloads import FAMILIES, presets
+    from explorer.workloads import FAMILIES, TASK, presets
 
     for family in FAMILIES.values():
+        if family.name == TASK:  # its program is a model's: `explorer model show` lists them
+            print(f"{family.name:18s} {family.description}\n{'':18s} named MODEL:TASK")
+            continue
         shape = ", ".join(f"{p.name}={p.default}" for p in family.params)
         print(f"{family.name:18s} {family.description}\n{'':18s} defaults: {shape}")
     print("\npresets:")
@@ -36,10 +39,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(f"workload: {workload.key()}")
     print(f"FLOPs:    {workload.flops():,}")
     print(f"bytes:    {workload.bytes_moved():,}")
-    for (shape, dtype), tensor in zip(workload.input_specs(), workload.tensors(), strict=False):
-        print(f"input:    {tensor.name} {list(shape)} {dtype}")
-    shape, dtype = workload.output_spec()
-    print(f"output:   {workload.tensors()[-1].name} {list(shape)} {dtype}")
+    *inputs, (out_name, out_shape, out_dtype) = workload.buffers()
+    for name, shape, dtype in inputs:
+        print(f"input:    {name} {list(shape)} {dtype}")
+    print(f"output:   {out_name} {list(out_shape)} {out_dtype}")
     print("\nloop nest:")
     for block in session.snapshot.blocks:
         loops = " > ".join(

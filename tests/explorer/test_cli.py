@@ -22,7 +22,7 @@ def run(*args: str, db: Path | None = None, timeout: float = 300) -> subprocess.
 def test_help_everywhere():
     top = run("--help")
     assert top.returncode == 0
-    for command in ("workloads", "show", "measure", "tune", "runs", "export", "import"):
+    for command in ("workloads", "show", "measure", "tune", "runs", "export", "import", "model"):
         assert command in top.stdout
         sub = run(command, "--help")
         assert sub.returncode == 0, sub.stderr
@@ -33,6 +33,8 @@ def test_workloads_lists_families_and_presets():
     out = run("workloads")
     assert out.returncode == 0
     assert "matmul" in out.stdout and "matmul_1024" in out.stdout
+    # a model's task is named MODEL:TASK; its default program is not printed
+    assert "named MODEL:TASK" in out.stdout and "T.prim_func" not in out.stdout
 
 
 def test_show_prints_sizes_and_loop_nest():

@@ -61,6 +61,10 @@ def test_a_task_tunes_as_model_colon_task(imported):
         (run,) = store.runs()
         task = store.get_model("tiny").task("fused_conv2d1_add_add1_relu")
         assert run.workload == task.workload
+    out = explorer("show", "tiny:mean", "--db", str(db))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("workload: task(name=mean,tir=sha256:"), out.stdout
+    assert "output:   T_divide [1, 16, 1, 1] float32" in out.stdout
     out = explorer("tune", "tiny:no_such_task", "--trials", "4", "--db", str(db))
     assert out.returncode == 2 and "has no task 'no_such_task'" in out.stderr, out.stderr
     out = explorer("tune", "tiny:mean", "-p", "M=4", "--trials", "4", "--db", str(db))
