@@ -89,12 +89,14 @@ class Dashboards(Panel):
         ctx: Context,
         *,
         refresh_secs: float = 0.5,
+        poll_secs: float = 3.0,
         metric: Metric = "gflops",
         max_points: int = 2000,
         max_lines: int = 1000,
     ) -> None:
         self.ctx = ctx
         self.refresh_secs = refresh_secs
+        self.poll_secs = poll_secs
         self.metric = metric
         self.max_points = max_points
         self.max_lines = max_lines
@@ -105,6 +107,7 @@ class Dashboards(Panel):
         self._target: Target | None = None
         self._table: TrialTable | None = None  # None: (re)load from the store
         self._pending: list[TrialRecord] = []
+        self._stale = False  # the store changed behind the table's back: reload it whole
         self._timer: threading.Timer | None = None  # a refresh is due
         self._jobs = JobRunner("explorer-dashboards")
         self._last_refresh = 0.0
@@ -120,6 +123,12 @@ class Dashboards(Panel):
         ]
         if ctx.session is not None:
             self._on_session(ctx.session)
+        # The store's own announcements cover this process's writes only: every poll_secs the
+        # panel compares the store's trial count with what it was told, and reloads when they
+        # differ (another notebook or process on the same database; a batch whose announcement
+        # never reached this panel: seen once on a page whose plot then stayed behind).
+        self._told = ctx.store.count_trials()
+        self._poll: threading.Timer | None = _ui.call_later(poll_secs, self._check_store)
 
     def _make_figures(self) -> None:
         self.convergence_fig = LiveFigure(plots.make_convergence_figure(convergence_info(())))
@@ -202,7 +211,22 @@ class Dashboards(Panel):
         self._pending = []
         self._schedule(immediately=True)
 
+    def _check_store(self) -> None:
+        if self._closed:
+            return
+        try:
+            stored = self.ctx.store.count_trials()
+        except Exception:
+            log.debug("dashboards: cannot count the store's trials", exc_info=True)
+            stored = self._told
+        if stored != self._told:
+            self._told = stored
+            self._stale = True  # the next refresh reads the table whole, from the store
+            self._schedule(immediately=True)
+        self._poll = _ui.call_later(self.poll_secs, self._check_store)
+
     def _on_batch(self, records: list[TrialRecord]) -> None:
+        self._told += len(records)
         if self._workload is None or self._target is None:
             return
         wk, tk = self._workload.key(), self._target.key()
@@ -228,8 +252,9 @@ class Dashboards(Panel):
         self._timer = None
         if self._closed or self._workload is None or self._target is None:
             return
-        workload, target, table = self._workload, self._target, self._table
-        pending, self._pending = self._pending, []
+        workload, target = self._workload, self._target
+        table = None if self._stale else self._table
+        pending, self._pending, self._stale = self._pending, [], False
         every = self.all_targets.value
         self._jobs.submit(
             "dashboard refresh",
@@ -248,7 +273,7 @@ class Dashboards(Panel):
             self._draw(job.result)
         # Batches that arrived meanwhile get the next refresh, one interval after this one
         # (at once for a session changed meanwhile).
-        reload = self._table is None and not failed
+        reload = (self._table is None or self._stale) and not failed
         if reload or self._pending:
             self._schedule(immediately=reload)
 
@@ -457,9 +482,10 @@ class Dashboards(Panel):
     def close(self) -> None:
         """Stop listening to the store and the session; cancel a pending refresh."""
         self._closed = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        for timer in (self._timer, self._poll):
+            if timer is not None:
+                timer.cancel()
+        self._timer = self._poll = None
         self._jobs.shutdown()
         self._report_jobs.shutdown()
         for unsubscribe in self._unsubscribe:

@@ -495,12 +495,27 @@ def _plot_title(page: Any, container_cls: str) -> str:
     )
 
 
+# What the kernel holds when the page's plot does not follow: the dashboards' last refresh,
+# the figure's points, the search's status and the UI calls still queued.
+_KERNEL_STATE = """
+from widgets import _ui as _se_ui
+_d = ex.dashboards
+print(dict(runs=_d.infos.get('convergence') and _d.infos['convergence'].num_runs,
+           points=sum(len(t.x or ()) for t in _d.convergence_fig.data),
+           queued=_se_ui._calls.qsize(), busy=_d._jobs.busy, timer=_d._timer is not None,
+           search=ex.search.status.value[:80]))
+"""
+
+
 def _wait_points(page: Any, done: Any, timeout_ms: float) -> int:
     deadline = time.monotonic() + timeout_ms / 1000
     n = plot_points(page, "se-convergence")
     while not done(n):
         if time.monotonic() > deadline:
-            raise AssertionError(f"convergence plot: still {n} point(s) after {timeout_ms}ms")
+            kernel = kernel_eval(page, _KERNEL_STATE)
+            raise AssertionError(
+                f"convergence plot: still {n} point(s) after {timeout_ms}ms; the kernel: {kernel}"
+            )
         page.wait_for_timeout(500)
         n = plot_points(page, "se-convergence")
     return n

@@ -384,3 +384,29 @@ def test_a_manual_run_is_counted_alike_on_the_dashboard_and_by_explorer_runs(
     assert listing.returncode == 0, listing.stderr
     (row,) = [line.split() for line in listing.stdout.splitlines() if "manual" in line]
     assert row[1:3] == ["manual", "2"], listing.stdout  # id, strategy, trials
+
+
+def test_runs_another_process_adds_to_the_database_appear(candidates, tmp_path):
+    """Issue 21: a store announces only its own process's writes. A second store on the same
+    file (another notebook, another process) adds a run: the panel finds it by its poll of the
+    store's trial count and reloads, with nothing else happening in this one."""
+    db = tmp_path / "records.db"
+    ctx = Context(store=str(db), make_measurer=LocalMeasurer)
+    other = Context(store=str(db), make_measurer=LocalMeasurer)  # its own SQLiteStore
+    try:
+        ctx.set_session(ScheduleSession(MATMUL, ctx.target))
+        dash = Dashboards(ctx, refresh_secs=0.05, poll_secs=0.2)
+        dash.refresh()
+        assert dash.infos["convergence"].num_runs == 0
+        add(other, candidates[MATMUL.key()], "random", [3.0, 2.0])
+        deadline = time.monotonic() + 30
+        while dash.infos["convergence"].num_runs == 0 and time.monotonic() < deadline:
+            _ui.drain()
+            time.sleep(0.05)
+        assert dash.infos["convergence"].num_runs == 1, "the other process's run never showed"
+        assert "2 trials" in dash.status.value
+        dash.close()
+        assert dash._poll is None  # no poll outlives the panel
+    finally:
+        other.close()
+        ctx.close()
