@@ -74,11 +74,11 @@ def workload_of(args: argparse.Namespace) -> Any:
 
 def model_task_of(handle: str, db: str | None) -> Any:
     """The workload of ``MODEL:TASK``, a task of a model stored in ``db``."""
-    from explorer.storage import default_store, get_store
+    from explorer.storage import default_store, get_store, is_postgres_url
 
     model_name, _, task_name = handle.partition(":")
     where = db or default_store()
-    if not str(where).startswith("postgresql") and not Path(where).is_file():
+    if not is_postgres_url(str(where)) and not Path(where).is_file():
         raise UsageError(f"{handle}: there is no database {where} to find model {model_name!r} in")
     with get_store(where, read_only=True) as store:
         try:

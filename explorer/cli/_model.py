@@ -23,6 +23,7 @@ from explorer.cli._args import (
     trial_count,
 )
 from explorer.cli._common import add_common, target_of
+from explorer.cli._db import _db_path
 from explorer.text import format_secs, plural
 
 
@@ -37,9 +38,9 @@ def _input_shape(text: str) -> tuple[str, tuple[int, ...]]:
 
 
 def _store(args: argparse.Namespace, *, read_only: bool) -> Any:
-    from explorer.storage import default_store, get_store
+    from explorer.storage import get_store
 
-    return get_store(args.db or default_store(), read_only=read_only)
+    return get_store(_db_path(args), read_only=read_only)
 
 
 def cmd_example(args: argparse.Namespace) -> int:

@@ -196,7 +196,9 @@ class Workload:
         """A stable, readable identifier: family plus sorted parameters (a long text, such as
         a task's TVMScript, by its digest)."""
         scripts = {p.name for p in self.spec.params if p.kind == "script"}
-        inner = ",".join(f"{k}={_digest(v) if k in scripts else _fmt(v)}" for k, v in self.params)
+        inner = ",".join(
+            f"{k}={_digest(str(v)) if k in scripts else _fmt(v)}" for k, v in self.params
+        )
         return f"{self.family}({inner})"
 
     @property
@@ -365,7 +367,9 @@ def _nbytes(shape: Sequence[int], dtype: str) -> int:
     return math.prod(shape) * np.dtype(dtype).itemsize
 
 
-def _digest(value: ParamValue) -> str:
+@functools.lru_cache(maxsize=256)
+def _digest(value: str) -> str:
+    # cached: a task's key is asked for on every cache lookup, its text is kilobytes
     return "sha256:" + hashlib.sha256(str(value).encode()).hexdigest()[:16]
 
 

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 from explorer.errors import ModelError, StoreError
-from explorer.measure import LocalMeasurer, MeasureConfig
 from explorer.model import NETWORKS, import_model, lower_onnx, read_onnx
 from explorer.search import baseline_candidate
 from explorer.space import DesignSpace
@@ -20,12 +19,6 @@ from explorer.storage import get_store
 from explorer.target import Target
 from explorer.types import MeasureStatus
 from explorer.workloads import TASK, Workload, get_workload
-
-
-@pytest.fixture(scope="module")
-def measurer():
-    with LocalMeasurer(MeasureConfig(repeat=3, min_repeat_secs=0.002)) as m:
-        yield m
 
 
 @pytest.fixture(scope="module")

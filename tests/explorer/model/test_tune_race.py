@@ -11,7 +11,6 @@ import pytest
 
 from explorer.core import ModelTask
 from explorer.errors import ModelError, SearchError
-from explorer.measure import LocalMeasurer, MeasureConfig
 from explorer.model import (
     MAX_ERROR,
     ONNXRUNTIME,
@@ -29,12 +28,6 @@ from explorer.model._tune import next_task
 from explorer.report import collect_report, render_report
 from explorer.storage import get_store
 from explorer.workloads import get_workload
-
-
-@pytest.fixture(scope="module")
-def measurer():
-    with LocalMeasurer(MeasureConfig(repeat=3, min_repeat_secs=0.002)) as m:
-        yield m
 
 
 @pytest.fixture(scope="module")
