@@ -30,6 +30,7 @@ from explorer.model import (
     SCHEDULERS,
     ModelTuneProgress,
     best_schedules,
+    busy_note,
     import_model,
     parse_input_shape,
     race_model,
@@ -333,14 +334,16 @@ class ModelPanel(Panel):
     def _on_raced(self, race: ModelRace) -> None:
         self._show_races()
         tuned, ort = race.entry("tuned"), race.entry("onnxruntime")
+        note = busy_note(race)
         if tuned and ort and tuned.fastest_secs and ort.fastest_secs:
             ratio = tuned.fastest_secs / ort.fastest_secs
-            self._say(
+            said = (
                 f"Race {race.id}: tuned {format_secs(tuned.fastest_secs)}, ONNX Runtime "
                 f"{format_secs(ort.fastest_secs)} ({ratio:.2f}x; {race.trials} trials spent)."
             )
         else:
-            self._say(f"Race {race.id} ended; see the table for what did not run.")
+            said = f"Race {race.id} ended; see the table for what did not run."
+        self._say(f"{said} {note}" if note else said)
 
     def _on_pick(self) -> None:
         model_id = self.models.value

@@ -185,7 +185,7 @@ def cmd_race(args: argparse.Namespace) -> int:
 def _print_race(race: Any) -> None:
     """Each contender's fastest call, checked against ONNX Runtime, and the ratios that
     matter: tuned against ONNX Runtime and against untuned."""
-    from explorer.model import ONNXRUNTIME, TUNE_RELAX, TUNED, UNTUNED
+    from explorer.model import ONNXRUNTIME, TUNE_RELAX, TUNED, UNTUNED, busy_note
 
     env = race.environment
     print(
@@ -212,6 +212,9 @@ def _print_race(race: Any) -> None:
         print(f"speed-up over tune_relax at equal trials: {ratio:.2f}x")
     if tuned and untuned and tuned.fastest_secs and untuned.fastest_secs:
         print(f"speed-up over untuned: {untuned.fastest_secs / tuned.fastest_secs:.1f}x")
+    note = busy_note(race)
+    if note:
+        print(note)
 
 
 def _print_model(model: Any, *, top: int) -> None:

@@ -146,7 +146,9 @@ def _call_by_call(module: Any, dev: Any, args: list[Any], n: int) -> list[float]
 # A sample is the mean of this much of back-to-back calls (one call when a call is longer), so
 # the timer's resolution and the call's own overhead stay below a percent of it.
 SAMPLE_SECS = 1e-4
-_MAX_CHUNKS = 8  # a repeat's samples come in at most this many calls of the device's timer
+_MAX_CHUNKS = 16  # a repeat's samples come in at most this many calls of the device's timer
+MAX_SAMPLES = 128  # a repeat topped up (``_Sampler.repeats``) stops at this many samples
+CONFIRM_RATIO = 1.25  # a repeat this close to the measurement's fastest sample is undisturbed
 
 
 def time_main(
@@ -197,6 +199,7 @@ def time_main(
         fastest=call if call > 0 else math.inf,
         long_calls=long_calls,
         carried=carried,
+        deadline=time.perf_counter() + budget,
     )
     hopeless = req.get("hopeless_secs")
     probe = 2
@@ -235,6 +238,7 @@ class _Sampler:
     fastest: float  # the fastest call seen (a sample's mean); inf: none yet
     long_calls: bool
     carried: list[float]  # timed calls already made, that are the next repeats
+    deadline: float = math.inf  # perf_counter time by which topping up stops
     timers: dict[tuple[int, int], Any] = field(default_factory=dict)
 
     def samples(self, number: int, k: int) -> list[float]:
@@ -257,29 +261,60 @@ class _Sampler:
         """``n`` repeats. One timer call times them all, sized from the fastest call seen so
         far; when that was a disturbed call (too slow: a cold check call, a busy warm-up), the
         repeats fall short of their window and one more call tops them up, sized from what
-        the samples showed."""
+        the samples showed.
+
+        A repeat whose fastest sample is still above ``CONFIRM_RATIO`` times the fastest
+        sample seen in this measurement is topped up too, up to ``MAX_SAMPLES`` samples and
+        within the deadline: beside CPU burners on every core, a 2-thread kernel's calls
+        mostly wait for a burner's time slice (TVM's pool yields to it while it waits). A
+        19 us matmul read 8 ms in its median call beside two burners on two cores, 2-6% of its
+        calls ran undisturbed, a 20 ms window held 2 or 3 calls, and whole repeats read 4-16
+        ms: a search chose a 1-thread program over kernels 30x faster. An undisturbed call,
+        once seen, shows what the others can reach. On a quiet machine every repeat already
+        does, and nothing changes; with a window of 0 (one call a repeat) nothing is topped
+        up."""
         if self.long_calls:
             head = self.carried[:n]
             self.carried.clear()
             return head + _call_by_call(self.module, self.dev, self.args, n - len(head))
-        best, spent = [math.inf] * n, [0.0] * n
+        seen: list[list[float]] = [[] for _ in range(n)]
+        spent = [0.0] * n
         short = list(range(n))
         for _ in range(_MAX_CHUNKS):
             sized = math.isfinite(self.fastest)  # no call seen yet: one sample of one call
             number = max(1, math.ceil(SAMPLE_SECS / self.fastest))
-            k = max(
-                1, round((self.window - min(spent[j] for j in short)) / (number * self.fastest))
-            )
+            left = max(self.window - min(spent[j] for j in short), 0.0)
+            k = max(1, round(left / (number * self.fastest)))
+            if all(seen[j] and spent[j] >= 0.9 * self.window for j in short):  # topping up
+                typical = statistics.median(x for j in short for x in seen[j]) * number
+                affordable = (self.deadline - time.perf_counter()) / (typical * len(short))
+                k = min(max(k, 4), MAX_SAMPLES - max(len(seen[j]) for j in short))
+                if math.isfinite(affordable):
+                    k = min(k, int(affordable))
+                if k < 1:
+                    break
             got = self.samples(number, k * len(short))
             for slot, j in enumerate(short):
                 mine = got[slot * k : (slot + 1) * k]
-                best[j] = min(best[j], *mine)
+                seen[j].extend(mine)
                 spent[j] += number * sum(mine)
             self.fastest = min(self.fastest, *got)  # a sample is the mean of its calls
-            short = [j for j in short if spent[j] < 0.9 * self.window]
-            if not short or (sized and k == 1 and number == 1):  # one call fills a window
-                break
-        return best
+            short = [
+                j
+                for j in range(n)
+                if len(seen[j]) < MAX_SAMPLES
+                and (spent[j] < 0.9 * self.window or self._disturbed(seen[j]))
+            ]
+            if not short or (sized and k == 1 and number == 1 and self._settled(seen)):
+                break  # one call fills a window
+        return [min(s) for s in seen]
+
+    def _settled(self, seen: list[list[float]]) -> bool:
+        return not any(self._disturbed(s) for s in seen)
+
+    def _disturbed(self, samples: list[float]) -> bool:
+        # A window of 0 asks for one call a repeat: nothing is topped up.
+        return self.window > 0 and min(samples) > CONFIRM_RATIO * self.fastest
 
 
 def message(exc: BaseException) -> str:

@@ -23,6 +23,7 @@ from explorer.model._race import (
     TUNED,
     UNTUNED,
     best_schedules,
+    busy_note,
     race_model,
 )
 from explorer.model._tune import SCHEDULERS, ModelTuneProgress, TaskState, task_states, tune_model
@@ -35,6 +36,7 @@ __all__ = [
     "TUNE_RELAX",
     "UNTUNED",
     "best_schedules",
+    "busy_note",
     "race_model",
     "SCHEDULERS",
     "ModelTuneProgress",

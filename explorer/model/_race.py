@@ -51,7 +51,12 @@ def best_schedules(
     model: ModelRecord, store: RecordStore, *, tune: str | None = None
 ) -> list[tuple[str, TrialRecord]]:
     """(task name, its fastest correct trial) for every task that has one: among the runs of
-    the model tune ``tune``, or (``None``) among every trial of the task on the model's target."""
+    the model tune ``tune``, or (``None``) among every trial of the task on the model's target.
+
+    Within a tune, trials rank by their fastest repeat, not their median: interference only
+    adds time, and beside CPU burners a 2-thread task's repeats read 60 us and 2 ms in one
+    measurement; by the median a 1-thread schedule at 1.4 ms won over kernels 20x faster and
+    the "tuned" network was the untuned one."""
     runs_of: dict[str, list[int]] = {}
     for run_id, task_name, run_tune in store.model_runs(model.id):
         if tune is None or run_tune == tune:
@@ -67,12 +72,37 @@ def best_schedules(
                 t
                 for run_id in runs_of.get(task.name, [])
                 for t in store.trials(run_id=run_id)
-                if t.status is MeasureStatus.OK and t.median_secs is not None
+                if t.status is MeasureStatus.OK and t.result.fastest_secs is not None
             ]
-            trial = min(ok, key=lambda t: t.median_secs or math.inf) if ok else None
+            trial = min(ok, key=lambda t: t.result.fastest_secs or math.inf) if ok else None
         if trial is not None:
             out.append((task.name, trial))
     return out
+
+
+BUSY_CPUS = 0.5
+"""Other processes' average use of the cores during a race (``others_cpus`` in its
+environment) from which the race says its multi-thread builds were slowed (``busy_note``)."""
+
+
+def busy_note(race: ModelRace) -> str | None:
+    """One sentence when other processes kept cores busy during ``race`` and its TVM builds
+    ran on more than one thread, else ``None``.
+
+    TVM's thread pool yields its cores while a thread waits, so beside a busy core most calls
+    of a multi-thread build wait for another process's time slice: beside two CPU burners on
+    two cores the tiny network's tuned build read 2-4 ms against 0.09 ms on the quiet machine,
+    while ONNX Runtime and the 1-thread untuned build read as on the quiet machine.
+    """
+    others = race.environment.get("others_cpus")
+    threads = int(race.environment.get("num_threads") or 1)
+    if others is None or float(others) < BUSY_CPUS or threads < 2:
+        return None
+    return (
+        f"Other processes kept {float(others):.1f} of the cores busy during this race: the "
+        f"{threads}-thread TVM builds waited for them and read slower than they run on a "
+        "quiet machine; race again when it is quieter."
+    )
 
 
 def race_model(
