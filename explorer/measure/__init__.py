@@ -20,6 +20,7 @@ from explorer.measure._confirm import confirm_best
 from explorer.measure._local import LocalMeasurer
 from explorer.measure._remote import RemoteMeasurer, TargetNotReported
 from explorer.measure._replay import ReplayMeasurer
+from explorer.measure._timing import CONFIRM_RATIO, keep_off_worker_cores
 
 MEASURERS: Registry[type[Measurer], Measurer] = Registry(
     "measurer",
@@ -40,6 +41,8 @@ def make_measurer(name_or_instance: str | Measurer, **kwargs: Any) -> Measurer:
 
 
 __all__ = [
+    "CONFIRM_RATIO",
+    "keep_off_worker_cores",
     "MEASURERS",
     "Candidate",
     "LocalMeasurer",

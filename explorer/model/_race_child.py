@@ -18,7 +18,7 @@ import numpy as np
 
 from explorer.core import RaceEntry
 from explorer.errors import ModelError
-from explorer.measure._timing import CONFIRM_RATIO, keep_off_worker_cores
+from explorer.measure import CONFIRM_RATIO, keep_off_worker_cores
 from explorer.model._race import MAX_ERROR, ONNXRUNTIME, TUNE_RELAX, TUNED, UNTUNED, RacePlan
 from explorer.text import last_line
 
