@@ -383,6 +383,8 @@ def test_short_search_fills_the_convergence_plot(ui):
     expect(summary_label).to_contain_text(re.compile(pattern), timeout=30_000)
     final = plot_points(page, "se-convergence")
     print(f"search: convergence plot holds {final} point(s) (before the search: {before})")
+    lost = kernel_eval(page, "print(ex.dashboards.lost_refreshes)").strip()
+    print(f"dashboards: {lost} refresh(es) started by the poll after their call was lost")
     assert final >= first > before
     assert plot_svg_points(page, "se-convergence") > 0, "plotly holds data but draws nothing"
     shot(page, "06_convergence_after_search", convergence)
@@ -504,6 +506,7 @@ _d = ex.dashboards
 print(dict(runs=_d.infos.get('convergence') and _d.infos['convergence'].num_runs,
            points=sum(len(t.x or ()) for t in _d.convergence_fig.data),
            queued=_se_ui._calls.qsize(), busy=_d._jobs.busy, timer=_d._timer is not None,
+           lost=_d.lost_refreshes,
            search=ex.search.status.value[:80]))
 print(*_se_trace, sep="\\n")
 """
