@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import ipywidgets as w
+
+if TYPE_CHECKING:
+    from widgets._jobs import Job
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +41,19 @@ class Panel:
         except Exception as exc:
             log.exception("%s action failed", type(self).__name__)
             self._show_error(exc)
+
+    def _stop_job(
+        self, job: Job | None, stop_button: w.Button, *, idle: str, stopping: str
+    ) -> None:
+        """The Stop button of a panel that runs one long job at a time: ask ``job`` to stop
+        at its next checkpoint (a batch, a shape, a chunk), and say ``stopping``; ``idle``
+        when nothing runs."""
+        if job is None or not job.is_active:
+            self._say(idle)
+            return
+        job.cancel()
+        stop_button.disabled = True
+        self._say(stopping)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)

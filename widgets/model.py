@@ -236,12 +236,12 @@ class ModelPanel(Panel):
         )  # fmt: skip
 
     def stop(self) -> None:
-        if self.job is None or not self.job.is_active:
-            self._say("Nothing is running.")
-            return
-        self.job.cancel()
-        self.stop_button.disabled = True
-        self._say("Stopping after the current batch (every measured trial is kept)...")
+        """Ask the running import, tune or race to stop at its next checkpoint."""
+        self._stop_job(
+            self.job, self.stop_button,
+            idle="Nothing is running.",
+            stopping="Stopping after the current batch (every measured trial is kept)...",
+        )  # fmt: skip
 
     def open_task(self) -> ScheduleSession | None:
         """Open the chosen task in the editor: its best schedule, else unscheduled."""

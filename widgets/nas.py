@@ -316,12 +316,11 @@ class NasPanel(Panel):
 
     def stop(self) -> None:
         """Ask the running search to stop before its next shape (tuned shapes are kept)."""
-        if self.job is None or not self.job.is_active:
-            self._say("No NAS search is running.")
-            return
-        self.job.cancel()
-        self.stop_button.disabled = True
-        self._say("Stopping (after the current batch of the current shape)...")
+        self._stop_job(
+            self.job, self.stop_button,
+            idle="No NAS search is running.",
+            stopping="Stopping (after the current batch of the current shape)...",
+        )  # fmt: skip
 
     def open_point(self, index: int) -> ScheduleSession | None:
         """Open the layer ``info.points[index]`` focuses on in the editor: its tuning's best

@@ -316,12 +316,11 @@ class SearchPanel(Panel):
 
     def stop(self) -> None:
         """Ask the running search to stop after its current batch."""
-        if self.job is None or not self.job.is_active:
-            self._say("No search is running.")
-            return
-        self.job.cancel()
-        self.stop_button.disabled = True
-        self._say("Stopping after the current batch (the best is then re-measured)...")
+        self._stop_job(
+            self.job, self.stop_button,
+            idle="No search is running.",
+            stopping="Stopping after the current batch (the best is then re-measured)...",
+        )  # fmt: skip
 
     def open_best(self) -> None:
         """Open the last search's best schedule in the editor."""
