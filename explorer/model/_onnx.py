@@ -91,6 +91,12 @@ def parse_onnx(data: bytes, where: str, shapes: Mapping[str, Sequence[int]] = {}
         raise ModelError(f"{file} is not a valid ONNX model: {first}") from None
     _check_operators(file, proto)
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
+    known = int(onnx.defs.onnx_opset_version())
+    if opset > known:  # the checker and TVM's frontend both let it through
+        raise ModelError(
+            f"{file} uses ONNX opset {opset}, newer than any this onnx ({onnx.__version__}) "
+            f"knows (up to {known}): export it with opset {known} or lower"
+        )
     inputs = _inputs(file, proto, shapes)
     return OnnxFile(proto, data, hashlib.sha256(data).hexdigest(), inputs, int(opset))
 

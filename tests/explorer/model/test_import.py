@@ -174,6 +174,23 @@ def test_weights_kept_outside_the_file_are_refused(tmp_path):
     _assert_refused(path, "separate files", tmp_path)
 
 
+def test_an_opset_newer_than_onnx_knows_is_refused(tmp_path):
+    """Opset 99 passed onnx's checker and TVM's frontend (which takes each operator's newest
+    conversion); ONNX Runtime, the race's reference, refuses it."""
+    f32 = TensorProto.FLOAT
+    model = _graph_model(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        [helper.make_tensor_value_info("x", f32, [1, 8])],
+        [helper.make_tensor_value_info("y", f32, [1, 8])],
+        opset=99,
+    )
+    path = tmp_path / "future.onnx"
+    onnx.save(model, path)
+    newest = onnx.defs.onnx_opset_version()
+    message = _assert_refused(path, "uses ONNX opset 99", tmp_path)
+    assert f"up to {newest}" in message, message
+
+
 def test_read_onnx_reports_the_opset_and_inputs(tiny_onnx):
     checked = read_onnx(tiny_onnx)
     assert checked.opset == 17 and [str(i) for i in checked.inputs] == ["x=1x3x32x32 (float32)"]
