@@ -91,7 +91,7 @@ def busy_note(race: ModelRace) -> str | None:
 
     TVM's thread pool yields its cores while a thread waits, so beside a busy core most calls
     of a multi-thread build wait for another process's time slice: beside two CPU burners on
-    two cores the tiny network's tuned build read 2-4 ms against 0.09 ms on the quiet machine,
+    two cores the tiny network's tuned build read 0.13-3.8 ms against 0.09 ms on the quiet machine,
     while ONNX Runtime and the 1-thread untuned build read as on the quiet machine.
     """
     others = race.environment.get("others_cpus")

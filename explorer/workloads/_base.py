@@ -370,7 +370,7 @@ def _nbytes(shape: Sequence[int], dtype: str) -> int:
 @functools.lru_cache(maxsize=256)
 def _digest(value: str) -> str:
     # cached: a task's key is asked for on every cache lookup, its text is kilobytes
-    return "sha256:" + hashlib.sha256(str(value).encode()).hexdigest()[:16]
+    return "sha256:" + hashlib.sha256(value.encode()).hexdigest()[:16]
 
 
 def _fmt(value: ParamValue) -> str:

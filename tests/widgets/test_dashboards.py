@@ -386,6 +386,15 @@ def test_a_manual_run_is_counted_alike_on_the_dashboard_and_by_explorer_runs(
     assert row[1:3] == ["manual", "2"], listing.stdout  # id, strategy, trials
 
 
+def _drain_until_a_run_shows(dash, timeout=30.0):
+    """Run the UI thread's queued calls (as a kernel would) until the convergence plot holds a
+    run, or ``timeout`` seconds passed."""
+    deadline = time.monotonic() + timeout
+    while dash.infos["convergence"].num_runs == 0 and time.monotonic() < deadline:
+        _ui.drain()
+        time.sleep(0.05)
+
+
 def test_runs_another_process_adds_to_the_database_appear(candidates, tmp_path):
     """Issue 21: a store announces only its own process's writes. A second store on the same
     file (another notebook, another process) adds a run: the panel finds it by its poll of the
@@ -399,10 +408,7 @@ def test_runs_another_process_adds_to_the_database_appear(candidates, tmp_path):
         dash.refresh()
         assert dash.infos["convergence"].num_runs == 0
         add(other, candidates[MATMUL.key()], "random", [3.0, 2.0])
-        deadline = time.monotonic() + 30
-        while dash.infos["convergence"].num_runs == 0 and time.monotonic() < deadline:
-            _ui.drain()
-            time.sleep(0.05)
+        _drain_until_a_run_shows(dash)
         assert dash.infos["convergence"].num_runs == 1, "the other process's run never showed"
         assert "2 trials" in dash.status.value
         dash.close()
@@ -430,10 +436,7 @@ def test_a_refresh_whose_call_was_lost_is_started_by_the_next_polls(candidates, 
         lost.join()
         dash._timer = lost
         add(ctx, candidates[MATMUL.key()], "random", [3.0, 2.0])
-        deadline = time.monotonic() + 30
-        while dash.infos["convergence"].num_runs == 0 and time.monotonic() < deadline:
-            _ui.drain()
-            time.sleep(0.05)
+        _drain_until_a_run_shows(dash)
         assert dash.infos["convergence"].num_runs == 1, "the plot stayed behind the lost refresh"
         assert dash.lost_refreshes == 1 and dash._timer is None
         dash.close()

@@ -21,21 +21,14 @@ pytestmark = [pytest.mark.serial, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")
-def two_cores(tiny_onnx, measurer, tmp_path_factory):
+def two_cores(tiny_onnx, measurer, tmp_path_factory, import_and_tune):
     """The tiny network for two cores, tuned on the quiet machine."""
     db = tmp_path_factory.mktemp("load") / "records.db"
-    with get_store(db) as store:
-        model = import_model(
-            tiny_onnx, store, measurer=measurer, target=Target.local_cpu(num_cores=2)
-        )
-        tune = tune_model(
-            model, store, measurer, max_trials=16, strategy="random", scheduler="round-robin",
-            chunk=8,
-        )  # fmt: skip
+    model, tune = import_and_tune(tiny_onnx, db, measurer, cores=2, trials=16)
     return db, model, tune
 
 
-def test_a_quiet_race_has_no_note_and_a_busy_one_says_what_slowed_it(two_cores, burners):
+def test_a_race_beside_burners_says_what_slowed_it(two_cores, burners):
     db, model, tune = two_cores
     with get_store(db) as store:
         busy = race_model(model, store, tune=tune, rounds=2)

@@ -27,25 +27,17 @@ from explorer.model._race_child import _relative_error
 from explorer.model._tune import next_task
 from explorer.report import collect_report, render_report
 from explorer.storage import get_store
-from explorer.target import Target
 from explorer.workloads import get_workload
 
 
 @pytest.fixture(scope="module")
-def tuned(tiny_onnx, measurer, tmp_path_factory):
+def tuned(tiny_onnx, measurer, tmp_path_factory, import_and_tune):
     """The tiny network imported for one core and tuned with 20 random trials, in round-robin.
 
     One core: these tests run beside the rest of the suite, and a 2-thread build beside busy
     cores waits for their time slices (test_race_under_load.py shows the race saying so)."""
     db = tmp_path_factory.mktemp("tune") / "records.db"
-    with get_store(db) as store:
-        model = import_model(
-            tiny_onnx, store, measurer=measurer, target=Target.local_cpu(num_cores=1)
-        )
-        tune = tune_model(
-            model, store, measurer, max_trials=20, strategy="random", scheduler="round-robin",
-            chunk=8,
-        )  # fmt: skip
+    model, tune = import_and_tune(tiny_onnx, db, measurer, cores=1, trials=20)
     return db, model, tune
 
 
