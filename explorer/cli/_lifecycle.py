@@ -8,6 +8,9 @@ from __future__ import annotations
 import argparse
 import shlex
 import signal
+import sys
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -43,6 +46,35 @@ def sigterm_interrupts() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def deliver_swallowed_interrupts() -> None:
+    """Make a Ctrl-C (or SIGTERM) that Python swallowed take effect: for the whole process.
+
+    Python raises KeyboardInterrupt wherever the main thread is, and where that is a weakref
+    callback (importlib's module locks have one: any import), the exception is printed as
+    "Exception ignored in ..." and dropped; the command went on and exited 0 (1 run in ~400 of
+    test_cli_interrupt, Ctrl-C while TVM loaded). Such an interrupt is sent again as its signal
+    from another thread, so that Python delivers it after the hook, in ordinary code (sent from
+    the hook itself, it was raised in the hook, and swallowed again; a callback that swallows it
+    again sends it again)."""
+    previous = sys.unraisablehook
+    main = threading.main_thread().ident
+
+    def hook(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and main is not None:
+            terminated = isinstance(unraisable.exc_value, Terminated)
+            again = signal.SIGTERM if terminated else signal.SIGINT
+            threading.Thread(target=_send_soon, args=(main, again), daemon=True).start()
+            return
+        previous(unraisable)
+
+    sys.unraisablehook = hook
+
+
+def _send_soon(thread: int, signum: int) -> None:
+    time.sleep(0.05)  # the hook has long returned (while it waits to start this thread, too)
+    signal.pthread_kill(thread, signum)
 
 
 def resume_command(run_id: int, db: str | None) -> str:

@@ -28,6 +28,7 @@ from explorer.cli._args import (
 )
 from explorer.cli._lifecycle import (
     Terminated,
+    deliver_swallowed_interrupts,
     sigterm_interrupts,
 )
 from explorer.errors import ExplorerError
@@ -67,6 +68,7 @@ def console() -> int:
     """
     # A command that seems stuck says where each of its threads is: `kill -USR1 PID`.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
+    deliver_swallowed_interrupts()
     code = main()
     if code in (EXIT_INTERRUPTED, EXIT_TERMINATED):
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # only here: nothing starts after this

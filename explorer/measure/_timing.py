@@ -148,6 +148,8 @@ def _call_by_call(module: Any, dev: Any, args: list[Any], n: int) -> list[float]
 SAMPLE_SECS = 1e-4
 _MAX_CHUNKS = 16  # a repeat's samples come in at most this many calls of the device's timer
 MAX_SAMPLES = 128  # a repeat topped up (``_Sampler.repeats``) stops at this many samples
+STALL_SAMPLES = 64  # ... or when this many of its samples in a row brought no faster one
+TOP_UP_WINDOWS = 25  # ... or when the repeats topped up together spent this many windows each
 CONFIRM_RATIO = 1.25  # a repeat this close to the measurement's fastest sample is undisturbed
 
 
@@ -272,30 +274,47 @@ class _Sampler:
         ms: a search chose a 1-thread program over kernels 30x faster. An undisturbed call,
         once seen, shows what the others can reach. On a quiet machine every repeat already
         does, and nothing changes; with a window of 0 (one call a repeat) nothing is topped
-        up."""
+        up. Topping up stops for a repeat whose last ``STALL_SAMPLES`` samples brought no
+        faster one, and for all after ``TOP_UP_WINDOWS`` windows a repeat: beside one busy
+        core a 2-thread kernel's calls mostly wait for the other core (its worker is bound
+        to it), and topping up to the deadline made a 2-trial tune of matmul 8 take 46 s
+        instead of 8."""
         if self.long_calls:
             head = self.carried[:n]
             self.carried.clear()
             return head + _call_by_call(self.module, self.dev, self.args, n - len(head))
         seen: list[list[float]] = [[] for _ in range(n)]
+        gained = [0] * n  # how many samples a repeat had when its fastest one came
+        topping_until: float | None = None
         spent = [0.0] * n
         short = list(range(n))
         for _ in range(_MAX_CHUNKS):
             sized = math.isfinite(self.fastest)  # no call seen yet: one sample of one call
-            number = max(1, math.ceil(SAMPLE_SECS / self.fastest))
+            pooled = [x for j in short for x in seen[j]]
+            # What a call takes now, not at its best: beside a busy core a 2-thread kernel's
+            # fastest call was 3 us and its typical one 4 ms, and a chunk sized from the
+            # fastest (200 samples of 34 calls a repeat) ran past the 20 s run timeout. So the
+            # first chunk is one sample a repeat, and the next ones are sized from it.
+            per_call = statistics.median(pooled) if pooled else self.fastest
+            number = max(1, math.ceil(SAMPLE_SECS / per_call))
             left = max(self.window - min(spent[j] for j in short), 0.0)
-            k = max(1, round(left / (number * self.fastest)))
+            k = max(1, round(left / (number * per_call))) if pooled else 1
+            deadline = self.deadline
             if all(seen[j] and spent[j] >= 0.9 * self.window for j in short):  # topping up
-                typical = statistics.median(x for j in short for x in seen[j]) * number
-                affordable = (self.deadline - time.perf_counter()) / (typical * len(short))
                 k = min(max(k, 4), MAX_SAMPLES - max(len(seen[j]) for j in short))
-                if math.isfinite(affordable):
-                    k = min(k, int(affordable))
-                if k < 1:
-                    break
+                if topping_until is None:
+                    topping_until = time.perf_counter() + TOP_UP_WINDOWS * self.window * len(short)
+                deadline = min(deadline, topping_until)
+            affordable = (deadline - time.perf_counter()) / (number * per_call * len(short))
+            if math.isfinite(affordable):  # every repeat gets a sample, deadline or not
+                k = min(k, max(int(affordable), 0 if all(seen[j] for j in short) else 1))
+            if k < 1:
+                break
             got = self.samples(number, k * len(short))
             for slot, j in enumerate(short):
                 mine = got[slot * k : (slot + 1) * k]
+                if not seen[j] or min(mine) < min(seen[j]):
+                    gained[j] = len(seen[j]) + mine.index(min(mine)) + 1
                 seen[j].extend(mine)
                 spent[j] += number * sum(mine)
             self.fastest = min(self.fastest, *got)  # a sample is the mean of its calls
@@ -303,7 +322,10 @@ class _Sampler:
                 j
                 for j in range(n)
                 if len(seen[j]) < MAX_SAMPLES
-                and (spent[j] < 0.9 * self.window or self._disturbed(seen[j]))
+                and (
+                    spent[j] < 0.9 * self.window
+                    or (self._disturbed(seen[j]) and len(seen[j]) - gained[j] < STALL_SAMPLES)
+                )
             ]
             if not short or (sized and k == 1 and number == 1 and self._settled(seen)):
                 break  # one call fills a window

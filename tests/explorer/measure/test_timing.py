@@ -8,6 +8,7 @@ The kernels are real: ``hooks``' ``jitter`` kernel pauses 10 ms and 50 ms on alt
 from __future__ import annotations
 
 import math
+import random
 import statistics
 import threading
 import time
@@ -378,3 +379,72 @@ def test_repeats_that_fit_are_between_two_and_all_and_fit_when_they_can(
         assert n == repeat  # everything fits: nothing is taken away
     elif n > 2:
         assert call_secs * (n + extra) <= budget  # fewer, and those fit
+
+
+class _ScriptedKernel:
+    """A timer for ``_Sampler``'s sizing rules alone: each call takes ``fast`` seconds when it
+    is undisturbed (a ``clean`` fraction of calls, at random) and ``slow`` otherwise, on a
+    simulated clock (``now``), which the sampler's deadlines read. Real kernels cannot be
+    disturbed on cue."""
+
+    def __init__(self, fast: float, slow: float, clean: float) -> None:
+        self.fast, self.slow, self.clean = fast, slow, clean
+        self.now, self.random = 0.0, random.Random(0)
+
+    def time_evaluator(self, name, dev, *, number, repeat, **options):
+        def run(*args):
+            results = []
+            for _ in range(repeat):
+                took = 0.0
+                for _ in range(number):
+                    took += self.fast if self.random.random() < self.clean else self.slow
+                self.now += took
+                results.append(took / number)
+            return type("Results", (), {"results": results})
+
+        return run
+
+
+def _sampler(kernel: _ScriptedKernel, monkeypatch, *, fastest: float) -> _timing._Sampler:
+    monkeypatch.setattr(_timing.time, "perf_counter", lambda: kernel.now)
+    return _timing._Sampler(
+        kernel,
+        None,
+        [],
+        window=0.02,
+        flush=0,
+        fastest=fastest,
+        long_calls=False,
+        carried=[],
+        deadline=10.0,
+    )
+
+
+def test_a_kernel_whose_calls_stay_disturbed_is_timed_within_its_top_up(monkeypatch):
+    """Beside one busy core a 2-thread kernel's warm-up met one 3 us call and then every call
+    took 4 ms: the first chunk, sized from the 3 us call, held 200 samples of 34 calls a repeat
+    (the run's 20 s timeout went by: a 2-trial tune took 46 s instead of 8)."""
+    kernel = _ScriptedKernel(fast=3e-6, slow=4e-3, clean=0.0)
+    sampler = _sampler(kernel, monkeypatch, fastest=3e-6)
+    repeats = sampler.repeats(5)
+    assert len(repeats) == 5 and min(repeats) >= 4e-3
+    # a first sample of 34 calls a repeat, a window each, then the top-up's windows at most
+    most = 5 * 34 * 4e-3 + 5 * 0.02 * (1 + _timing.TOP_UP_WINDOWS) + 5 * 4e-3
+    assert kernel.now <= most, kernel.now  # it was 130 s: 200 samples of 34 calls a repeat
+
+
+def test_a_disturbed_repeat_is_topped_up_until_it_meets_an_undisturbed_call(monkeypatch):
+    """One call in 20 runs undisturbed (0.2 ms against 4 ms), as beside two CPU burners:
+    every repeat reads it."""
+    kernel = _ScriptedKernel(fast=2e-4, slow=4e-3, clean=0.05)
+    sampler = _sampler(kernel, monkeypatch, fastest=2e-4)
+    repeats = sampler.repeats(5)
+    assert statistics.median(repeats) == 2e-4 and repeats.count(2e-4) >= 4, repeats
+    assert kernel.now <= 5 * 0.02 * (1 + _timing.TOP_UP_WINDOWS) + 5 * 2e-4
+
+
+def test_a_quiet_kernel_fills_each_window_and_no_more(monkeypatch):
+    kernel = _ScriptedKernel(fast=1e-5, slow=1e-5, clean=1.0)
+    sampler = _sampler(kernel, monkeypatch, fastest=1e-5)
+    assert sampler.repeats(5) == pytest.approx([1e-5] * 5)
+    assert 5 * 0.02 * 0.9 <= kernel.now <= 5 * 0.02 * 1.2
