@@ -1,10 +1,10 @@
 """Every notebook runs top to bottom in a real Jupyter kernel, as a user would run it.
 
 Each notebook is executed headless with nbclient against a private database (``EXPLORER_DB``
-points into ``tmp_path``). After the last cell, *probe* cells run in the same kernel and check
-what the notebook left behind, the way a user would poke at it (click a button, read a widget).
-The browser layer (``tests/browser``) covers
-what a headless kernel cannot see (front-end rendering).
+points into ``tmp_path``), two of them with a smaller trial budget (``FEWER_TRIALS``). After the
+last cell, *probe* cells run in the same kernel and check what the notebook left behind, the
+way a user would poke at it (click a button, read a widget). The browser layer
+(``tests/browser``) covers what a headless kernel cannot see (front-end rendering).
 """
 
 from __future__ import annotations
@@ -177,6 +177,15 @@ MODEL_PROBES = [
     """,
 ]
 
+# The budgets a test runs with, set in the notebook's own cell (as papermill sets parameters):
+# every cell still runs, in order, with every strategy and model, on fewer trials. Notebook 03's
+# seven strategies at 24 trials were the suite's slowest test (138 s of 23 minutes on 2 cores).
+# Each assignment must be in the notebook exactly once, so an edit there cannot slip past.
+FEWER_TRIALS = {
+    "03_comparing_strategies": ("BUDGET = 24", "BUDGET = 8"),
+    "04_cost_models": ("N_TRIALS = 64", "N_TRIALS = 32"),
+}
+
 PROBES = {
     "00_tour": TOUR_PROBES,
     "05_fleet_and_targets": FLEET_PROBES,
@@ -225,6 +234,11 @@ def test_notebook_runs_without_error(path, tmp_path):
         for src in PROBES.get(path.stem, [])
     ]
     nb.cells.extend(probes)  # appended to the in-memory copy only, run after the notebook
+    if path.stem in FEWER_TRIALS:
+        shipped, tested = FEWER_TRIALS[path.stem]
+        cells = [c for c in nb.cells if c.cell_type == "code" and shipped in c.source]
+        assert len(cells) == 1 and cells[0].source.count(shipped) == 1, shipped
+        cells[0].source = cells[0].source.replace(shipped, tested)
     client.reset_execution_trackers()
     with client.setup_kernel(env=_kernel_env(db)):
         # Every cell in order, as "Run All" does; a cell that raises fails the test here.

@@ -165,8 +165,13 @@ def test_a_server_killed_mid_batch_loses_nothing(tmp_path) -> None:
         assert [r.status for r in results] == [MeasureStatus.OK] * 3, [
             r.error_msg for r in results
         ]
+        # The kernel the victim was timing when killed was timed again on the survivor, beside
+        # the survivor's own. On a loaded machine the survivor's session can open seconds after
+        # the victim's, which may then finish one kernel before both are busy (seen in CI).
         survivor = f"kill@127.0.0.1:{fleet.servers[1].port}"
-        assert {r.device for r in results} == {survivor}
+        by = [r.device for r in results]
+        killed = f"kill@127.0.0.1:{victim.port}"
+        assert by.count(survivor) >= 2 and set(by) <= {survivor, killed}, by
     finally:
         stop_fleet(state)
 

@@ -71,8 +71,9 @@ def test_a_searchs_cuda_design_space_draws_schedules_that_compile_to_gpu_kernels
     target = Target(kind="cuda", arch="sm_80", num_cores=108, l1d_bytes=48 * 1024)
     space = DesignSpace.of(get_workload("matmul", M=256, N=256, K=256), target)
     rng = np.random.default_rng(0)
-    results = measurer.measure([space.sample(rng).candidate for _ in range(3)])
-    assert [r.status for r in results] == [MeasureStatus.INVALID] * 3, results
+    # two: the measurer's two build workers compile them at once (a third took as long again)
+    results = measurer.measure([space.sample(rng).candidate for _ in range(2)])
+    assert [r.status for r in results] == [MeasureStatus.INVALID] * 2, results
     assert all(r.build_secs > 0 and "the schedule compiled" in r.error_msg for r in results)
 
 
