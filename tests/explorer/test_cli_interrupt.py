@@ -41,7 +41,9 @@ def test_ctrl_c_while_starting_is_exit_130_without_a_traceback(tmp_path, delay) 
 
 
 SWALLOWED = """
-import sys, time, weakref
+import signal, sys, time, weakref
+# Ctrl-C raises, as in a terminal: under a background job (CI) Python starts with SIGINT ignored
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import explorer.cli._main as cli
 from explorer.cli._lifecycle import Terminated, sigterm_interrupts
 class Box:
