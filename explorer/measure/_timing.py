@@ -327,7 +327,8 @@ class _Sampler:
                     or (self._disturbed(seen[j]) and len(seen[j]) - gained[j] < STALL_SAMPLES)
                 )
             ]
-            if not short or (sized and k == 1 and number == 1 and self._settled(seen)):
+            one_call_fills = sized and pooled and k == 1 and number == 1  # not the first chunk
+            if not short or (one_call_fills and self._settled(seen)):
                 break  # one call fills a window
         return [min(s) for s in seen]
 

@@ -448,3 +448,12 @@ def test_a_quiet_kernel_fills_each_window_and_no_more(monkeypatch):
     sampler = _sampler(kernel, monkeypatch, fastest=1e-5)
     assert sampler.repeats(5) == pytest.approx([1e-5] * 5)
     assert 5 * 0.02 * 0.9 <= kernel.now <= 5 * 0.02 * 1.2
+
+
+def test_a_quiet_millisecond_kernel_fills_each_window_with_single_calls(monkeypatch):
+    """A 1 ms call is a sample of its own (``number`` 1): the first chunk's one sample a
+    repeat must not end the repeats, which ``one call fills a window`` once did."""
+    kernel = _ScriptedKernel(fast=1e-3, slow=1e-3, clean=1.0)
+    sampler = _sampler(kernel, monkeypatch, fastest=1e-3)
+    assert sampler.repeats(5) == pytest.approx([1e-3] * 5)
+    assert 5 * 0.02 * 0.9 <= kernel.now <= 5 * 0.02 * 1.2, kernel.now
