@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: lab test lint bench bench-quick bench-targets venv clean chromium postgresql
+.PHONY: lab test lint bench bench-quick bench-targets venv labextension clean chromium postgresql
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -15,12 +15,19 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+## The explorer's JupyterLab extension (widgets/labextension), linked where JupyterLab finds the
+# venv's extensions: an editable install leaves out the data files a wheel installs it with.
+LABEXT := $(VENV)/share/jupyter/labextensions/schedule-explorer
+labextension: $(STAMP)
+	@test "$$(readlink $(LABEXT))" = "$(CURDIR)/widgets/labextension" || \
+	  ln -sfn "$(CURDIR)/widgets/labextension" $(LABEXT)
+
 ## Open JupyterLab on the tour notebook (local CPU target, embedded SQLite database), as a pip
 # user would with `explorer lab`: the notebooks are copied once into LAB_DIR (default
 # ~/schedule-explorer-notebooks; a notebook already there is never overwritten) and opened
 # there, so JupyterLab's autosave never writes into the tracked notebooks/.
 LAB_DIR ?=
-lab: $(STAMP)
+lab: $(STAMP) labextension
 	$(PY) -m explorer lab $(LAB_DIR)
 
 ## Debian's Chromium for the browser tests (tests/browser drive JupyterLab through Playwright with
@@ -57,7 +64,7 @@ postgresql:
 # of the parallel part are listed after it (what to look at first when the suite grows). Exit status 5 is
 # "nothing selected" (PYTEST_ARGS picked none of one part's tests).
 TEST_WORKERS ?= 2
-test: $(STAMP) chromium postgresql
+test: $(STAMP) labextension chromium postgresql
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports

@@ -47,10 +47,9 @@ class _PlotlyLibrary(w.Widget):  # type: ignore[misc]  # ipywidgets is untyped: 
 
     Its 4.8 MB go with the model's opening message only (as a binary buffer, never inside
     JSON); the kernel then forgets them. A reloaded page asks the kernel for every widget's
-    state in one reply, and an output whose widget is not back within 2 s shows "Error
-    displaying widget: model not found" for good: with plotly.js in that reply (5.4 MB of the
-    tour's 5.8 MB) it took 2.2 s. A page without the library (a reloaded one) asks for it with
-    a message (``REQUEST``), answered with the source as a buffer.
+    state in one reply, before any widget output draws: with plotly.js in that reply (5.4 MB of
+    the tour's 5.8 MB) it took 2.2 s. A page without the library (a reloaded one) asks for it
+    with a message (``REQUEST``), answered with the source as a buffer.
     """
 
     source = traitlets.Bytes().tag(sync=True)

@@ -9,9 +9,9 @@ alone (``ExpressionBuilder(ctx)`` ...); the ``Explorer`` only wires them to one 
 
 The panels of the other tabs are built when their tab is first opened, or their attribute
 (``ex.search`` ...) first read: an explorer is about 400 widget models when all are built, and
-a reloaded page must fetch every live model from the kernel before its outputs can draw
-(JupyterLab gives an output 2 s to find its model; two explorers' worth took longer on a
-busy machine, and the outputs said "model not found" for good).
+a reloaded page fetches every live model from the kernel, in one reply, before its outputs
+can draw (two explorers' worth took 2.2 s on a busy machine; a reply ending about 2 s after an
+output started waiting lost that output: see widgets/labextension).
 """
 
 from __future__ import annotations

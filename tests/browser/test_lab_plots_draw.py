@@ -15,8 +15,13 @@ explorers); it arrived 2.2 s after the request and every output of the tour fail
 explorers included (3 of 5 runs beside two CPU burners, once on a quiet machine). plotly.js now
 comes with its model's opening only (a reloaded page asks for it), and an explorer's other tabs
 are built when first opened: the reply is 0.57 MB and arrived in 0.35 s (page slowed 4x), and
-this test passed 3 of 3 beside two CPU burners. Run alone
-(``serial``): a page and a kernel beside the parallel suite would test the suite's load.
+this test passed 3 of 3 beside two CPU burners. It then failed in both clean-clone CI runs of
+2026-11-27 and in 2 of 5 runs beside two burners here: the explorer's output said "model not
+found" although the reply came 1.6 s after it started waiting. The widget manager's wait gave
+up without a last look at a model the restore had registered during its last sleep
+(test_lab_widget_restore replays it; the explorer's JupyterLab extension takes that look).
+Run alone (``serial``): a page and a kernel beside the parallel suite would test the suite's
+load.
 """
 
 from __future__ import annotations

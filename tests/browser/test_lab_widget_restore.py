@@ -1,0 +1,69 @@
+"""The explorer's JupyterLab extension (widgets/labextension): a reloaded page's widget outputs
+find their models even when the restore ends during their wait (issue 21, plots that always
+draw).
+
+Reproduced on main with test_lab_plots_draw beside two CPU burners (2 runs in 5 here, and both
+clean-clone CI runs of 2026-11-27): after the reload the tour's explorer showed "Error
+displaying widget: model not found". The page's log: the output started waiting for its model
+at 429.04 s, the kernel's reply with every widget's state arrived at 430.66 s, and the error
+came at 431.79 s, after the restore had registered the model. The widget manager's
+``get_model`` polls every 100 ms for 2 s and gives up without a last look, so a restore that
+registers the model during the last sleep and finishes before the poll wakes loses the output
+for good. The test below replays that order of events against the real widget manager of a
+real JupyterLab page: it fails without the extension (checked by removing its link from the
+venv) and passes with it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+PLUGIN = "schedule-explorer:widget-restore"
+
+# The widget manager's own get_model (from its extension's container, as JupyterLab loaded it),
+# on a manager whose model is registered after 2.1 s by a task that holds the page from 1.95 s
+# to 2.1 s: a restore arriving between the poll's last look and its 2 s limit.
+LATE_MODEL_JS = """async () => {
+  const lab = (await window._JUPYTERLAB['@jupyter-widgets/jupyterlab-manager'].get('./index'))();
+  let proto = lab.LabWidgetManager.prototype;
+  while (!Object.prototype.hasOwnProperty.call(proto, 'get_model'))
+    proto = Object.getPrototypeOf(proto);
+  const manager = Object.create(proto);
+  manager._models = {};
+  const started = Date.now();
+  const asked = manager.get_model('late').then(m => m, err => `rejected: ${err.message}`);
+  setTimeout(() => {
+    while (Date.now() - started < 2100) {}  // the restore holds the page
+    manager._models.late = Promise.resolve('the model');
+  }, 1950);
+  return {answer: await asked, after_ms: Date.now() - started};
+}"""
+
+# A model that never comes is still refused after the same 2 s.
+MISSING_MODEL_JS = """async () => {
+  const lab = (await window._JUPYTERLAB['@jupyter-widgets/jupyterlab-manager'].get('./index'))();
+  let proto = lab.LabWidgetManager.prototype;
+  while (!Object.prototype.hasOwnProperty.call(proto, 'get_model'))
+    proto = Object.getPrototypeOf(proto);
+  const manager = Object.create(proto);
+  manager._models = {};
+  const started = Date.now();
+  const answer = await manager.get_model('never').then(m => m, err => `rejected: ${err.message}`);
+  return {answer, after_ms: Date.now() - started};
+}"""
+
+
+def test_a_model_registered_during_the_last_wait_is_found(jupyter_lab, page):
+    page.goto(f"{jupyter_lab.url}/lab?reset&token={jupyter_lab.token}")
+    page.wait_for_function(
+        f"() => window.jupyterapp && window.jupyterapp.isPluginActivated('{PLUGIN}')",
+        timeout=90_000,
+    )
+    late = page.evaluate(LATE_MODEL_JS)
+    assert late["answer"] == "the model", late
+    missing = page.evaluate(MISSING_MODEL_JS)
+    assert missing["answer"] == "rejected: widget model not found", missing
+    assert missing["after_ms"] >= 2000, missing
+    assert page.log.page_errors == [], page.log.page_errors
