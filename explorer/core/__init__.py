@@ -48,6 +48,7 @@ from explorer.core._records import (
 from explorer.core._tiles import factorizations
 from explorer.core._tracker import (
     DEVICE_INFO_FUNC,
+    PIN_LAUNCHER_FUNC,
     NoDevice,
     QueueInfo,
     QueueTimeout,
@@ -55,6 +56,7 @@ from explorer.core._tracker import (
     TrackerAddress,
     TrackerSummary,
     device_info,
+    keep_launcher_off_workers,
     open_session,
     tracker_summary,
     wait_for_devices,
@@ -63,6 +65,7 @@ from explorer.core._tracker import (
 __all__ = [
     "BASELINE_MARK",
     "DEVICE_INFO_FUNC",
+    "PIN_LAUNCHER_FUNC",
     "MANUAL",
     "START_MARK",
     "TIMING_GATE",
@@ -98,6 +101,7 @@ __all__ = [
     "factorizations",
     "fastest_round",
     "has_mark",
+    "keep_launcher_off_workers",
     "open_session",
     "pool_results",
     "read_message",

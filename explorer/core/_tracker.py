@@ -23,6 +23,12 @@ DEVICE_INFO_FUNC = "explorer.fleet.device_info"
 """The global function a device server started by ``explorer fleet`` answers with its identity
 and target (JSON text); a plain ``tvm.exec.rpc_server`` has none."""
 
+PIN_LAUNCHER_FUNC = "explorer.fleet.keep_off_worker_cores"
+"""The global function of a device server started by ``explorer fleet`` that binds the session's
+launching thread (the one calling it) off TVM's worker cores; answers the cores it is bound to,
+comma-separated, or ``""`` when there was nothing to do (``explorer.measure``'s
+``keep_off_worker_cores``)."""
+
 _ADDRESS = re.compile(r"^\[?([A-Za-z0-9.:_-]+?)\]?:(\d{1,5})$")
 
 
@@ -252,6 +258,15 @@ def device_info(session: Any) -> dict[str, Any]:
     except Exception:  # noqa: BLE001  (a plain tvm rpc_server has no such function)
         return {}
     return info if isinstance(info, dict) else {}
+
+
+def keep_launcher_off_workers(session: Any) -> bool:
+    """Ask the device to keep the session's launching thread off TVM's worker cores; whether it
+    is bound now (``False`` also from a plain ``tvm.exec.rpc_server``, which cannot)."""
+    try:
+        return bool(str(session.get_function(PIN_LAUNCHER_FUNC)()))
+    except Exception:  # noqa: BLE001  (a plain tvm rpc_server has no such function)
+        return False
 
 
 def _first_line(exc: BaseException) -> str:

@@ -7,6 +7,9 @@ three additions a fleet needs:
   process before TVM's thread pool exists; each session runs in a forked child that inherits
   both, so "a 1-thread server pinned to one core" is a real, separate device;
 * it keeps serving after a session's process crashes (TVM's own server stops then);
+* a global function ``explorer.fleet.keep_off_worker_cores`` that binds the session's thread
+  (it launches the kernels and runs their first share itself) off the cores of TVM's worker
+  threads, as local measurements do (``explorer.measure.keep_off_worker_cores`` says why);
 * a global function ``explorer.fleet.device_info`` that sessions can call: the device's key,
   address, pid, CPU model, TVM version and the ``Target`` it measures for (``--mcpu`` names
   the CPU that kernels for it are compiled for, e.g. ``x86-64-v3`` for an AVX2-only device,
@@ -56,8 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # `fleet down` stops it, not a terminal's Ctrl-C
 
     from explorer import _tvm
-    from explorer.core import DEVICE_INFO_FUNC, TrackerAddress
+    from explorer.core import DEVICE_INFO_FUNC, PIN_LAUNCHER_FUNC, TrackerAddress
     from explorer.errors import TargetError
+    from explorer.measure import keep_off_worker_cores
     from explorer.target import MCPU_VECTOR_BITS, Target, cpu_model
 
     tracker = TrackerAddress.parse(args.tracker)
@@ -88,8 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     def device_info() -> str:
         return json.dumps(info)
 
-    # Registered before the server starts forking sessions, so that every session has it.
+    def keep_launcher_off_workers() -> str:
+        cores = keep_off_worker_cores()  # the calling thread: the session's, which runs kernels
+        return ",".join(map(str, sorted(cores))) if cores else ""
+
+    # Registered before the server starts forking sessions, so that every session has them.
     _tvm.tvm_ffi.register_global_func(DEVICE_INFO_FUNC, device_info, override=True)
+    _tvm.tvm_ffi.register_global_func(PIN_LAUNCHER_FUNC, keep_launcher_off_workers, override=True)
     state = _tvm.rpc.server.PopenRPCServerState(
         args.host,
         args.port,

@@ -24,7 +24,13 @@ from typing import Any
 import numpy as np
 
 from explorer import _tvm
-from explorer.core import QueueTimeout, TrackerAddress, device_info, open_session
+from explorer.core import (
+    QueueTimeout,
+    TrackerAddress,
+    device_info,
+    keep_launcher_off_workers,
+    open_session,
+)
 from explorer.errors import FleetError
 from explorer.measure._timing import message, time_main
 
@@ -81,6 +87,10 @@ def _run_items(
             return [{"ok": False, "stage": "run", "error": why} for _ in items]
     except Exception as exc:  # noqa: BLE001
         return [{"ok": False, "stage": "lost", "error": message(exc)} for _ in items]
+    # The session's thread launches the kernels: kept off TVM's worker cores once their pool
+    # exists (a kernel ran), as local runs do. Nothing to do on one thread; a plain TVM server
+    # (no device_info) cannot.
+    pinned = kind != "cpu" or int(info.get("threads") or 1) < 2
     ready: list[tuple[Any, list[Any], float, float] | None] = [None] * len(items)
     replies: list[dict[str, Any]] = [
         {"ok": True, "round_secs": [], "timing_rounds": 0, "device_info": info} for _ in items
@@ -95,6 +105,7 @@ def _run_items(
                     if failure is not None:
                         replies[k] = failure
                         continue
+                    pinned = pinned or keep_launcher_off_workers(session)
                 module, args, first_secs, call_secs = ready[k]  # type: ignore[misc]  # set just above when it was None
                 run_secs, rounds = time_main(
                     module, dev, args, req, first_call_secs=first_secs, call_secs=call_secs
