@@ -23,9 +23,10 @@ pytestmark = pytest.mark.browser
 PLUGIN = "schedule-explorer:widget-restore"
 
 # The widget manager's own get_model (from its extension's container, as JupyterLab loaded it),
-# on a manager whose model is registered after 2.1 s by a task that holds the page from 1.95 s
-# to 2.1 s: a restore arriving between the poll's last look and its 2 s limit.
-LATE_MODEL_JS = """async () => {
+# on a bare manager asked for model "m". With ``late``, the model is registered at 2.1 s by a
+# task that holds the page from 1.95 s: a restore arriving between the poll's last look and its
+# 2 s limit. Without, it never comes.
+ASK_JS = """async (late) => {
   const lab = (await window._JUPYTERLAB['@jupyter-widgets/jupyterlab-manager'].get('./index'))();
   let proto = lab.LabWidgetManager.prototype;
   while (!Object.prototype.hasOwnProperty.call(proto, 'get_model'))
@@ -33,25 +34,14 @@ LATE_MODEL_JS = """async () => {
   const manager = Object.create(proto);
   manager._models = {};
   const started = Date.now();
-  const asked = manager.get_model('late').then(m => m, err => `rejected: ${err.message}`);
-  setTimeout(() => {
-    while (Date.now() - started < 2100) {}  // the restore holds the page
-    manager._models.late = Promise.resolve('the model');
-  }, 1950);
+  const asked = manager.get_model('m').then(m => m, err => `rejected: ${err.message}`);
+  if (late) {
+    setTimeout(() => {
+      while (Date.now() - started < 2100) {}  // the restore holds the page
+      manager._models.m = Promise.resolve('the model');
+    }, 1950);
+  }
   return {answer: await asked, after_ms: Date.now() - started};
-}"""
-
-# A model that never comes is still refused after the same 2 s.
-MISSING_MODEL_JS = """async () => {
-  const lab = (await window._JUPYTERLAB['@jupyter-widgets/jupyterlab-manager'].get('./index'))();
-  let proto = lab.LabWidgetManager.prototype;
-  while (!Object.prototype.hasOwnProperty.call(proto, 'get_model'))
-    proto = Object.getPrototypeOf(proto);
-  const manager = Object.create(proto);
-  manager._models = {};
-  const started = Date.now();
-  const answer = await manager.get_model('never').then(m => m, err => `rejected: ${err.message}`);
-  return {answer, after_ms: Date.now() - started};
 }"""
 
 
@@ -61,9 +51,9 @@ def test_a_model_registered_during_the_last_wait_is_found(jupyter_lab, page):
         f"() => window.jupyterapp && window.jupyterapp.isPluginActivated('{PLUGIN}')",
         timeout=90_000,
     )
-    late = page.evaluate(LATE_MODEL_JS)
+    late = page.evaluate(ASK_JS, True)
     assert late["answer"] == "the model", late
-    missing = page.evaluate(MISSING_MODEL_JS)
+    missing = page.evaluate(ASK_JS, False)
     assert missing["answer"] == "rejected: widget model not found", missing
     assert missing["after_ms"] >= 2000, missing
     assert page.log.page_errors == [], page.log.page_errors
