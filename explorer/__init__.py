@@ -3,37 +3,54 @@
 The core library; it imports without any notebook package. The notebook UI lives in ``widgets``.
 """
 
-from __future__ import annotations
+# This file imports nothing when it runs (not even ``typing``): every public name below is loaded
+# on first use. ``python -m explorer`` and the ``explorer`` command import this package before
+# ``explorer.__main__`` can catch a Ctrl-C, so anything imported here was a window in which a
+# Ctrl-C pressed on a busy machine printed a traceback instead of "interrupted" (seen once in a
+# test run beside two CPU burners, in ``import typing``). TVM itself (about a second) is
+# imported only by the commands that need it.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from explorer.errors import (
+        ExplorerError,
+        PrimitiveError,
+        SearchError,
+        StoreError,
+        TargetError,
+        UnknownPluginError,
+        WorkloadError,
+    )
+    from explorer.target import Target
+    from explorer.types import MeasureStatus
+    from explorer.workloads import Workload, get_workload
 
-import importlib
-from typing import Any
-
-from explorer.errors import (
-    ExplorerError,
-    PrimitiveError,
-    SearchError,
-    StoreError,
-    TargetError,
-    UnknownPluginError,
-    WorkloadError,
-)
-from explorer.types import MeasureStatus
-
-# Imported on first use: they import TVM (about a second), and `explorer` itself must stay light
-# so that the command line can catch a Ctrl-C pressed while TVM is still loading.
 _LAZY = {
+    "ExplorerError": "explorer.errors",
+    "PrimitiveError": "explorer.errors",
+    "SearchError": "explorer.errors",
+    "StoreError": "explorer.errors",
+    "TargetError": "explorer.errors",
+    "UnknownPluginError": "explorer.errors",
+    "WorkloadError": "explorer.errors",
+    "MeasureStatus": "explorer.types",
     "Target": "explorer.target",
     "Workload": "explorer.workloads",
     "get_workload": "explorer.workloads",
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name not in _LAZY:
         raise AttributeError(f"module 'explorer' has no attribute {name!r}")
+    import importlib
+
     value = getattr(importlib.import_module(_LAZY[name]), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
 
 
 __version__ = "0.1.0"
