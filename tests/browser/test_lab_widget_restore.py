@@ -23,9 +23,13 @@ pytestmark = pytest.mark.browser
 PLUGIN = "schedule-explorer:widget-restore"
 
 # The widget manager's own get_model (from its extension's container, as JupyterLab loaded it),
-# on a bare manager asked for model "m". With ``late``, the model is registered at 2.1 s by a
-# task that holds the page from 1.95 s: a restore arriving between the poll's last look and its
-# 2 s limit. Without, it never comes.
+# on a bare manager asked for model "m", on a clock of its own: only get_model's calls see it
+# (checked by their stack), each of its 100 ms sleeps advances it by 100 ms at once. With
+# ``late``, the model is registered during the sleep that carries the clock to 2 s, the order
+# of events of the failure (a restore that finishes while the poll sleeps past its limit). A
+# clock of the test's own keeps that order on a loaded machine, where real timers fired out of
+# it (one CI run beside the rest of the suite: the poll's last timer ran before the one that
+# was to register the model). Without ``late`` the model never comes.
 ASK_JS = """async (late) => {
   const lab = (await window._JUPYTERLAB['@jupyter-widgets/jupyterlab-manager'].get('./index'))();
   let proto = lab.LabWidgetManager.prototype;
@@ -33,15 +37,25 @@ ASK_JS = """async (late) => {
     proto = Object.getPrototypeOf(proto);
   const manager = Object.create(proto);
   manager._models = {};
-  const started = Date.now();
-  const asked = manager.get_model('m').then(m => m, err => `rejected: ${err.message}`);
-  if (late) {
-    setTimeout(() => {
-      while (Date.now() - started < 2100) {}  // the restore holds the page
-      manager._models.m = Promise.resolve('the model');
-    }, 1950);
+  const realNow = Date.now, realSetTimeout = window.setTimeout;
+  const polling = () => (new Error().stack || '').includes('get_model');
+  let clock = 0;
+  Date.now = () => (polling() ? clock : realNow());
+  window.setTimeout = (fn, ms, ...rest) => {
+    if (!polling()) return realSetTimeout(fn, ms, ...rest);
+    return realSetTimeout(() => {
+      clock += ms;
+      if (late && clock >= 2000) manager._models.m = Promise.resolve('the model');
+      fn(...rest);
+    }, 0);
+  };
+  try {
+    const answer = await manager.get_model('m').then(m => m, err => `rejected: ${err.message}`);
+    return {answer, after_ms: clock};
+  } finally {
+    Date.now = realNow;
+    window.setTimeout = realSetTimeout;
   }
-  return {answer: await asked, after_ms: Date.now() - started};
 }"""
 
 

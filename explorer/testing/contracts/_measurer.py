@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 import pytest
 
 from explorer.measure import Candidate, Measurer, MeasureResult
+from explorer.target import Target
 from explorer.testing import recordings
 from explorer.types import MeasureStatus
 
@@ -15,6 +17,12 @@ class MeasurerContract:
     """Subclasses implement ``make_measurer()``; it must measure the shipped recording's
     ``reduce_sum`` candidates (a real measurer, or a replay of that recording)."""
 
+    runs_kernels: bool = True
+    """A measurer that runs the kernels measures the recorded schedules built for this machine.
+    The recording was made on another CPU (a Zen 5, AVX-512): its target's kernels may hold
+    instructions this CPU lacks (on an AMD EPYC without AVX-512, the fleet's 1-thread devices
+    died of SIGILL running them). A replay keeps the recorded target: it only looks them up."""
+
     def make_measurer(self) -> Measurer:
         raise NotImplementedError("subclasses return a fresh measurer")
 
@@ -22,7 +30,11 @@ class MeasurerContract:
     @classmethod
     def candidates(cls, tmp_path_factory: pytest.TempPathFactory) -> list[Candidate]:
         store = recordings.open_recording(tmp_path_factory.mktemp("recording"))
-        return [t.candidate for t in recordings.recorded_trials(store, recordings.TINY)[:4]]
+        recorded = [t.candidate for t in recordings.recorded_trials(store, recordings.TINY)[:4]]
+        if not cls.runs_kernels:
+            return recorded
+        here = Target.local_cpu()
+        return [dataclasses.replace(c, target=here) for c in recorded]
 
     @pytest.fixture
     def measurer(self) -> Iterator[Measurer]:

@@ -18,6 +18,8 @@ class TestLocal(MeasurerContract):
 
 
 class TestReplay(MeasurerContract):
+    runs_kernels = False
+
     def make_measurer(self):
         store = recordings.open_recording()  # removed when the test process exits
         return recordings.replay_measurer(store, recordings.TINY)
