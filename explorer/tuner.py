@@ -46,6 +46,9 @@ from explorer.workloads import Workload
 
 log = logging.getLogger(__name__)
 
+PRIOR_RUNS = "prior_runs"
+"""The settings key of a run's ``prior_runs`` (see ``Tuner.run``)."""
+
 
 @dataclass(frozen=True)
 class TuneProgress:
@@ -122,6 +125,7 @@ class Tuner:
         should_stop: Callable[[], bool] = lambda: False,
         on_progress: Callable[[TuneProgress], None] | None = None,
         resume_run_id: int | None = None,
+        prior_runs: Sequence[int] = (),
     ) -> TuneResult:
         """Search until ``max_trials`` trials are stored, ``max_secs`` pass, the strategy runs
         dry or ``should_stop()`` turns true (checked between batches).
@@ -138,13 +142,27 @@ class Tuner:
 
         With ``resume_run_id`` the run continues (see ``resume``); the arguments must then be
         the run's own (anything else raises ``SearchError``).
+
+        ``prior_runs``: earlier runs of the same workload and target (a model tune's earlier
+        chunks of a task) whose trials the strategy is told before its first batch, as a
+        resumed run's own: a model-guided strategy starts from what they taught it, and no
+        strategy proposes their schedules again. They are not this run's trials: they spend
+        none of its budget and are never its best. The run's settings keep their ids, so a
+        resume tells them again. A run that does not exist, or is of another workload or
+        target, raises ``SearchError`` before anything is stored.
         """
         check_budget(max_trials, max_secs, seed)
+        prior_ids = [int(r) for r in prior_runs]
         if resume_run_id is not None:
             run = self._get_run(resume_run_id)
             budget = RunBudget.of(run)
             instance = make_strategy(strategy)
             self._check_same(run, workload, target, instance, max_trials, max_secs, seed, budget)
+            if prior_ids != _prior_ids(run):
+                raise SearchError(
+                    f"run {run.id} was carried over from runs {_prior_ids(run) or 'none'}, not "
+                    f"{prior_ids or 'none'}: resume it with its own prior runs"
+                )
             return self.resume(
                 resume_run_id,
                 # A name means the run's own strategy, hyper-parameters included.
@@ -152,22 +170,24 @@ class Tuner:
                 should_stop=should_stop,
                 on_progress=on_progress,
             )
+        prior = self._prior_trials(prior_ids, workload, target)
         strategy = make_strategy(strategy)
         space = DesignSpace.of(workload, target)
         strategy.reset(
             space,
             rng=np.random.default_rng(seed),
-            history=[],
+            history=prior,
             store=self.store,
             budget=int(max_trials),
         )
         secs = None if max_secs is None else float(max_secs)  # NumPy's numbers: plain ones
         budget = RunBudget(int(max_trials), secs, int(seed), self.batch_size)
+        carried = {PRIOR_RUNS: prior_ids} if prior_ids else {}
         run = self.store.create_run(
             workload,
             target,
             strategy.name or type(strategy).__name__,
-            settings={**strategy.settings(), **budget.settings()},
+            settings={**strategy.settings(), **budget.settings(), **carried},
             environment={**environment(), **self.measurer.run_environment(target)},
         )
         self.run_id = run.id
@@ -206,8 +226,9 @@ class Tuner:
         self.run_id = run.id
         try:
             searched = [t for t in self.store.trials(run_id=run.id) if not t.is_remeasure]
+            prior = self._prior_trials(_prior_ids(run), run.workload, run.target)
             if len(searched) < budget.max_trials:
-                history = self._replay(strategy, space, budget, searched)
+                history = self._replay(strategy, space, budget, searched, prior)
             else:  # nothing left to ask: no need to rebuild the strategy's state
                 history = _unique_traces(searched)
         except BaseException as exc:
@@ -355,13 +376,14 @@ class Tuner:
         space: DesignSpace,
         budget: RunBudget,
         searched: list[TrialRecord],
+        prior: list[TrialRecord],
     ) -> list[TrialRecord]:
-        """Bring a fresh strategy to the state it had after the stored batches; returns the
-        history the search continues from."""
+        """Bring a fresh strategy to the state it had after the stored batches (told ``prior``
+        first, as at the run's start); returns the history the search continues from."""
         strategy.reset(
             space,
             rng=np.random.default_rng(budget.seed),
-            history=[],
+            history=prior,
             store=self.store,
             budget=budget.max_trials,
         )
@@ -384,7 +406,7 @@ class Tuner:
                 strategy.reset(
                     space,
                     rng=np.random.default_rng(budget.seed),
-                    history=history,
+                    history=_unique_traces([*prior, *history]),
                     store=self.store,
                     budget=budget.max_trials,
                 )
@@ -392,6 +414,23 @@ class Tuner:
             strategy.tell(stored)
             done += len(asked)
         return list(searched)
+
+    def _prior_trials(
+        self, run_ids: Sequence[int], workload: Workload, target: Target
+    ) -> list[TrialRecord]:
+        """The trials (re-measurements and baselines left out) of ``run_ids``, which must be
+        runs of ``workload`` on ``target``."""
+        trials: list[TrialRecord] = []
+        for run_id in run_ids:
+            run = self._get_run(run_id)
+            if run.workload != workload or run.target.key() != target.key():
+                raise SearchError(
+                    f"prior run {run_id} searched {run.workload.key()} on {run.target}, not "
+                    f"{workload.key()} on {target}: only runs of the same workload and target "
+                    "can be carried over"
+                )
+            trials += [t for t in self.store.trials(run_id=run_id) if not t.is_remeasure]
+        return _unique_traces(trials)
 
     def _get_run(self, run_id: int) -> RunInfo:
         check_int("run_id", run_id, minimum=1)
@@ -520,6 +559,10 @@ def strategy_of(run: RunInfo, trials: Sequence[TrialRecord] = ()) -> SearchStrat
 def _status_after(exc: BaseException | None) -> RunStatus:
     """How a run ends when ``exc`` stops it: Ctrl-C and SIGTERM interrupt, errors fail it."""
     return RunStatus.INTERRUPTED if isinstance(exc, KeyboardInterrupt) else RunStatus.FAILED
+
+
+def _prior_ids(run: RunInfo) -> list[int]:
+    return [int(r) for r in run.settings.get(PRIOR_RUNS) or []]
 
 
 def _unique_traces(trials: Iterable[TrialRecord]) -> list[TrialRecord]:

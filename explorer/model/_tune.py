@@ -14,6 +14,9 @@ guess that more trials keep paying at the average rate so far.
 
 Every chunk is an ordinary run of a strategy of ours on the task's workload (stored, resumable,
 with its baseline and its best re-timed side by side), linked to the model tune it belongs to.
+A chunk carries over the task's earlier chunks (``Tuner.run(prior_runs=...)``): its strategy is
+told their trials first, so a model-guided one starts from what they taught it, and none
+measures a schedule of an earlier chunk again; each chunk used to start afresh.
 A tune is named ``STRATEGY/seedN/SCHEDULER``; calling ``tune_model`` again with the same name
 continues it: an interrupted chunk is resumed, and the allocation picks up from the stored runs.
 """
@@ -158,13 +161,14 @@ def tune_model(
             break
         size = min(_chunk_size(model, state, chunk, max_trials), max_trials - spent)
         link = _Linker(store, model.id, state.task.name, tune)
-        chunks_before = sum(
-            1 for _, task, run_tune in store.model_runs(model.id)
+        earlier = [
+            run_id for run_id, task, run_tune in store.model_runs(model.id)
             if task == state.task.name and run_tune == tune
-        )  # fmt: skip
+        ]  # fmt: skip
         result = tuner.run(
             state.task.workload, model.target, strategy, max_trials=size,
-            seed=seed * 1000 + chunks_before, should_stop=should_stop, on_progress=link,
+            seed=seed * 1000 + len(earlier), should_stop=should_stop, on_progress=link,
+            prior_runs=earlier,
         )  # fmt: skip
         link.add(result.run.id)  # a run that stopped before its first batch is linked too
         if on_progress is not None:

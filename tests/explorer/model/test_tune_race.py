@@ -11,6 +11,7 @@ import pytest
 
 from explorer.core import ModelTask
 from explorer.errors import ModelError, SearchError
+from explorer.measure import trace_key
 from explorer.model import (
     MAX_ERROR,
     ONNXRUNTIME,
@@ -27,6 +28,7 @@ from explorer.model._race_child import _relative_error
 from explorer.model._tune import next_task
 from explorer.report import collect_report, render_report
 from explorer.storage import get_store
+from explorer.tuner import PRIOR_RUNS
 from explorer.workloads import get_workload
 
 
@@ -69,6 +71,16 @@ def test_a_tune_continues_where_it_stopped(tuned, measurer):
         after = store.model_runs(model.id)
         assert after[: len(before)] == before and len(after) > len(before)
         assert sum(s.trials for s in task_states(model, store, tune)) == 28
+        # a task's later chunk carries over its earlier ones (told first, none measured again)
+        chunks: dict[str, list[int]] = {}
+        for run_id, task, _ in after:
+            earlier = chunks.setdefault(task, [])
+            assert store.get_run(run_id).settings.get(PRIOR_RUNS, []) == earlier
+            seen = {trace_key(t.candidate.trace) for r in earlier for t in store.trials(run_id=r)}
+            mine = [t for t in store.trials(run_id=run_id) if not t.is_remeasure]
+            assert not seen & {trace_key(t.candidate.trace) for t in mine}
+            earlier.append(run_id)
+        assert any(len(runs) > 1 for runs in chunks.values())
         unchanged = tune_model(
             model, store, measurer, max_trials=28, strategy="random", scheduler="round-robin"
         )
