@@ -4,12 +4,16 @@ stored with its tasks."""
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+import psutil
 
 from explorer import _tvm
 from explorer.core import ModelRecord, ModelTask, RecordStore
@@ -81,7 +85,8 @@ def import_model(
 
     Raises:
         ModelError: the file is not ONNX, an operator has no conversion, a dynamic input has
-            no size, the model is too large for the machine, or a task cannot be explored.
+            no size, the model (its file, or a task's buffers at the input sizes) is too large
+            for the machine, or a task cannot be explored.
         StoreError: another file is stored under that name.
     """
     file = Path(path)
@@ -94,12 +99,38 @@ def import_model(
     lowered = lower_onnx(onnx_file, str(file))
     on_step("extracting tasks")
     found = model_tasks(lowered, target, str(file))
+    check_task_memory(found, str(file))
     on_step(f"timing {len(found)} tasks unscheduled")
     tasks = _timed(found, target, measurer)
     record = ModelRecord(
         0, name, onnx_file.sha256, onnx_file.inputs, tuple(tasks), target, time.time()
     )
     return store.add_model(record, onnx_file.source)
+
+
+RUN_COPIES = 3
+"""Timing and checking a task holds its buffers about this many times: on the device, as the
+random inputs NumPy made, and as the reference output it is compared with."""
+
+
+def check_task_memory(found: Sequence[tuple[str, int, Workload]], where: str) -> None:
+    """``ModelError`` when a task's buffers (its inputs and output: the activations at the
+    model's input sizes) cannot be held to time it on this machine: a small file with huge
+    ``--input`` sizes is refused before anything is built or stored."""
+    available = psutil.virtual_memory().available
+    for name, _, workload in found:
+        need = sum(_nbytes(shape, dtype) for shape, dtype in workload.input_specs())
+        need += _nbytes(*workload.output_spec())
+        if need * RUN_COPIES > available:
+            raise ModelError(
+                f"{where}: its task {name} works on {need / 2**30:.1f} GiB of inputs and output "
+                f"(about {RUN_COPIES}x that to time and check it), and this machine has "
+                f"{available / 2**30:.1f} GiB free: give the model smaller input sizes"
+            )
+
+
+def _nbytes(shape: Sequence[int], dtype: str) -> int:
+    return math.prod(int(d) for d in shape) * np.dtype(dtype).itemsize
 
 
 def _timed(

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import onnx
+import psutil
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -166,6 +168,28 @@ def test_a_dynamic_input_needs_its_size(tmp_path):
         assert [i.shape for i in model.inputs] == [(4, 16)]
         (task,) = model.tasks
         assert task.workload.output_spec() == ((4, 16), "float32")
+
+
+def test_input_sizes_too_large_for_the_machine_are_refused_before_any_timing(tmp_path):
+    """A Sum of n inputs of 1 GiB each (the most elements a task's buffer may hold), n chosen
+    so that timing the task would need more memory than this machine has free."""
+    f32, side = TensorProto.FLOAT, 1 << 14
+    n = math.ceil(psutil.virtual_memory().available / 3 / 2**30) + 1
+    names = [f"x{i}" for i in range(n)]
+    model = _graph_model(
+        [helper.make_node("Sum", names, ["y"])],
+        [helper.make_tensor_value_info(x, f32, ["h", "w"]) for x in names],
+        [helper.make_tensor_value_info("y", f32, ["h", "w"])],
+    )
+    path = tmp_path / "wide.onnx"
+    onnx.save(model, path)
+    started = time.monotonic()
+    message = _assert_refused(
+        path, f"works on {n + 1}.0 GiB of inputs and output", tmp_path,
+        inputs={x: (side, side) for x in names},
+    )  # fmt: skip
+    assert "give the model smaller input sizes" in message, message
+    assert time.monotonic() - started < 120  # nothing was built or timed
 
 
 def test_weights_kept_outside_the_file_are_refused(tmp_path):
