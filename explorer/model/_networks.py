@@ -14,79 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from explorer.extras import require
-
-OPSET = 17  # LayerNormalization's first opset; TVM's frontend and ONNX Runtime both read it
-
-
-class _Graph:
-    """A graph under construction: nodes, random initializers, unique names."""
-
-    def __init__(self, seed: int) -> None:
-        self.onnx = require("onnx", "building an ONNX network", "model")
-        self.rng = np.random.default_rng(seed)
-        self.nodes: list[Any] = []
-        self.weights: list[Any] = []
-        self.count = 0
-
-    def name(self, prefix: str) -> str:
-        self.count += 1
-        return f"{prefix}{self.count}"
-
-    def weight(self, shape: tuple[int, ...], fan_in: int) -> str:
-        """Random weights scaled by 1/sqrt(fan_in), so activations stay of order one."""
-        name = self.name("w")
-        values = self.rng.standard_normal(shape).astype(np.float32) / math.sqrt(fan_in)
-        self.weights.append(self.onnx.numpy_helper.from_array(values, name))
-        return name
-
-    def const(self, values: Any, dtype: Any = np.float32) -> str:
-        name = self.name("c")
-        self.weights.append(self.onnx.numpy_helper.from_array(np.asarray(values, dtype), name))
-        return name
-
-    def op(self, op_type: str, inputs: list[str], **attrs: Any) -> str:
-        out = self.name(op_type.lower())
-        self.nodes.append(self.onnx.helper.make_node(op_type, inputs, [out], **attrs))
-        return out
-
-    def conv(self, x: str, cin: int, cout: int, k: int, stride: int = 1, groups: int = 1) -> str:
-        w = self.weight((cout, cin // groups, k, k), fan_in=cin // groups * k * k)
-        b = self.const(np.zeros(cout))
-        pad = k // 2
-        return self.op(
-            "Conv", [x, w, b], kernel_shape=[k, k], strides=[stride, stride],
-            pads=[pad] * 4, group=groups,
-        )  # fmt: skip
-
-    def dense(self, x: str, cin: int, cout: int) -> str:
-        """MatMul then Add, as exporters write a linear layer of a 3-D activation."""
-        w = self.weight((cin, cout), fan_in=cin)
-        return self.op("Add", [self.op("MatMul", [x, w]), self.const(np.zeros(cout))])
-
-    def model(
-        self, name: str, x: tuple[str, tuple[int, ...]], y: tuple[str, tuple[int, ...]]
-    ) -> Any:
-        helper, f32 = self.onnx.helper, self.onnx.TensorProto.FLOAT
-        graph = helper.make_graph(
-            self.nodes, name, [helper.make_tensor_value_info(x[0], f32, list(x[1]))],
-            [helper.make_tensor_value_info(y[0], f32, list(y[1]))], self.weights,
-        )  # fmt: skip
-        model = helper.make_model(
-            graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="explorer"
-        )
-        model.ir_version = 8  # readable by every ONNX Runtime of the last years
-        self.onnx.checker.check_model(model)
-        return model
-
-    def output(self, x: str, name: str) -> None:
-        self.nodes.append(self.onnx.helper.make_node("Identity", [x], [name]))
+from explorer.onnx_graph import OnnxGraph
 
 
 def tiny(seed: int = 0) -> Any:
     """conv-relu, conv-relu with a residual add, global pool, a linear layer: 1x3x32x32 in, 10
     classes out. Five tasks or so; imports and tunes in seconds (the tests' network)."""
-    g = _Graph(seed)
+    g = OnnxGraph(seed)
     h = g.op("Relu", [g.conv("x", 3, 16, 3)])
     h = g.op("Relu", [g.op("Add", [g.conv(h, 16, 16, 3), h])])
     h = g.op("Flatten", [g.op("GlobalAveragePool", [h])])
@@ -97,7 +31,7 @@ def tiny(seed: int = 0) -> Any:
 
 def resnet18(seed: int = 0, size: int = 224) -> Any:
     """ResNet-18 (He et al. 2016) for 1x3xSIZExSIZE images, 1000 classes."""
-    g = _Graph(seed)
+    g = OnnxGraph(seed)
     h = g.op("Relu", [g.conv("x", 3, 64, 7, stride=2)])
     h = g.op("MaxPool", [h], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
     cin = 64
@@ -123,7 +57,7 @@ _MOBILENET_V2 = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6,
 def mobilenet_v2(seed: int = 0, size: int = 224) -> Any:
     """MobileNetV2 (Sandler et al. 2018): pointwise expansion, depthwise 3x3, linear pointwise
     projection, a residual add where shapes allow; ReLU6 as ``Clip(0, 6)``."""
-    g = _Graph(seed)
+    g = OnnxGraph(seed)
     lo, hi = g.const(0.0), g.const(6.0)
 
     def relu6(x: str) -> str:
@@ -149,7 +83,7 @@ def bert_layer(seed: int = 0, seq: int = 128, hidden: int = 768, heads: int = 12
     """One BERT-base encoder layer (Devlin et al. 2019) on a 1xSEQxHIDDEN activation:
     self-attention (MatMul, scaled Softmax), residual and LayerNormalization, then the
     feed-forward block with GELU written as exporters write it (with Erf)."""
-    g = _Graph(seed)
+    g = OnnxGraph(seed)
     dh, ffn = hidden // heads, 4 * hidden
     heads_shape = g.const([1, seq, heads, dh], np.int64)
     flat_shape = g.const([1, seq, hidden], np.int64)

@@ -17,6 +17,8 @@ workloads, which the rest of the explorer measures, tunes and stores unchanged.
 * ``nas_search(network, samples=N, budget=T, store=..., measurer=..., target=...)``: the paper's
   search: sample, reject the illegal, tune every distinct convolution (each shape once, cached
   in the store), latency = sum of tuned convolutions, the Pareto front (``explorer nas``).
+* ``network_onnx(network)``: a network (transformed or not) as an ONNX model, to build and
+  run it whole (``explorer.model``) rather than sum its convolutions; needs the ``model`` extra.
 * ``train(network, epochs=3)``, ``rank_correlation``: a short training on the digits, to check
   the Fisher Potential against trained accuracy (``benchmarks/bench_nas.py``).
 
@@ -50,6 +52,7 @@ from explorer.nas._network import (
     resnet18_imagenet,
     resnet_cifar,
 )
+from explorer.nas._onnx import layer_onnx, network_onnx
 from explorer.nas._sample import (
     KINDS,
     NasCandidate,
@@ -123,8 +126,10 @@ __all__ = [
     "get_network",
     "init_params",
     "is_legal",
+    "layer_onnx",
     "make_transformation",
     "nas_search",
+    "network_onnx",
     "pareto_front",
     "rank_correlation",
     "resnet18_imagenet",
