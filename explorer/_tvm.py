@@ -48,6 +48,7 @@ __all__ = [
     "derived_object",
     "ensure_cpu_intrinsics",
     "ensure_cuda_intrinsics",
+    "llvm_cpu_features",
     "ensure_cuda_jit",
     "estimate_flops",
     "extract_relax_tasks",
@@ -341,6 +342,12 @@ def ensure_cpu_intrinsics() -> None:
     importlib.import_module(f"{name}.x86")  # registers the x86 intrinsics
 
     _INTRINSICS_READY = True
+
+
+def llvm_cpu_features(mcpu: str) -> set[str]:
+    """The instruction-set features LLVM gives the x86 CPU ``mcpu`` (``avx512f``, ...)."""
+    target = tvm.target.Target({"kind": "llvm", "mcpu": mcpu})
+    return {str(f) for f in tvm.target.codegen.llvm_get_cpu_features(target)}
 
 
 def ensure_cuda_intrinsics() -> None:

@@ -152,8 +152,35 @@ class Target:
             return float("nan")
         return 2 * self.vector_lanes_f32 * 2 * self.num_cores * 3.0
 
+    def missing_here(self) -> tuple[str, ...]:
+        """The vector instruction sets this target's CPU (``mcpu``) has and this machine's CPU
+        lacks (``()`` when its kernels can run here, or when this is not an x86 CPU target).
+
+        A kernel built for a CPU with AVX-512, run on one without, dies of an illegal
+        instruction (a recording made on a Zen 5, measured on a Zen 3: the fleet's devices died
+        of SIGILL). Only the sets whose names LLVM and Linux share are compared.
+        """
+        if self.kind != "llvm" or not self.mcpu:
+            return ()
+        return _missing_features(self.mcpu)
+
     def __str__(self) -> str:
         return self.name or self.key()
+
+
+VECTOR_SETS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl")
+"""The instruction sets ``Target.missing_here`` compares (LLVM's names, also /proc/cpuinfo's)."""
+
+
+@functools.lru_cache(maxsize=64)
+def _missing_features(mcpu: str) -> tuple[str, ...]:
+    here = _cpu_flags()
+    if not here or "sse2" not in here:  # not an x86 CPU, or nothing readable: no claim
+        return ()
+    from explorer import _tvm
+
+    wanted = _tvm.llvm_cpu_features(mcpu)
+    return tuple(f for f in VECTOR_SETS if f in wanted and f not in here)
 
 
 def _read_cache_sizes() -> dict[str, int]:

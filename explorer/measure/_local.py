@@ -254,6 +254,14 @@ class LocalMeasurer(Measurer):
                 f"no CUDA GPU on this machine to run {cand.target} kernels: the schedule "
                 "compiled, but CUDA kernels run and are timed only on a machine with one"
             )
+        missing = cand.target.missing_here()
+        if missing:
+            return (
+                f"this machine's CPU lacks {', '.join(missing)}, which kernels built for "
+                f"{cand.target.mcpu} may use (they would die of an illegal instruction here): "
+                "the schedule compiled; measure it for this machine's target, or on a "
+                f"{cand.target.mcpu} machine"
+            )
         return None
 
     def _measure(

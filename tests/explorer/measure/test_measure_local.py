@@ -6,6 +6,7 @@ import gc
 import math
 import os
 import time
+from dataclasses import replace
 
 import psutil
 import pytest
@@ -13,6 +14,7 @@ from _measure_cases import FAST, RUN_TIMEOUT, hook, tiled, unscheduled
 
 from explorer import _tvm
 from explorer.measure import Candidate, LocalMeasurer, MeasureConfig, MeasureResult
+from explorer.target import KNOWN_MCPUS, VECTOR_SETS, _cpu_flags
 from explorer.types import MeasureStatus
 from explorer.workloads import get_workload
 
@@ -226,3 +228,26 @@ def test_a_schedule_is_cut_between_rounds_by_its_fastest_repeat(mm, target):
     batch.add_timings(1, {"run_secs": [1.174e-3, 1.185e-3, 1.182e-3], "num_threads": 1})
     assert batch.fastest_secs == 0.121e-3
     assert batch.settled(3.0) == {1}  # the unscheduled program is the hopeless one
+
+
+def test_a_kernel_for_a_cpu_with_vector_sets_this_one_lacks_is_built_and_not_run(
+    measurer, mm, target
+) -> None:
+    """The CI's failure on an AMD EPYC without AVX-512: the shipped recording's Zen 5 kernels
+    killed the fleet's devices with SIGILL. Built for such a CPU, a kernel is compiled (so a
+    schedule that does not compile says so) and refused to run, in one sentence."""
+    here = _cpu_flags()
+    foreign = [
+        replace(target, mcpu=m, name="") for m in KNOWN_MCPUS
+        if replace(target, mcpu=m, name="").missing_here()
+    ]  # fmt: skip
+    if not foreign:  # this CPU has every set compared: any known CPU's kernels run here
+        assert set(VECTOR_SETS) <= here, sorted(set(VECTOR_SETS) - here)
+        return
+    other = foreign[0]
+    assert target.missing_here() == ()
+    (result,) = measurer.measure([unscheduled(mm, other)])
+    assert result.status is MeasureStatus.INVALID and result.build_secs > 0
+    missing = ", ".join(other.missing_here())
+    assert result.error_msg.startswith(f"this machine's CPU lacks {missing}, which kernels built")
+    assert set(other.missing_here()).isdisjoint(here)
