@@ -34,7 +34,6 @@ positive linear combination of them.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,28 +41,13 @@ from typing import Any
 import numpy as np
 
 from explorer import _tvm
+from explorer.code import ASM_CLASSES, AsmLoop, parse_asm
 from explorer.core import Candidate
 from explorer.target import Target
 
 tirx = _tvm.tirx
 SBlockRealize = _tvm.tvm.s_tir.SBlockRealize
 
-ASM_CLASSES = (
-    "vfma_zmm",
-    "vfma_ymm",
-    "vfma_xmm",
-    "varith",
-    "scalar_fp",
-    "vload",
-    "sload",
-    "vstore",
-    "sstore",
-    "shuffle",
-    "branch",
-    "spill",
-    "call",
-    "other",
-)
 COST_FEATURES = (
     *ASM_CLASSES,
     "l1_fill_bytes",  # bytes brought into L1 (from L2 or beyond), per FLOP per core
@@ -113,161 +97,6 @@ def extract(candidate: Candidate) -> StaticFeatures:
         return failed_features()
     nest = analyse_nest(mod["main"])
     return combine(parse_asm(asm), nest, candidate, target)
-
-
-# --------------------------------------------------------------------------------------------
-# Assembly
-# --------------------------------------------------------------------------------------------
-_SKIP_FUNCS = ("__tvm_ffi_", "__tvm_set_raised", "__truncsfhf2", "__extendhfsf2", "__TVMBackend")
-_FP_ARITH = re.compile(r"^v?(add|sub|mul|div|max|min|sqrt|rcp|rsqrt)(ps|pd|ss|sd)$")
-_FMA = re.compile(r"^v?f(n)?m(add|sub|addsub|subadd)\d*(ps|pd|ss|sd)$")
-_VMOV = re.compile(r"^v?mov(aps|ups|apd|upd|dqa|dqu|dqa32|dqa64|dqu8|dqu16|dqu32|dqu64|ntps)$")
-_SMOV = re.compile(r"^v?mov(ss|sd)$")
-_SHUF = re.compile(r"^v?p?(broadcast|perm|shuf|unpck|insert|extract|blend|align|movsh|movsl)")
-
-
-@dataclass(frozen=True)
-class AsmLoop:
-    """An innermost asm loop: its static instruction counts and FP work per iteration."""
-
-    counts: dict[str, int]
-    flops_per_iter: float  # FMA lanes x 2 + other FP-arith lanes
-    stored_lanes: float  # lanes written per iteration (for data-movement loops)
-
-
-def _width(operands: str) -> int:
-    if "zmm" in operands:
-        return 16
-    if "ymm" in operands:
-        return 8
-    if "xmm" in operands:
-        return 4
-    return 1
-
-
-def classify(mnemonic: str, operands: str) -> list[str]:
-    """The classes one instruction counts in (a memory-operand FMA is an FMA *and* a load)."""
-    ops = _split_operands(operands)
-    has_mem = [("(" in o) for o in ops]
-    stack = any(("%rsp" in o or "%rbp" in o) and "(" in o for o in ops)
-    out: list[str] = []
-    if mnemonic.startswith("j"):
-        return ["branch"]
-    if mnemonic.startswith("call"):
-        return ["call"]
-    fma = _FMA.match(mnemonic)
-    arith = _FP_ARITH.match(mnemonic)
-    if fma or arith:
-        suffix = (fma or arith).group(3 if fma else 2)  # type: ignore[union-attr]  # one of them matched (tested above)
-        packed = suffix in ("ps", "pd")
-        if fma and packed:
-            out.append({16: "vfma_zmm", 8: "vfma_ymm"}.get(_width(operands), "vfma_xmm"))
-        elif packed:
-            out.append("varith")
-        else:
-            out.append("scalar_fp")
-        if any(has_mem):
-            out.append("spill" if stack else ("vload" if packed else "sload"))
-        if "{1to" in operands:
-            out.append("shuffle")  # embedded broadcast
-        return out
-    if _SHUF.match(mnemonic):
-        out.append("shuffle")
-        if any(has_mem[:-1]):
-            out.append("spill" if stack else "vload")
-        return out
-    vector = bool(_VMOV.match(mnemonic))
-    scalar_fp_mov = bool(_SMOV.match(mnemonic))
-    if vector or scalar_fp_mov or mnemonic.startswith("mov"):
-        if has_mem and has_mem[-1]:
-            out.append("spill" if stack else ("vstore" if vector else "sstore"))
-        elif any(has_mem[:-1]):
-            out.append("spill" if stack else ("vload" if vector else "sload"))
-        else:
-            out.append("other")
-        return out
-    if any(has_mem):
-        out.append("spill" if stack else "sload")
-    out.append("other")
-    return out
-
-
-def _split_operands(operands: str) -> list[str]:
-    parts, depth, cur = [], 0, ""
-    for ch in operands:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    if cur.strip():
-        parts.append(cur.strip())
-    return parts
-
-
-def _functions(asm: str) -> dict[str, list[str]]:
-    names = set(re.findall(r"^\s*\.type\s+([^,\s]+),@function", asm, flags=re.M))
-    funcs: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    for line in asm.splitlines():
-        label = re.match(r"^([^\s:#]+):", line)
-        if label and label.group(1) in names:
-            name = label.group(1)
-            current = None if name.startswith(_SKIP_FUNCS) else funcs.setdefault(name, [])
-            continue
-        if current is not None:
-            current.append(line)
-    return funcs
-
-
-def parse_asm(asm: str) -> list[AsmLoop]:
-    """The innermost loops of every compute function in an x86 AT&T assembly listing."""
-    loops: list[AsmLoop] = []
-    for lines in _functions(asm).values():
-        labels: dict[str, int] = {}
-        insts: list[tuple[str, str]] = []
-        for line in lines:
-            label = re.match(r"^([^\s:#]+):", line)
-            if label:
-                labels[label.group(1)] = len(insts)
-                continue
-            text = line.split("#", 1)[0].strip()
-            if not text or text.startswith("."):
-                continue
-            mnemonic, *rest = text.split(None, 1)
-            insts.append((mnemonic, rest[0].strip() if rest else ""))
-        ranges = []
-        for i, (mnemonic, operands) in enumerate(insts):
-            start = labels.get(operands) if mnemonic.startswith("j") else None
-            if start is not None and start <= i:
-                ranges.append((start, i))
-        innermost = [
-            r for r in ranges if not any(o != r and r[0] <= o[0] and o[1] <= r[1] for o in ranges)
-        ]
-        for start, end in sorted(set(innermost)):
-            counts: dict[str, int] = {}
-            flops = lanes = 0.0
-            for mnemonic, operands in insts[start : end + 1]:
-                classes = classify(mnemonic, operands)
-                for c in classes:
-                    counts[c] = counts.get(c, 0) + 1
-                width = _width(operands)
-                if classes[0].startswith("vfma"):
-                    flops += 2 * width
-                elif classes[0] == "scalar_fp":
-                    flops += 2 if _FMA.match(mnemonic) else 1
-                elif classes[0] == "varith":
-                    flops += width
-                if "vstore" in classes:
-                    lanes += width
-                elif "sstore" in classes:
-                    lanes += 1
-            loops.append(AsmLoop(counts, flops, lanes))
-    return loops
 
 
 # --------------------------------------------------------------------------------------------

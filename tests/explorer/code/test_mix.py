@@ -1,0 +1,88 @@
+"""The instruction mix of generated code (issue 25), against kernels counted by hand: a
+vectorised add, and an FMA loop with and without unrolling, compiled for a CPU with AVX-512 and
+for one with AVX2 (compiling needs neither: nothing here runs the code)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from explorer import _tvm
+from explorer.code import code_mix, generated_code
+from explorer.measure import Candidate
+from explorer.target import Target
+from explorer.workloads import get_workload
+
+N = 4096
+LANES = {"skylake-avx512": 16, "haswell": 8}
+
+
+def compiled(mcpu: str, *, fma: bool, unroll: int | None = None) -> str:
+    """``C = A * B + D`` (or ``A + B``) over N floats, vectorised by the CPU's lanes, the
+    vector loop optionally unrolled ``unroll`` times by the schedule."""
+    te, lanes = _tvm.te, LANES[mcpu]
+    a, b, d = (te.placeholder((N,), name=n) for n in "ABD")
+    if fma:
+        c = te.compute((N,), lambda i: a[i] * b[i] + d[i], name="C")
+        func = te.create_prim_func([a, b, d, c])
+    else:
+        c = te.compute((N,), lambda i: a[i] + b[i], name="C")
+        func = te.create_prim_func([a, b, c])
+    sch = _tvm.Schedule(_tvm.tvm.IRModule({"main": func}))
+    (i,) = sch.get_loops(sch.get_sblock("C"))
+    if unroll:
+        _, u, v = sch.split(i, [None, unroll, lanes])
+        sch.unroll(u)
+    else:
+        _, v = sch.split(i, [None, lanes])
+    sch.vectorize(v)
+    target = dataclasses.replace(Target.local_cpu(), mcpu=mcpu, name="")
+    return _tvm.compile_mod(sch.mod, target.to_tvm()).mod.inspect_source("asm")
+
+
+@pytest.mark.parametrize("mcpu", sorted(LANES))
+def test_a_vectorised_add_reads_two_vectors_and_writes_one_per_add(mcpu) -> None:
+    lanes, register = LANES[mcpu], {16: "zmm", 8: "ymm"}[LANES[mcpu]]
+    mix = code_mix(compiled(mcpu, fma=False))
+    hot = mix.hot
+    assert hot is not None and mix.hot_function == "main_compute_"
+    adds = hot.vector_arith  # however many times LLVM unrolled the loop
+    assert adds >= 1 and hot.fma == 0 and hot.scalar_arith == 0
+    assert hot.loads == 2 * adds and hot.stores == adds and hot.branches == 1
+    assert hot.flops == lanes * adds and hot.loaded_bytes == 2 * 4 * lanes * adds
+    assert hot.intensity == pytest.approx(1 / 8)  # one add per 8 bytes read, at any width
+    # per add: a load, the add (reading the other input from memory) and the store
+    assert getattr(hot, register) == 3 * adds and hot.vector_bits == 32 * lanes
+    assert hot.spills == 0 and hot.broadcasts == 0
+    assert len(mix.hot_code) == hot.instructions
+    assert sum("vaddps" in line for line in mix.hot_code) == adds
+
+
+def test_an_fma_loop_unrolled_by_the_schedule_holds_that_many_fmas() -> None:
+    rolled = code_mix(compiled("skylake-avx512", fma=True)).hot
+    unrolled = code_mix(compiled("skylake-avx512", fma=True, unroll=8)).hot
+    assert rolled is not None and unrolled is not None
+    # per FMA: three vector loads (one of them the FMA's memory operand) and one store
+    for hot in (rolled, unrolled):
+        assert hot.loads == 3 * hot.fma and hot.stores == hot.fma
+        assert hot.flops == 2 * 16 * hot.fma and hot.intensity == pytest.approx(32 / 192)
+        assert hot.zmm == 4 * hot.fma and hot.branches == 1 and hot.spills == 0
+    # counted by hand in the listing: 8 x (2 loads, 1 FMA, 1 store) + add, compare, jump
+    assert (unrolled.fma, unrolled.instructions) == (8, 35)
+    assert rolled.fma in (1, 2, 4)  # LLVM's own unrolling of the plain loop
+
+
+def test_the_code_of_a_candidate_is_its_measured_build() -> None:
+    w = get_workload("matmul", M=64, N=64, K=64)
+    target = Target.local_cpu()
+    candidate = Candidate(w, target, _tvm.trace_to_json(_tvm.Schedule(w.mod()).trace))
+    code = generated_code(candidate)
+    assert code.error is None and code.asm and code.llvm_ir
+    assert "main_compute_" in code.asm and "define" in code.llvm_ir
+    mix = code_mix(code.asm)
+    assert mix.hot is not None and mix.hot.flops > 0
+    assert mix.total.instructions > mix.hot.instructions
+    broken = Candidate(w, target, [[], ["nonsense"]])
+    failed = generated_code(broken)
+    assert failed.asm is None and failed.error
