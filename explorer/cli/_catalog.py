@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from explorer.cli._args import (
-    EXIT_OK,
-)
+from explorer.cli._args import EXIT_FAILED, EXIT_OK, UsageError, file_name, only_with
 from explorer.cli._common import (
+    REFIT_HELP,
     add_common,
     add_workload_args,
+    empty_trace,
+    read_trace,
     target_of,
     workload_of,
 )
+
+if TYPE_CHECKING:  # the commands import what they need when they run (TVM is slow to import)
+    from explorer.code import CodeMix
+    from explorer.target import Target
+    from explorer.workloads import Workload
 
 
 # -- commands ----------------------------------------------------------------------------------
@@ -34,6 +42,9 @@ def cmd_workloads(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     from explorer.session import ScheduleSession
 
+    if args.trace and not (args.asm or args.ir or args.mix):
+        raise UsageError("--trace only applies with --asm, --ir or --mix")
+    only_with(args, "--refit", "--trace")
     workload = workload_of(args)
     session = ScheduleSession(workload, target=target_of(args))
     print(f"workload: {workload.key()}")
@@ -52,7 +63,72 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"  {block.name}: {loops or '(no loops)'}")
     if args.script:
         print("\n" + session.snapshot.script)
+    if args.asm or args.ir or args.mix:
+        return _show_code(args, workload, session.target)
     return EXIT_OK
+
+
+def _show_code(args: argparse.Namespace, workload: Workload, target: Target) -> int:
+    """``--asm``, ``--ir``, ``--mix``: the code the schedule (``--trace``, else the unscheduled
+    program) compiles to, as a measurement builds it."""
+    from explorer.code import code_mix, generated_code
+    from explorer.measure import Candidate
+
+    trace = (
+        read_trace(Path(args.trace), workload, target, refit=args.refit)
+        if args.trace
+        else empty_trace(workload)
+    )
+    code = generated_code(Candidate(workload, target, trace))
+    if code.error is not None:
+        print(f"error: the schedule does not compile: {code.error}")
+        return EXIT_FAILED
+    if code.asm is None:  # a GPU target: its kernels' source is what there is to read
+        print(f"\n{code.target} has no assembly listing here; its kernels' source:")
+        print(code.device_source or "(none)")
+        return EXIT_OK
+    if args.ir:
+        print(f"\nLLVM IR ({code.target}):\n{code.llvm_ir}")
+    mix = code_mix(code.asm)
+    if args.asm:
+        print(f"\nassembly ({code.target}):\n{code.asm}")
+    if args.mix or args.asm:
+        print(mix_table(mix))
+    return EXIT_OK
+
+
+MIX_ROWS = (
+    ("instructions", "instructions"),
+    ("zmm (512-bit vector)", "zmm"),
+    ("ymm (256-bit vector)", "ymm"),
+    ("xmm (128-bit vector)", "xmm"),
+    ("vector FMA", "fma"),
+    ("other vector arith", "vector_arith"),
+    ("scalar arith", "scalar_arith"),
+    ("loads", "loads"),
+    ("stores", "stores"),
+    ("broadcasts/shuffles", "broadcasts"),
+    ("stack spills", "spills"),
+    ("branches", "branches"),
+    ("flops", "flops"),
+)
+
+
+def mix_table(mix: CodeMix) -> str:
+    """The instruction mix, hot loop beside total, and the hot loop's code."""
+    lines = ["", f"{'instruction mix':22s} {'hot loop':>10s} {'total':>10s}"]
+    for label, field in MIX_ROWS:
+        hot = "-" if mix.hot is None else f"{getattr(mix.hot, field):g}"
+        lines.append(f"{label:22s} {hot:>10s} {getattr(mix.total, field):>10g}")
+    if mix.hot is not None:
+        intensity = mix.hot.intensity
+        shown = "-" if intensity is None else f"{intensity:.3g}"
+        lines.append(f"{'flops per loaded byte':22s} {shown:>10s}")
+        lines.append(f"\nhot loop ({mix.hot_function}, one pass):")
+        lines.extend(f"  {line}" for line in mix.hot_code)
+    else:
+        lines.append("\n(no loop: the code runs straight through)")
+    return "\n".join(lines)
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -63,4 +139,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     add_workload_args(p)
     add_common(p)
     p.add_argument("--script", action="store_true", help="also print the TVMScript")
+    p.add_argument(
+        "--trace", type=file_name, help="a schedule (JSON trace or saved session) for --asm/--mix"
+    )
+    p.add_argument("--refit", action="store_true", help=REFIT_HELP)
+    p.add_argument(
+        "--asm", action="store_true", help="print the generated assembly and its instruction mix"
+    )
+    p.add_argument("--ir", action="store_true", help="print the LLVM IR it is compiled from")
+    p.add_argument(
+        "--mix", action="store_true", help="print the instruction mix and the hot loop's code"
+    )
     p.set_defaults(func=cmd_show)

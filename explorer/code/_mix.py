@@ -23,8 +23,8 @@ class InstructionMix:
 
     Attributes:
         instructions: every instruction counted.
-        zmm, ymm, xmm: instructions using 512-, 256- and 128-bit vector registers (by their
-            widest register).
+        zmm, ymm, xmm: vector instructions on 512-, 256- and 128-bit registers (by their widest
+            register; scalar floating-point code also runs in xmm registers and is not counted).
         fma: vector fused multiply-adds; ``vector_arith``: other packed floating-point
             arithmetic; ``scalar_arith``: scalar floating-point arithmetic (FMA included).
         loads, stores: memory reads and writes, vector or scalar (an arithmetic instruction with
@@ -74,7 +74,7 @@ def mix_of(instructions: Sequence[Instruction]) -> InstructionMix:
         classes = inst.classes
         counts["instructions"] += 1
         register = _register(inst.operands)
-        if register:
+        if register and _packed(inst):
             counts[register] += 1
         first = classes[0]
         counts["fma"] += first.startswith("vfma")
@@ -90,6 +90,14 @@ def mix_of(instructions: Sequence[Instruction]) -> InstructionMix:
             loaded += FLOAT_BYTES * (1 if one else inst.lanes)
         flops += inst.flops
     return InstructionMix(**counts, flops=flops, loaded_bytes=loaded)
+
+
+def _packed(inst: Instruction) -> bool:
+    """A vector instruction, not a scalar one that happens to use an xmm register."""
+    if "broadcast" in inst.mnemonic:
+        return True
+    scalar = inst.mnemonic.endswith(("ss", "sd")) or inst.lanes == 1
+    return not scalar and not {"scalar_fp", "sload", "sstore"} & set(inst.classes)
 
 
 def _register(operands: str) -> str | None:

@@ -5,12 +5,15 @@ for one with AVX2 (compiling needs neither: nothing here runs the code)."""
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 
 import pytest
 
 from explorer import _tvm
 from explorer.code import code_mix, generated_code
 from explorer.measure import Candidate
+from explorer.session import ScheduleSession
 from explorer.target import Target
 from explorer.workloads import get_workload
 
@@ -86,3 +89,43 @@ def test_the_code_of_a_candidate_is_its_measured_build() -> None:
     broken = Candidate(w, target, [[], ["nonsense"]])
     failed = generated_code(broken)
     assert failed.asm is None and failed.error
+
+
+def explorer(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "explorer", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_explorer_show_prints_the_mix_and_the_hot_loop_of_a_saved_schedule(tmp_path) -> None:
+    w = get_workload("matmul", M=64, N=64, K=64)
+    session = ScheduleSession(w, Target.local_cpu())
+    session.apply("split", loop="j", factors=[None, 16])
+    session.apply("reorder", loops=["i", "k", "j_0", "j_1"])
+    session.apply("vectorize", loop="j_1")
+    path = tmp_path / "vectorized.json"
+    session.save(path)
+    shape = ["matmul", "-p", "M=64", "-p", "N=64", "-p", "K=64"]
+    plain = explorer("show", *shape, "--mix")
+    vector = explorer("show", *shape, "--mix", "--trace", str(path))
+    assert plain.returncode == 0 and vector.returncode == 0, plain.stderr + vector.stderr
+
+    def row(out: str, label: str) -> list[str]:
+        line = next(x for x in out.splitlines() if x.startswith(label))
+        return line[len(label) :].split()
+
+    assert row(plain.stdout, "vector FMA")[0] == "0"  # unscheduled: scalar FMAs only
+    assert int(row(plain.stdout, "scalar arith")[0]) > 0
+    assert int(row(vector.stdout, "vector FMA")[0]) > 0
+    assert "hot loop (main_compute_, one pass):" in vector.stdout
+    asm = explorer("show", *shape, "--asm", "--trace", str(path))
+    assert (
+        asm.returncode == 0 and "main_compute_:" in asm.stdout and "instruction mix" in asm.stdout
+    )
+    usage = explorer("show", *shape, "--trace", str(path))
+    assert usage.returncode == 2
+    assert usage.stderr.strip() == "error: --trace only applies with --asm, --ir or --mix"
