@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from explorer.cost_models import Prediction
 from explorer.machine import MachinePeak, PeakMeasureError, measured_peak, roofline_text
-from explorer.measure import MeasureResult
+from explorer.measure import Candidate, MeasureResult, trace_key
 from explorer.storage import RecordStore, TrialRecord
 from explorer.text import format_secs
 from explorer.types import MeasureStatus
@@ -158,3 +158,8 @@ def rank_text(m: Measurement) -> str:
 
 def error_html(head: str, exc: BaseException) -> str:
     return f"<span style='color:#a00'><b>{html.escape(head)}:</b> {html.escape(str(exc))}</span>"
+
+
+def candidate_key(candidate: Candidate) -> str:
+    """What identifies a schedule on screen: its workload, target and trace."""
+    return f"{candidate.workload.key()}|{candidate.target.key()}|{trace_key(candidate.trace)}"

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import ipywidgets as w
 
 from explorer.cost_models import MODELS, Prediction, Predictor
-from explorer.measure import Candidate, trace_key
+from explorer.measure import Candidate
 from explorer.session import ScheduleSession, Snapshot
 from explorer.storage import NewTrial, TrialRecord, name_trial
 from widgets import _ui
@@ -41,6 +41,7 @@ from widgets._context import Context
 from widgets._cost_views import (
     STATUS_WORDS,
     Measurement,
+    candidate_key,
     details_html,
     error_html,
     latency_html,
@@ -52,6 +53,7 @@ from widgets._cost_views import (
 from widgets._jobs import Job, JobRunner
 from widgets._panel import Panel
 from widgets._style import themed
+from widgets.code_view import CodeView
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +96,8 @@ class CostPanel(Panel):
         measure_status: measurements that are not of the schedule on screen: one running, the
             queued ones, and the last reading that arrived for another schedule.
         predict_job, measure_job: the latest background jobs (``job.wait(t)`` in scripts).
+        code: the generated code of the schedule on screen and its instruction mix
+            (``widgets.code_view.CodeView``).
         predictor: the ``Predictor`` the panel asks.
 
     Example:
@@ -120,6 +124,7 @@ class CostPanel(Panel):
         self.measure_job: Job | None = None
         self.last_predictions: dict[str, Prediction] = {}
         self.predictor = Predictor(ctx.store, models=self.models)
+        self.code = CodeView(ctx)
         self.widget = self._make_widgets()
 
         # UI thread only: what is shown, by candidate key
@@ -189,6 +194,8 @@ class CostPanel(Panel):
                 self.latency,
                 self.details,
                 self.measure_status,
+                w.HTML("<b>Generated code</b> (what the CPU runs)"),
+                self.code.widget,
             ]
         )
         box.add_class("se-cost")
@@ -480,10 +487,7 @@ class CostPanel(Panel):
             self._unsubscribe_session = None
         self._runner.shutdown()
         self.predictor.close()
-
-
-def candidate_key(candidate: Candidate) -> str:
-    return f"{candidate.workload.key()}|{candidate.target.key()}|{trace_key(candidate.trace)}"
+        self.code.close()
 
 
 __all__ = [
