@@ -45,6 +45,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.trace and not (args.asm or args.ir or args.mix):
         raise UsageError("--trace only applies with --asm, --ir or --mix")
     only_with(args, "--refit", "--trace")
+    only_with(args, "--vs", "--mix")
     workload = workload_of(args)
     session = ScheduleSession(workload, target=target_of(args))
     print(f"workload: {workload.key()}")
@@ -71,7 +72,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def _show_code(args: argparse.Namespace, workload: Workload, target: Target) -> int:
     """``--asm``, ``--ir``, ``--mix``: the code the schedule (``--trace``, else the unscheduled
     program) compiles to, as a measurement builds it."""
-    from explorer.code import code_mix, generated_code
+    from explorer.code import code_mix, compare_mixes, generated_code, hot_loop_diff
     from explorer.measure import Candidate
 
     trace = (
@@ -79,6 +80,13 @@ def _show_code(args: argparse.Namespace, workload: Workload, target: Target) -> 
         if args.trace
         else empty_trace(workload)
     )
+    before = None
+    if args.vs:
+        other = read_trace(Path(args.vs), workload, target, refit=args.refit)
+        before = generated_code(Candidate(workload, target, other))
+        if before.error is not None:
+            print(f"error: the --vs schedule does not compile: {before.error}")
+            return EXIT_FAILED
     code = generated_code(Candidate(workload, target, trace))
     if code.error is not None:
         print(f"error: the schedule does not compile: {code.error}")
@@ -94,6 +102,10 @@ def _show_code(args: argparse.Namespace, workload: Workload, target: Target) -> 
         print(f"\nassembly ({code.target}):\n{code.asm}")
     if args.mix or args.asm:
         print(mix_table(mix))
+    if before is not None and before.asm is not None:
+        old = code_mix(before.asm)
+        print(f"\nagainst {args.vs}: {compare_mixes(old, mix)}")
+        print("\n".join(hot_loop_diff(old, mix)) or "(the hot loops' code is the same)")
     return EXIT_OK
 
 
@@ -147,6 +159,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--asm", action="store_true", help="print the generated assembly and its instruction mix"
     )
     p.add_argument("--ir", action="store_true", help="print the LLVM IR it is compiled from")
+    p.add_argument(
+        "--vs",
+        type=file_name,
+        help="with --mix: another schedule to compare with (what changed in the hot loop)",
+    )
     p.add_argument(
         "--mix", action="store_true", help="print the instruction mix and the hot loop's code"
     )

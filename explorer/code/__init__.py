@@ -7,6 +7,8 @@
 * ``code_mix(asm)``: the instruction mix in total and in the hot loop (``InstructionMix``:
   vector widths, FMAs, other arithmetic, loads, stores, broadcasts, spills, branches, flops per
   loaded byte).
+* ``compare_mixes(before, after)``, ``hot_loop_diff``: what changed between two schedules' hot
+  loops, in one sentence ("now issues 16 zmm FMAs per 2 loads instead of ...") and as a diff.
 * ``generated_code(candidate)``: a schedule's assembly and LLVM IR (a GPU kernel's source), from
   the same build a measurement makes.
 """
@@ -23,7 +25,15 @@ from explorer.code._asm import (
     parse_functions,
 )
 from explorer.code._build import GeneratedCode, generated_code
-from explorer.code._mix import CodeMix, InstructionMix, code_mix, mix_of
+from explorer.code._mix import (
+    CodeMix,
+    InstructionMix,
+    code_mix,
+    compare_mixes,
+    describe_hot_loop,
+    hot_loop_diff,
+    mix_of,
+)
 
 __all__ = [
     "ASM_CLASSES",
@@ -35,7 +45,10 @@ __all__ = [
     "Instruction",
     "classify",
     "code_mix",
+    "compare_mixes",
+    "describe_hot_loop",
     "generated_code",
+    "hot_loop_diff",
     "mix_of",
     "parse_asm",
     "parse_functions",

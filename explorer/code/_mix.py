@@ -146,3 +146,51 @@ def _hot_loop(functions: Sequence[AsmFunction]) -> tuple[AsmFunction, tuple[int,
 
     loops = [(f, span) for f in functions for span in f.innermost]
     return max(loops, key=work, default=None)
+
+
+def describe_hot_loop(mix: InstructionMix) -> str:
+    """``16 zmm FMAs per 2 loads`` (what a hot loop's pass mostly does, in a few words)."""
+    width = {512: "zmm ", 256: "ymm ", 128: "xmm "}.get(mix.vector_bits, "")
+    if mix.fma:
+        work = _count(mix.fma, f"{width}FMA")
+    elif mix.vector_arith:
+        work = _count(mix.vector_arith, f"{width}vector op")
+    elif mix.scalar_arith:
+        work = _count(mix.scalar_arith, "scalar op")
+    else:
+        work = _count(mix.stores, "store")
+    return f"{work} per {_count(mix.loads, 'load')}"
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'s' if n != 1 else ''}"
+
+
+def compare_mixes(before: CodeMix, after: CodeMix) -> str:
+    """One sentence on what changed between two schedules' hot loops."""
+    if before.hot is None or after.hot is None:
+        if before.hot is None and after.hot is None:
+            return "Neither schedule's code has a loop."
+        which = "now has" if before.hot is None else "no longer has"
+        return f"The code {which} a loop."
+    old, new = before.hot, after.hot
+    if old == new:
+        return f"The hot loop is the same: {describe_hot_loop(new)}."
+    said = f"The hot loop now issues {describe_hot_loop(new)} instead of {describe_hot_loop(old)}"
+    extra = []
+    if new.spills != old.spills:
+        extra.append(f"{new.spills} stack spills instead of {old.spills}")
+    if old.intensity and new.intensity and abs(new.intensity / old.intensity - 1) > 0.05:
+        extra.append(f"{new.intensity:.3g} flops per loaded byte instead of {old.intensity:.3g}")
+    return said + (f", with {' and '.join(extra)}." if extra else ".")
+
+
+def hot_loop_diff(before: CodeMix, after: CodeMix) -> list[str]:
+    """The two hot loops' code, diffed line by line (``difflib``'s unified format)."""
+    import difflib
+
+    return list(
+        difflib.unified_diff(
+            list(before.hot_code), list(after.hot_code), "before", "after", lineterm="", n=2
+        )
+    )

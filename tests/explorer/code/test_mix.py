@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from explorer import _tvm
-from explorer.code import code_mix, generated_code
+from explorer.code import code_mix, compare_mixes, generated_code, hot_loop_diff
 from explorer.measure import Candidate
 from explorer.session import ScheduleSession
 from explorer.target import Target
@@ -74,6 +74,17 @@ def test_an_fma_loop_unrolled_by_the_schedule_holds_that_many_fmas() -> None:
     # counted by hand in the listing: 8 x (2 loads, 1 FMA, 1 store) + add, compare, jump
     assert (unrolled.fma, unrolled.instructions) == (8, 35)
     assert rolled.fma in (1, 2, 4)  # LLVM's own unrolling of the plain loop
+    # what changed, in one sentence and as a diff of the two hot loops
+    before = code_mix(compiled("skylake-avx512", fma=True))
+    after = code_mix(compiled("skylake-avx512", fma=True, unroll=8))
+    r = rolled.fma
+    assert compare_mixes(before, after) == (
+        f"The hot loop now issues 8 zmm FMAs per 24 loads instead of {r} zmm FMA"
+        f"{'s' if r != 1 else ''} per {3 * r} loads."
+    )
+    diff = hot_loop_diff(before, after)
+    assert diff[:2] == ["--- before", "+++ after"]
+    assert sum(line.startswith("+vfmadd") for line in diff) == 8 - r
 
 
 def test_the_code_of_a_candidate_is_its_measured_build() -> None:
@@ -126,6 +137,10 @@ def test_explorer_show_prints_the_mix_and_the_hot_loop_of_a_saved_schedule(tmp_p
     assert (
         asm.returncode == 0 and "main_compute_:" in asm.stdout and "instruction mix" in asm.stdout
     )
+    versus = explorer("show", *shape, "--mix", "--trace", str(path), "--vs", str(path))
+    assert versus.returncode == 0, versus.stderr
+    assert "(the hot loops' code is the same)" in versus.stdout
+    assert f"against {path}: The hot loop is the same: " in versus.stdout
     usage = explorer("show", *shape, "--trace", str(path))
     assert usage.returncode == 2
     assert usage.stderr.strip() == "error: --trace only applies with --asm, --ir or --mix"
