@@ -3,7 +3,9 @@ loop, and the hot loop's code (``explorer.code``), under the cost panel.
 
 Built on request ("Show generated code"), then again after every edit while shown; each build
 runs off the UI thread (a compile takes a second or more) and is kept per schedule, so going
-back to an earlier step shows its code at once.
+back to an earlier step shows its code at once. Each new schedule's mix is compared with the
+one shown before it, in one sentence ("The hot loop now issues 16 zmm FMAs per 2 loads instead
+of ...").
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Callable
 
 import ipywidgets as w
 
-from explorer.code import CodeMix, InstructionMix, code_mix, generated_code
+from explorer.code import CodeMix, InstructionMix, code_mix, compare_mixes, generated_code
 from explorer.measure import Candidate
 from explorer.session import ScheduleSession, Snapshot
 from widgets._context import Context
@@ -83,6 +85,8 @@ class CodeView(Panel):
         self._shown = False
         self._built: dict[str, CodeMix | str] = {}  # candidate key -> its mix, or why none
         self._current: str | None = None
+        self._last: tuple[str, CodeMix] | None = None  # the mix shown before, to compare with
+        self._pending: Candidate | None = None  # edited while a build ran: built next
         self._runner = JobRunner("explorer-code")
         self._unsubscribe_session: Callable[[], None] | None = None
         self._unsubscribe_ctx = ctx.on("session", self.set_session)
@@ -118,6 +122,13 @@ class CodeView(Panel):
             self._display(key)
             return None
         self._say(f"Compiling step {self.session.snapshot.step_id}\u2026")
+        if self._runner.busy:  # one build at a time: the latest edit's comes next
+            self._pending = candidate
+            return self.job
+        return self._submit(candidate)
+
+    def _submit(self, candidate: Candidate) -> Job:
+        key = candidate_key(candidate)
         self.job = self._runner.submit(
             "code", lambda _job: _build(candidate), on_done=lambda job: self._built_done(key, job)
         )
@@ -131,6 +142,9 @@ class CodeView(Panel):
             self._built[key] = job.result
         if key == self._current:
             self._display(key)
+        pending, self._pending = self._pending, None
+        if pending is not None and candidate_key(pending) not in self._built:
+            self._submit(pending)
 
     def _display(self, key: str) -> None:
         built = self._built[key]
@@ -139,7 +153,14 @@ class CodeView(Panel):
             self.mix.value = ""
             return
         self._say("")
-        self.mix.value = mix_html(built)
+        change = ""
+        if self._last is not None and self._last[0] != key:
+            change = (
+                f"<p class='se-code-change'>{html.escape(compare_mixes(self._last[1], built))}"
+            )
+            change += " (against the schedule shown before)</p>"
+        self._last = (key, built)
+        self.mix.value = change + mix_html(built)
 
     def close(self) -> None:
         self._unsubscribe_ctx()
