@@ -210,3 +210,31 @@ def test_apply_and_measure_clicked_together_measure_the_applied_schedule(ui):
     assert same == "True", "the measurement is not of the schedule the Apply made"
     shot(page, "measure_after_apply_and_measure", page.locator(".se-schedule").first)
     assert_page_clean(page, page.log, "after Apply and Measure together")
+
+
+def test_the_cost_panel_says_which_instructions_changed_between_two_schedules(ui):
+    """Issue 25: the generated code of the schedule on screen, and what an edit changed in
+    its hot loop, read in the cost panel (1280x800)."""
+    page = ui
+    page.set_viewport_size({"width": 1280, "height": 800})
+    show = page.locator(".se-show-code").first
+    reveal(page, show)
+    show.click()
+    mix = page.locator(".se-code-mix").first
+    expect(mix.locator("table.se-mix")).to_be_visible(timeout=READING_TIMEOUT)
+    expect(mix).to_contain_text("vector FMA", timeout=UI)
+    expect(mix.locator(".se-hot-loop")).to_be_visible(timeout=UI)
+    # a loop of whatever schedule is on screen that splits in two (this test needs no other)
+    loop = in_kernel(
+        page,
+        "print(next(lp.name for lp in ex.session.snapshot.loops"
+        " if lp.kind == 'serial' and lp.extent and lp.extent % 2 == 0 and lp.extent >= 4))",
+    )
+    apply_split(page, loop, "None, 2")
+    change = mix.locator(".se-code-change")
+    expect(change).to_contain_text("against the schedule shown before", timeout=READING_TIMEOUT)
+    said = visible_text(change)
+    assert re.match(r"The hot loop (now issues|is the same: )", said), said
+    assert re.search(r"\d+ (?:[xyz]mm )?(?:FMA|vector op|scalar op|store)s? per \d+ loads?", said)
+    shot(page, "code_mix_after_edit", page.locator(".se-cost").first)
+    assert_page_clean(page, page.log, "after Show generated code and an edit")
