@@ -75,7 +75,11 @@ class CodeView(Panel):
         self.ctx = ctx
         self.session: ScheduleSession | None = None
         self.job: Job | None = None
-        self.show_button = w.Button(description="Show generated code", icon="microchip")
+        self.show_button = w.Button(
+            description="Show generated code",
+            icon="microchip",
+            layout=w.Layout(width="auto", flex="0 0 auto"),  # the whole label, never "Show gen…"
+        )
         self.show_button.add_class("se-show-code")
         self.status = w.Label()
         self.mix = w.HTML()

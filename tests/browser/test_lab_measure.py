@@ -219,6 +219,8 @@ def test_the_cost_panel_says_which_instructions_changed_between_two_schedules(ui
     page.set_viewport_size({"width": 1280, "height": 800})
     show = page.locator(".se-show-code").first
     reveal(page, show)
+    # the whole label shows (ipywidgets' default button width cut it to "Show generat...")
+    assert show.evaluate("b => b.scrollWidth <= b.clientWidth"), visible_text(show)
     show.click()
     mix = page.locator(".se-code-mix").first
     expect(mix.locator("table.se-mix")).to_be_visible(timeout=READING_TIMEOUT)
