@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import ipywidgets as w
 
-from explorer.code import CodeMix, InstructionMix, code_mix, compare_mixes, generated_code
+from explorer.code import CodeMix, code_mix, compare_mixes, generated_code, mix_rows
 from explorer.measure import Candidate
 from explorer.session import ScheduleSession, Snapshot
 from widgets._context import Context
@@ -23,28 +23,14 @@ from widgets._cost_views import candidate_key
 from widgets._jobs import Job, JobRunner
 from widgets._panel import Panel
 
-ROWS = (
-    ("vector instructions, zmm / ymm / xmm", lambda m: f"{m.zmm} / {m.ymm} / {m.xmm}"),
-    ("vector FMA", lambda m: m.fma),
-    ("other vector arithmetic", lambda m: m.vector_arith),
-    ("scalar arithmetic", lambda m: m.scalar_arith),
-    ("loads / stores", lambda m: f"{m.loads} / {m.stores}"),
-    ("broadcasts and shuffles", lambda m: m.broadcasts),
-    ("stack spills", lambda m: m.spills),
-    ("branches", lambda m: m.branches),
-    ("instructions", lambda m: m.instructions),
-)
-
 
 def mix_html(mix: CodeMix) -> str:
     """The mix as a table (hot loop beside total) and the hot loop's code."""
 
-    def cells(m: InstructionMix | None, row: Callable[[InstructionMix], object]) -> str:
-        return "<td>-</td>" if m is None else f"<td>{html.escape(str(row(m)))}</td>"
-
     rows = "".join(
-        f"<tr><td>{label}</td>{cells(mix.hot, row)}{cells(mix.total, row)}</tr>"
-        for label, row in ROWS
+        f"<tr><td>{html.escape(label)}</td><td>{html.escape(hot)}</td>"
+        f"<td>{html.escape(total)}</td></tr>"
+        for label, hot, total in mix_rows(mix)
     )
     out = (
         "<table class='se-mix'><tr><th></th><th>hot loop (one pass)</th><th>whole code</th></tr>"

@@ -109,33 +109,16 @@ def _show_code(args: argparse.Namespace, workload: Workload, target: Target) -> 
     return EXIT_OK
 
 
-MIX_ROWS = (
-    ("instructions", "instructions"),
-    ("zmm (512-bit vector)", "zmm"),
-    ("ymm (256-bit vector)", "ymm"),
-    ("xmm (128-bit vector)", "xmm"),
-    ("vector FMA", "fma"),
-    ("other vector arith", "vector_arith"),
-    ("scalar arith", "scalar_arith"),
-    ("loads", "loads"),
-    ("stores", "stores"),
-    ("broadcasts/shuffles", "broadcasts"),
-    ("stack spills", "spills"),
-    ("branches", "branches"),
-    ("flops", "flops"),
-)
-
-
 def mix_table(mix: CodeMix) -> str:
     """The instruction mix, hot loop beside total, and the hot loop's code."""
-    lines = ["", f"{'instruction mix':22s} {'hot loop':>10s} {'total':>10s}"]
-    for label, field in MIX_ROWS:
-        hot = "-" if mix.hot is None else f"{getattr(mix.hot, field):g}"
-        lines.append(f"{label:22s} {hot:>10s} {getattr(mix.total, field):>10g}")
+    from explorer.code import mix_rows
+
+    lines = ["", f"{'instruction mix':38s} {'hot loop':>14s} {'whole code':>14s}"]
+    lines += [f"{label:38s} {hot:>14s} {total:>14s}" for label, hot, total in mix_rows(mix)]
     if mix.hot is not None:
         intensity = mix.hot.intensity
         shown = "-" if intensity is None else f"{intensity:.3g}"
-        lines.append(f"{'flops per loaded byte':22s} {shown:>10s}")
+        lines.append(f"{'flops per loaded byte':38s} {shown:>14s}")
         lines.append(f"\nhot loop ({mix.hot_function}, one pass):")
         lines.extend(f"  {line}" for line in mix.hot_code)
     else:

@@ -26,6 +26,7 @@ from explorer.code._asm import (
 )
 from explorer.code._build import GeneratedCode, generated_code
 from explorer.code._mix import (
+    MIX_ROWS,
     CodeMix,
     InstructionMix,
     code_mix,
@@ -33,10 +34,12 @@ from explorer.code._mix import (
     describe_hot_loop,
     hot_loop_diff,
     mix_of,
+    mix_rows,
 )
 
 __all__ = [
     "ASM_CLASSES",
+    "MIX_ROWS",
     "AsmFunction",
     "AsmLoop",
     "CodeMix",
@@ -50,6 +53,7 @@ __all__ = [
     "generated_code",
     "hot_loop_diff",
     "mix_of",
+    "mix_rows",
     "parse_asm",
     "parse_functions",
 ]

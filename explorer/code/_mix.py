@@ -9,7 +9,7 @@ once, not as often as it runs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from explorer.code._asm import AsmFunction, Instruction, parse_functions
@@ -194,3 +194,26 @@ def hot_loop_diff(before: CodeMix, after: CodeMix) -> list[str]:
             list(before.hot_code), list(after.hot_code), "before", "after", lineterm="", n=2
         )
     )
+
+
+MIX_ROWS: tuple[tuple[str, Callable[[InstructionMix], str]], ...] = (
+    ("vector instructions, zmm / ymm / xmm", lambda m: f"{m.zmm} / {m.ymm} / {m.xmm}"),
+    ("vector FMA", lambda m: str(m.fma)),
+    ("other vector arithmetic", lambda m: str(m.vector_arith)),
+    ("scalar arithmetic", lambda m: str(m.scalar_arith)),
+    ("loads / stores", lambda m: f"{m.loads} / {m.stores}"),
+    ("broadcasts and shuffles", lambda m: str(m.broadcasts)),
+    ("stack spills", lambda m: str(m.spills)),
+    ("branches", lambda m: str(m.branches)),
+    ("instructions", lambda m: str(m.instructions)),
+    ("flops", lambda m: f"{m.flops:g}"),
+)
+"""How every view (the CLI, the cost panel, the report) lays out a mix: label and value."""
+
+
+def mix_rows(mix: CodeMix) -> list[tuple[str, str, str]]:
+    """(label, hot loop, whole code) for each row of ``MIX_ROWS`` (``-``: no hot loop)."""
+    return [
+        (label, "-" if mix.hot is None else value(mix.hot), value(mix.total))
+        for label, value in MIX_ROWS
+    ]

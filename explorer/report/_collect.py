@@ -33,7 +33,8 @@ from explorer.analysis import (
     run_curve,
     strategy_comparison_info,
 )
-from explorer.core import BASELINE_MARK, ModelRace, ModelRecord, has_mark
+from explorer.code import CodeMix, code_mix, generated_code
+from explorer.core import BASELINE_MARK, Candidate, ModelRace, ModelRecord, has_mark
 from explorer.errors import ExplorerError
 from explorer.model import best_schedules
 from explorer.storage import (
@@ -83,6 +84,8 @@ class BestSchedule:
         trace_python: The trace as runnable Python (``def apply_trace(sch): ...``).
         trace_json: The trace as stored.
         error: Why it could not be replayed (``None`` when it was).
+        mix: The instruction mix of its code, in total and in its hot loop (``explorer.code``;
+            ``None`` when it could not be replayed or its target has no assembly).
     """
 
     trial_id: int
@@ -96,6 +99,7 @@ class BestSchedule:
     trace_python: str | None
     trace_json: Any
     error: str | None = None
+    mix: CodeMix | None = None
 
 
 @dataclass(frozen=True)
@@ -314,9 +318,16 @@ def _best_schedules(
                 trace_python=trace_py,
                 trace_json=trial.candidate.trace,
                 error=error,
+                mix=None if error is not None else _mix(trial.candidate),
             )
         )
     return tuple(out)
+
+
+def _mix(candidate: Candidate) -> CodeMix | None:
+    """The instruction mix of a schedule whose trace was checked (``_replay``)."""
+    code = generated_code(candidate)
+    return code_mix(code.asm) if code.asm is not None else None
 
 
 def _fastest(runs: Sequence[RunReport]) -> float:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from explorer.analysis import Metric
+from explorer.code import CodeMix, mix_rows
 from explorer.extras import MissingExtraError, require
 from explorer.report._collect import (
     MAX_SCHEDULES,
@@ -311,11 +312,29 @@ def _schedule(rank: int, b: BestSchedule) -> str:
             f'<details><summary>Trace (Python)</summary><pre class="trace"><code>'
             f"{_e(b.trace_python or '')}</code></pre></details>"
         )
+    if b.mix is not None:
+        body += _mix_details(b.mix)
     body += (
         '<details><summary>Trace (JSON, as stored)</summary><pre class="trace-json"><code>'
         f"{_e(settings_text({'trace': b.trace_json}))}</code></pre></details>"
     )
     return f'<article class="schedule" id="trial-{b.trial_id}">{head}{body}</article>'
+
+
+def _mix_details(mix: CodeMix) -> str:
+    """The instruction mix of a schedule's code: hot loop beside whole code, then the loop."""
+    rows = "".join(
+        f"<tr><td>{_e(label)}</td><td>{_e(hot)}</td><td>{_e(total)}</td></tr>"
+        for label, hot, total in mix_rows(mix)
+    )
+    loop = ""
+    if mix.hot is not None:
+        loop = f'<pre class="hot-loop"><code>{_e(chr(10).join(mix.hot_code))}</code></pre>'
+    return (
+        '<details class="mix"><summary>Instruction mix (what the CPU runs)</summary>'
+        '<table class="mix"><tr><th></th><th>hot loop (one pass)</th><th>whole code</th></tr>'
+        f"{rows}</table>{loop}</details>"
+    )
 
 
 def _settings(r: RunReport) -> str:

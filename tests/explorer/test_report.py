@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from explorer.cli import EXIT_ENVIRONMENT, EXIT_OK, EXIT_USAGE, main
+from explorer.code import code_mix, generated_code
 from explorer.measure import LocalMeasurer, MeasureConfig
 from explorer.report import NoRunsError, UnknownRunError, collect_report, write_report
 from explorer.search import make_strategy
@@ -116,6 +117,12 @@ def test_the_report_holds_the_plots_the_best_schedules_and_the_settings(store, t
     # database-wide id)
     rows = store.trial_rows(run_id=matmul_run.id)
     assert html.escape(trial_name(rows, best)) in page and f"of run {matmul_run.id}" in page
+    # and what the CPU runs for it (issue 25): the instruction mix of its code and its hot loop
+    article = page[page.index(f'id="trial-{best}"') :].split("</article>", 1)[0]
+    assert "Instruction mix (what the CPU runs)" in article
+    assert "<td>vector FMA</td>" in article and 'class="hot-loop"' in article
+    mix = code_mix(generated_code(store.get_trial(best).candidate).asm)
+    assert f"<td>instructions</td><td>{mix.hot.instructions}</td>" in article
 
 
 def test_a_report_of_chosen_runs_shows_only_those(store, tmp_path):

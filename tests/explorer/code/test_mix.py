@@ -130,7 +130,7 @@ def test_explorer_show_prints_the_mix_and_the_hot_loop_of_a_saved_schedule(tmp_p
         return line[len(label) :].split()
 
     assert row(plain.stdout, "vector FMA")[0] == "0"  # unscheduled: scalar FMAs only
-    assert int(row(plain.stdout, "scalar arith")[0]) > 0
+    assert int(row(plain.stdout, "scalar arithmetic")[0]) > 0
     assert int(row(vector.stdout, "vector FMA")[0]) > 0
     assert "hot loop (main_compute_, one pass):" in vector.stdout
     asm = explorer("show", *shape, "--asm", "--trace", str(path))
