@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -85,11 +86,11 @@ def _show_code(args: argparse.Namespace, workload: Workload, target: Target) -> 
         other = read_trace(Path(args.vs), workload, target, refit=args.refit)
         before = generated_code(Candidate(workload, target, other))
         if before.error is not None:
-            print(f"error: the --vs schedule does not compile: {before.error}")
+            print(f"error: the --vs schedule does not compile: {before.error}", file=sys.stderr)
             return EXIT_FAILED
     code = generated_code(Candidate(workload, target, trace))
     if code.error is not None:
-        print(f"error: the schedule does not compile: {code.error}")
+        print(f"error: the schedule does not compile: {code.error}", file=sys.stderr)
         return EXIT_FAILED
     if code.asm is None:  # a GPU target: its kernels' source is what there is to read
         print(f"\n{code.target} has no assembly listing here; its kernels' source:")

@@ -9,6 +9,7 @@ once, not as often as it runs.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -96,7 +97,7 @@ def _packed(inst: Instruction) -> bool:
     """A vector instruction, not a scalar one that happens to use an xmm register."""
     if "broadcast" in inst.mnemonic:
         return True
-    scalar = inst.mnemonic.endswith(("ss", "sd")) or inst.lanes == 1
+    scalar = inst.mnemonic.endswith(("ss", "sd"))
     return not scalar and not {"scalar_fp", "sload", "sstore"} & set(inst.classes)
 
 
@@ -187,8 +188,6 @@ def compare_mixes(before: CodeMix, after: CodeMix) -> str:
 
 def hot_loop_diff(before: CodeMix, after: CodeMix) -> list[str]:
     """The two hot loops' code, diffed line by line (``difflib``'s unified format)."""
-    import difflib
-
     return list(
         difflib.unified_diff(
             list(before.hot_code), list(after.hot_code), "before", "after", lineterm="", n=2
