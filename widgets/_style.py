@@ -33,6 +33,17 @@ CSS = f"""
   overflow-x: auto;
   max-width: 100%;
 }}
+/* The generated code: a diff's lines coloured, the LLVM IR in a box of its own height. */
+.{UI_CLASS} .se-diff-add {{
+  background: rgba(46, 160, 67, 0.18);
+}}
+.{UI_CLASS} .se-diff-del {{
+  background: rgba(248, 81, 73, 0.18);
+}}
+.{UI_CLASS} pre.se-llvm-ir {{
+  max-height: 480px;
+  overflow-y: auto;
+}}
 .{UI_CLASS} .se-buttons {{
   gap: 4px;
 }}

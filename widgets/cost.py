@@ -124,7 +124,7 @@ class CostPanel(Panel):
         self.measure_job: Job | None = None
         self.last_predictions: dict[str, Prediction] = {}
         self.predictor = Predictor(ctx.store, models=self.models)
-        self.code = CodeView(ctx)
+        self.code = CodeView(ctx, latency_of=self._latency_of)
         self.widget = self._make_widgets()
 
         # UI thread only: what is shown, by candidate key
@@ -384,9 +384,14 @@ class CostPanel(Panel):
             self._arrived = f"{order.label[0].upper()}{order.label[1:]} measured: {reading}."
         self._next()
         self._show_measurement()
+        self.code.refresh()  # a comparison of two measured schedules says which ran faster
         self.refresh_predictions(wait=False)  # a new record may train the learned models
         if self.auto_measure.value:
             self._auto()
+
+    def _latency_of(self, key: str) -> float | None:
+        measured = self._measured.get(key)
+        return measured.result.median_secs if measured and measured.result.is_ok else None
 
     def _auto(self) -> None:
         """Measure the schedule on screen unless it was measured already (or is on its way)."""

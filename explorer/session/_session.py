@@ -267,7 +267,16 @@ class ScheduleSession:
     # -- hand-off -----------------------------------------------------------------------------
     def candidate(self) -> Candidate:
         """The current schedule as a ``Candidate`` for a measurer."""
-        return Candidate(self.workload, self.target, self._plain_trace())
+        return Candidate(self.workload, self.target, self._plain_trace(self._cursor))
+
+    def candidate_at(self, step_id: int) -> Candidate:
+        """The schedule after step ``step_id`` (any branch) as a ``Candidate``; the current
+        step stays as it is.
+
+        Raises:
+            KeyError: no step has that id.
+        """
+        return Candidate(self.workload, self.target, self._plain_trace(self._node(step_id)))
 
     def to_json(self) -> dict[str, Any]:
         """The current path as JSON: workload, target, the steps, and the resulting trace."""
@@ -278,7 +287,7 @@ class ScheduleSession:
             "workload": self.workload.to_json(),
             "target": self.target.to_json(),
             "steps": [step.to_json() for step in self.history],
-            "trace": self._plain_trace(),
+            "trace": self._plain_trace(self._cursor),
         }
 
     @classmethod
@@ -438,8 +447,9 @@ class ScheduleSession:
         except KeyError:
             raise KeyError(f"no step {step_id}; steps: {sorted(self._nodes)}") from None
 
-    def _plain_trace(self) -> JSON:
-        return json.loads(json.dumps(self._cursor.trace_json()))
+    @staticmethod
+    def _plain_trace(node: _Node) -> JSON:
+        return json.loads(json.dumps(node.trace_json()))
 
     def _snapshot(self, node: _Node) -> Snapshot:
         parent = node.parent

@@ -376,11 +376,12 @@ def options_of(select: Locator) -> list[str]:
 
 def pick_label(options: list[str], name: str) -> str | None:
     """The option shown for ``name``: exactly it, or starting with it as a word ("split(loop,
-    factors)", "matmul: C = A @ B", "random (uniform)")."""
+    factors)", "matmul: C = A @ B", "random (uniform)"); ipywidgets shows a label's spaces as
+    no-break spaces, read here as spaces."""
     if name in options:
         return name
     for o in options:
-        if re.match(rf"{re.escape(name)}(?![\w.])", o):
+        if re.match(rf"{re.escape(name)}(?![\w.])", o.replace("\xa0", " ")):
             return o
     return None
 
