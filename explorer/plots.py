@@ -42,6 +42,7 @@ from explorer.analysis import (
     ConvergenceInfo,
     KnobEffectsInfo,
     PredictedVsMeasuredInfo,
+    RaceInfo,
     RunSeries,
     StrategyComparisonInfo,
     TransferInfo,
@@ -232,6 +233,51 @@ def _run_lines(runs: Sequence[RunSeries], axis: str) -> tuple[list[Any], list[An
         ys += [*nan_to_none(r.values), nan_to_none([r.values[-1]])[0], None]
         keys += [[r.run_id, s] for s in r.seqs] + [[r.run_id, r.seqs[-1]], None]
     return xs, ys, keys
+
+
+# -- a race on a recording --------------------------------------------------------------------
+def make_race_figure(info: RaceInfo) -> go.Figure:
+    """A race's best-so-far latency vs trials: per strategy the median over seeds with the
+    seeds' spread shaded and each seed as a thin line; the recording's best and 90% of it
+    (the speed ``RaceRow.trials_to_reach`` counts trials to) as horizontal lines."""
+    fig = go.Figure(
+        layout=dict(
+            height=430,
+            margin=dict(l=60, r=40, b=50),
+            legend=dict(orientation="h", y=-0.2),
+            hovermode="closest",
+            **HEADER,
+        )
+    )
+    traces = [
+        t
+        for i, g in enumerate(info.convergence.groups)
+        for t in _convergence_traces(g, i, info.convergence)
+        if t.meta.endswith("|trials")
+    ]
+    for name, label, value, dash in (
+        ("best", "the recording's best", info.best_ms, "dash"),
+        ("reach", "90% of its speed", info.reach_ms, "dot"),
+    ):
+        if value is not None:
+            traces.append(
+                go.Scatter(
+                    x=[1, max(info.trials, 1)],
+                    y=[value, value],
+                    mode="lines",
+                    line=dict(width=1.5, dash=dash, color="gray"),
+                    name=label,
+                    hovertemplate=f"{label}: %{{y:.4g}} ms<extra></extra>",
+                    meta=f"ref|{name}|trials",
+                )
+            )
+    fig.add_traces(traces)
+    fig.update_xaxes(title_text="trials")
+    fig.update_yaxes(title_text="best so far: latency (ms)", type="log")
+    fig.update_layout(
+        heading(f"Race on a recording (replayed): {info.workload_key}", [info.subtitle], extra=24)
+    )
+    return fig
 
 
 # -- predicted vs measured --------------------------------------------------------------------
@@ -559,6 +605,7 @@ __all__ = [
     "make_convergence_figure",
     "make_knob_effects_figure",
     "make_model_race_figure",
+    "make_race_figure",
     "make_model_tasks_figure",
     "make_nas_pareto_figure",
     "make_predicted_vs_measured_figure",

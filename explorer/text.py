@@ -28,9 +28,26 @@ def format_secs(secs: float | None) -> str:
 
 
 def plural(n: int, word: str) -> str:
-    """``"1 trial"``, ``"3 trials"``, ``"2 processes"``."""
+    """``"1 trial"``, ``"3 trials"``, ``"2 processes"``, ``"5 strategies"``."""
+    if n == 1:
+        return f"{n} {word}"
+    if len(word) > 1 and word.endswith("y") and word[-2] not in "aeiou":
+        return f"{n} {word[:-1]}ies"
     suffix = "es" if word.endswith(("s", "x", "sh", "ch")) else "s"
-    return f"{n} {word}" if n == 1 else f"{n} {word}{suffix}"
+    return f"{n} {word}{suffix}"
+
+
+def share(fraction: float) -> str:
+    """A share as a percentage with the digits it needs: ``"100%"``, ``"42%"``, ``"0.04%"``.
+
+    >>> share(1.0), share(0.0004), share(0.053), share(1e-7)
+    ('100%', '0.04%', '5.3%', '< 0.01%')
+    """
+    if fraction >= 0.1 or fraction == 0:
+        return f"{fraction:.0%}"
+    if fraction < 1e-4:
+        return "< 0.01%"
+    return f"{fraction * 100:.2g}%"
 
 
 def error_text(exc: BaseException | None) -> str:

@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 
 PRIOR_RUNS = "prior_runs"
 """The settings key of a run's ``prior_runs`` (see ``Tuner.run``)."""
+POOL = "pool_points"
+"""The settings key of how many points a run's space had, when it searched ``within`` some."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,7 @@ class Tuner:
         on_progress: Callable[[TuneProgress], None] | None = None,
         resume_run_id: int | None = None,
         prior_runs: Sequence[int] = (),
+        space: DesignSpace | None = None,
     ) -> TuneResult:
         """Search until ``max_trials`` trials are stored, ``max_secs`` pass, the strategy runs
         dry or ``should_stop()`` turns true (checked between batches).
@@ -150,8 +153,16 @@ class Tuner:
         none of its budget and are never its best. The run's settings keep their ids, so a
         resume tells them again. A run that does not exist, or is of another workload or
         target, raises ``SearchError`` before anything is stored.
+
+        ``space``: the design space to search, when not the workload's whole one: a race on a
+        recording passes ``DesignSpace.within`` its recorded points. The run's settings say how
+        many points it had (``POOL``); such a run cannot be resumed.
         """
         check_budget(max_trials, max_secs, seed)
+        if space is not None and (space.workload != workload or space.target != target):
+            raise SearchError("the space to search is not of this workload and target")
+        if space is not None and resume_run_id is not None:
+            raise SearchError("a run searching part of a space cannot be resumed")
         prior_ids = [int(r) for r in prior_runs]
         if resume_run_id is not None:
             run = self._get_run(resume_run_id)
@@ -172,7 +183,8 @@ class Tuner:
             )
         prior = self._prior_trials(prior_ids, workload, target)
         strategy = make_strategy(strategy)
-        space = DesignSpace.of(workload, target)
+        pool = {} if space is None or space.pool is None else {POOL: len(space.pool)}
+        space = space if space is not None else DesignSpace.of(workload, target)
         strategy.reset(
             space,
             rng=np.random.default_rng(seed),
@@ -187,7 +199,7 @@ class Tuner:
             workload,
             target,
             strategy.name or type(strategy).__name__,
-            settings={**strategy.settings(), **budget.settings(), **carried},
+            settings={**strategy.settings(), **budget.settings(), **carried, **pool},
             environment={**environment(), **self.measurer.run_environment(target)},
         )
         self.run_id = run.id
@@ -216,6 +228,11 @@ class Tuner:
         """
         # Step 1. Everything that can refuse the resume, while the run is left as it is.
         run = self._get_run(run_id)
+        if POOL in run.settings:
+            raise SearchError(
+                f"run {run.id} searched only the {run.settings[POOL]} schedules of a recording: "
+                "it cannot be resumed (race again instead)"
+            )
         budget = RunBudget.of(run)
         if strategy is None:
             strategy = strategy_of(run, self.store.trials(run_id=run.id))

@@ -16,6 +16,8 @@ ships a few thousand numbers, not 100k.
   "transfer" view: what tuning for the wrong target costs).
 * ``model_times_info``, ``model_race_info``: an imported model's tasks before and after
   tuning (what still dominates), and its races against ONNX Runtime by trials spent.
+* ``race_info``: a race of strategies on a recording (``explorer.replay``), per strategy: the
+  median best over seeds and the trials needed to reach 90% of the recording's best.
 * ``nas_front_info``: a NAS search's networks (latency, Fisher Potential ratio, MACs,
   parameters, legality, the front) and the layer a click on each opens in the editor.
 
@@ -76,10 +78,16 @@ from explorer.analysis._predicted_vs_measured import (
     PredictedVsMeasuredInfo,
     predicted_vs_measured_info,
 )
+from explorer.analysis._race import REACH, RaceInfo, RaceRow, race_info, trials_to_reach
 from explorer.analysis._table import STATUSES, Decision, TrialTable
 from explorer.analysis._transfer import TransferCell, TransferInfo, transfer_info
 
 __all__ = [
+    "REACH",
+    "RaceInfo",
+    "RaceRow",
+    "race_info",
+    "trials_to_reach",
     "ModelRaceInfo",
     "ModelTimesInfo",
     "RacePoint",

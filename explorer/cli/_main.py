@@ -11,7 +11,18 @@ import sqlite3
 import sys
 from collections.abc import Sequence
 
-from explorer.cli import _catalog, _db, _fleet, _lab, _measure, _model, _nas, _report, _tune
+from explorer.cli import (
+    _catalog,
+    _db,
+    _fleet,
+    _lab,
+    _measure,
+    _model,
+    _nas,
+    _race,
+    _report,
+    _tune,
+)
 from explorer.cli._args import (
     EXIT_ENVIRONMENT,
     EXIT_FAILED,
@@ -37,6 +48,7 @@ COMMAND_FAMILIES = (
     _catalog.add_parsers,
     _measure.add_parsers,
     _tune.add_parsers,
+    _race.add_parsers,
     _db.add_parsers,
     _fleet.add_fleet_parser,
     _report.add_report_parser,

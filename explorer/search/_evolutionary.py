@@ -330,6 +330,8 @@ class EvolutionarySearch(SearchStrategy):
                     decisions=self.matcher_.describe(mc.sch.trace),
                 )
                 key = trace_key(cand.trace)
+                if not self._allowed(cand):  # a space within a recording: only what it holds
+                    continue
                 # MetaSchedule deduplicates within a session only; after a resume it may offer
                 # what was measured before, which the ask/tell contract forbids.
                 if key not in self._seen:
@@ -346,6 +348,12 @@ class EvolutionarySearch(SearchStrategy):
             self.num_rounds_ += 1
             return
         self._exhausted = True
+
+    def _allowed(self, candidate: Candidate) -> bool:
+        if self.knob_space_.pool is None:
+            return True
+        point = self.knob_space_.point_of_candidate(candidate)
+        return point is not None and self.knob_space_.allows(point)
 
     def _close_round(self) -> None:
         """Steps MetaSchedule's task scheduler runs once a round is measured."""

@@ -10,8 +10,9 @@ schedule. The resulting trace (postprocessors included) replays exactly, so it i
 
 from __future__ import annotations
 
+import copy
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,11 +82,28 @@ class DesignSpace:
         self.knobs: tuple[tuple[Knob, ...], ...] = tuple(
             _knobs_of(i, sk.trace) for i, sk in enumerate(self._sketches)
         )
+        self.pool: frozenset[tuple[int, tuple[int, ...]]] | None = None
+        """The only points a search may propose, as ``(sketch, indices)`` (``within``);
+        ``None``: every point."""
 
     @staticmethod
     def of(workload: Workload, target: Target) -> DesignSpace:
         """A cached space per (workload, target): building one costs a TuneContext."""
         return _space_cached(workload, target)
+
+    def within(self, points: Iterable[tuple[int, Sequence[int]]]) -> DesignSpace:
+        """This space with only ``points`` (``(sketch, indices)``) left to propose: a race on
+        a recording searches the schedules the recording holds, and nothing else.
+
+        Every strategy's ``KnobSpace`` honours it (``KnobSpace.allows``); the sketches and the
+        tuning context are shared with this space.
+        """
+        pool = frozenset((int(s), tuple(int(i) for i in idx)) for s, idx in points)
+        if not pool:
+            raise SearchError("a design space needs at least one point to search")
+        view = copy.copy(self)
+        view.pool = pool
+        return view
 
     @property
     def num_sketches(self) -> int:

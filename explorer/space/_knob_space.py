@@ -75,6 +75,17 @@ class KnobSpace:
         self.domains: tuple[tuple[KnobDomain, ...], ...] = tuple(
             tuple(KnobDomain(k, _domain(k)) for k in knobs) for knobs in design.knobs
         )
+        # A space ``within`` some points (a recording's): those are all a search may propose.
+        self.pool: tuple[Point, ...] | None = None
+        if design.pool is not None:
+            self.pool = tuple(
+                Point(s, idx) for s, idx in sorted(design.pool) if self._valid(Point(s, idx))
+            )
+            if not self.pool:
+                raise SearchError(
+                    f"none of the points to search is a point of {self.workload.key()}'s space"
+                )
+        self._pool_set = frozenset(self.pool or ())
 
     @staticmethod
     def of(workload: Workload, target: Target) -> KnobSpace:
@@ -106,16 +117,25 @@ class KnobSpace:
         return tuple(d.size for d in self.domains[sketch])
 
     def size(self, sketch: int | None = None) -> int:
-        """Number of points in one sketch, or in all of them."""
+        """Number of points in one sketch, or in all of them (of the pool, if any)."""
         if sketch is None:
             return sum(self.size(s) for s in range(self.num_sketches))
+        if self.pool is not None:
+            return sum(p.sketch == sketch for p in self.pool)
         return math.prod(self.dims(sketch))
+
+    def allows(self, point: Point) -> bool:
+        """Whether a search may propose ``point`` (every point, unless the space is ``within``
+        a pool)."""
+        return self.pool is None or point in self._pool_set
 
     def origin(self, sketch: int = 0) -> Point:
         return Point(sketch, (0,) * len(self.domains[sketch]))
 
     def random_point(self, rng: np.random.Generator) -> Point:
-        """Uniform over all points (sketches weighted by their size)."""
+        """Uniform over all points (sketches weighted by their size), or over the pool."""
+        if self.pool is not None:
+            return self.pool[int(rng.integers(len(self.pool)))]
         sizes = np.array([self.size(s) for s in range(self.num_sketches)], dtype=float)
         sketch = int(rng.choice(len(sizes), p=sizes / sizes.sum()))
         return Point(sketch, tuple(int(rng.integers(n)) for n in self.dims(sketch)))
@@ -143,9 +163,12 @@ class KnobSpace:
         """Replay the sketch with the point's decisions and run the postprocessors.
 
         Returns ``None`` when TVM refuses the point (an invalid point is data for a search, not a
-        crash); the candidate carries ``decisions = {"sketch": s, "point": [...], "values": ...}``.
+        crash) or the space's pool lacks it; the candidate carries ``decisions = {"sketch": s,
+        "point": [...], "values": ...}``.
         """
         self._check(point)
+        if not self.allows(point):
+            return None
         trace = self.design.sketch_trace(point.sketch)
         insts = list(trace.insts)
         decisions = {

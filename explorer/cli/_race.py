@@ -1,0 +1,172 @@
+"""``explorer race``: strategies and seeds raced on a recording of earlier measurements.
+
+Nothing is built or timed: each strategy searches the recorded schedules of the workload and
+is answered from the recording (``explorer.replay``), so ten seeds of five strategies take
+seconds. The recording is opened read-only, checked intact first, and never written; the race's
+runs live in memory and are printed (``--plot`` draws them into an HTML file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from typing import TYPE_CHECKING
+
+from explorer.cli._args import (
+    EXIT_OK,
+    STRATEGY_NAMES,
+    UsageError,
+    check_writable_file,
+    file_name,
+    positive_int,
+    trial_count,
+)
+from explorer.cli._common import add_workload_args, workload_of
+from explorer.cli._db import _open
+from explorer.text import plural, share
+
+if TYPE_CHECKING:  # the command imports what it needs when it runs (TVM is slow to import)
+    from explorer.analysis import RaceInfo, RaceRow
+    from explorer.replay import RecordedWorkload
+
+DEFAULT_SEEDS = 10
+DEFAULT_TRIALS = 64
+
+
+def cmd_race(args: argparse.Namespace) -> int:
+    from explorer.replay import DEFAULT_STRATEGIES, MAX_SEEDS, Recording, race, recordings_in
+
+    if args.seeds > MAX_SEEDS:
+        raise UsageError(f"--seeds {args.seeds}: at most {MAX_SEEDS}")
+    if args.plot:
+        check_writable_file(args.plot, "--plot")
+    recorded = _open(argparse.Namespace(db=args.replay), read_only=True, existing=True)
+    try:
+        if args.workload is None and args.expr is None:
+            return _list(recordings_in(recorded), args.replay)
+        recording = Recording(recorded, workload_of(args), source=args.replay)
+    finally:
+        recorded.close()
+    strategies = args.strategy or list(DEFAULT_STRATEGIES)
+    print(f"replaying {recording.describe()}")
+    from explorer.storage import get_store
+
+    store = get_store(":memory:")
+    result = race(
+        recording,
+        strategies,
+        seeds=args.seeds,
+        trials=args.trials,
+        store=store,
+        on_progress=lambda p: print(
+            f"\r  {p.done}/{p.total} runs", end="", file=sys.stderr, flush=True
+        ),
+    )
+    print(file=sys.stderr)
+    from explorer.analysis import race_info
+
+    info = race_info(result, store)
+    _print_table(info)
+    if args.plot:
+        from explorer.plots import make_race_figure
+
+        make_race_figure(info).write_html(args.plot, include_plotlyjs=True)
+        print(f"wrote {args.plot}")
+    return EXIT_OK
+
+
+def _list(recordings: list[RecordedWorkload], source: str) -> int:
+    if not recordings:
+        print(f"{source} holds no measurements to replay")
+        return EXIT_OK
+    print(f"{source} can replay (give the workload and its -p parameters to race on one):")
+    for r in recordings:
+        print(f"  {r.workload.key()} on {r.target}: {plural(r.num_trials, 'trial')}")
+    return EXIT_OK
+
+
+def _print_table(info: RaceInfo) -> None:
+    from explorer.analysis import REACH
+
+    print(
+        f"raced {plural(len(info.rows), 'strategy')} x {plural(info.seeds, 'seed')} x "
+        f"{plural(info.trials, 'trial')} in {info.secs:.1f} s (replayed: nothing was built or "
+        "timed)"
+    )
+    print(
+        f"{'strategy':<22}{'median best':>14}{'of best':>9}"
+        f"{f'trials to {REACH:.0%}':>16}{'reached':>9}{'ran out':>9}"
+    )
+    for row in info.rows:
+        best = f"{row.median_best_ms:.4g} ms" if row.median_best_ms else "-"
+        of_best = f"{row.of_best:.2f}" if row.of_best else "-"
+        needed = (
+            f"> {info.trials}" if row.trials_to_reach == math.inf else f"{row.trials_to_reach:g}"
+        )
+        print(
+            f"{row.strategy:<22}{best:>14}{of_best:>9}{needed:>16}"
+            f"{f'{row.reached}/{row.num_seeds}':>9}{row.exhausted:>9}"
+        )
+    for row in info.rows:
+        if row.exhausted:
+            print(f"note: {_stopped_early(row, info.coverage)}")
+
+
+def _stopped_early(row: RaceRow, coverage: float) -> str:
+    said = (
+        f"{row.strategy} stopped before its budget in {row.exhausted} of {row.num_seeds} "
+        f"seeds (median {row.median_trials:g} trials): it had nothing more to propose"
+    )
+    if coverage >= 1:
+        return said + " (converged)"
+    return (
+        f"{said} among the recorded schedules; the recording holds {share(coverage)} of the "
+        "space, and a strategy that moves to neighbouring schedules finds few of them recorded"
+    )
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "race",
+        help="race strategies over seeds on a recording of earlier measurements (seconds)",
+        description=(
+            "Race search strategies, several seeds each, on the recorded measurements of one "
+            "workload: each searches only the recorded schedules and is answered from the "
+            "recording, so nothing is built or timed. Without a workload, list what the "
+            "recording can replay."
+        ),
+    )
+    add_workload_args(p, optional=True)
+    p.add_argument(
+        "--replay",
+        type=file_name,
+        required=True,
+        metavar="DB",
+        help="the recording: a database of earlier measurements (read only)",
+    )
+    p.add_argument(
+        "--strategy",
+        action="append",
+        choices=STRATEGY_NAMES,
+        default=None,
+        metavar="NAME",
+        help=f"a strategy to race (repeatable; default: random, autotvm, evolutionary, "
+        f"droplet, evolutionary+droplet; any of {', '.join(STRATEGY_NAMES)})",
+    )
+    p.add_argument(
+        "--seeds",
+        type=positive_int,
+        default=DEFAULT_SEEDS,
+        help=f"seeds per strategy, 0 to N-1 (default {DEFAULT_SEEDS})",
+    )
+    p.add_argument(
+        "--trials",
+        type=trial_count,
+        default=DEFAULT_TRIALS,
+        help=f"trials per run (default {DEFAULT_TRIALS})",
+    )
+    p.add_argument(
+        "--plot", type=file_name, metavar="FILE", help="also draw the race into an HTML file"
+    )
+    p.set_defaults(func=cmd_race)

@@ -1,0 +1,171 @@
+"""``Recording``: the measurements a database holds of one workload on one target, replayed.
+
+A recording answers for the schedules it holds and for nothing else: a race on it searches the
+recorded schedules (``DesignSpace.within`` their knob-space points), so no strategy can ask for
+a schedule the recording lacks, and no timing is ever invented. How much of the whole space it
+covers is part of what it says (``coverage``): a race on 240 schedules of a 600 000-point space
+compares how strategies pick among those 240, which is not how they would walk the whole space.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from explorer.core import Candidate, MeasureResult, TrialRecord, trace_key
+from explorer.errors import ExplorerError
+from explorer.measure import ReplayMeasurer
+from explorer.space import DesignSpace, KnobSpace, Point
+from explorer.storage import RecordStore
+from explorer.target import Target
+from explorer.text import share
+from explorer.workloads import Workload
+
+REPLAYED_FROM = "replayed_from"
+"""The run-environment key that marks a run as replayed (its value: the recording's source)."""
+
+
+@dataclass(frozen=True)
+class RecordedWorkload:
+    """A workload and target a database holds measurements of (``recordings_in``)."""
+
+    workload: Workload
+    target: Target
+    num_trials: int
+
+
+def recordings_in(store: RecordStore) -> list[RecordedWorkload]:
+    """Every workload and target ``store`` holds trials of, most trials first (what a race
+    could replay; ``Recording`` says how many are knob-space schedules)."""
+    counts: dict[tuple[Workload, Target], int] = {}
+    for run in store.runs():
+        n = store.count_trials(run_id=run.id, remeasures=False)
+        if n:
+            pair = (run.workload, run.target)
+            counts[pair] = counts.get(pair, 0) + n
+    pairs = sorted(counts.items(), key=lambda item: (-item[1], item[0][0].key()))
+    return [RecordedWorkload(w, t, n) for (w, t), n in pairs]
+
+
+class Recording:
+    """The measurements of ``workload`` on ``target`` in ``store``, to race strategies on.
+
+    Only schedules that are points of the knob space take part (every strategy's schedules
+    are; a hand-made or imported schedule is not); a schedule measured several times answers
+    with its first correct measurement.
+
+    Args:
+        store: the database to read (only read).
+        workload: the workload to replay.
+        target: the target it was measured on; ``None``: the only one the store has for it.
+        source: how to name the database in what a race prints and stores.
+
+    Raises:
+        ExplorerError: the store holds no knob-space schedule of the workload (on the target),
+            or holds it on several targets and none was named.
+    """
+
+    def __init__(
+        self,
+        store: RecordStore,
+        workload: Workload,
+        target: Target | None = None,
+        *,
+        source: str = "the database",
+    ) -> None:
+        trials = [
+            t
+            for t in store.trials(workload=workload, target=target)
+            if t.candidate.workload == workload
+        ]
+        targets = sorted({t.candidate.target for t in trials}, key=lambda t: t.key())
+        if target is None and len(targets) > 1:
+            names = ", ".join(str(t) for t in targets)
+            raise ExplorerError(
+                f"the database holds {workload.key()} on {len(targets)} targets ({names}): "
+                "name the one to replay"
+            )
+        if not targets:
+            raise ExplorerError(f"the database holds no measurement of {workload.key()}")
+        self.workload = workload
+        self.target = targets[0]
+        self.source = source
+        self._space = KnobSpace.of(workload, self.target)
+        self._by_point: dict[Point, TrialRecord] = {}
+        for t in trials:
+            point = self._space.point_of_candidate(t.candidate)
+            if point is None:
+                continue
+            kept = self._by_point.get(point)
+            if kept is None or (t.result.is_ok and not kept.result.is_ok):
+                self._by_point[point] = t
+        if not self._by_point:
+            raise ExplorerError(
+                f"the database's {len(trials)} measurement(s) of {workload.key()} hold no "
+                "schedule a search proposes (hand-made or imported ones cannot be raced on)"
+            )
+        self._by_trace = {trace_key(t.candidate.trace): t.result for t in self._by_point.values()}
+
+    @property
+    def points(self) -> tuple[Point, ...]:
+        return tuple(sorted(self._by_point, key=lambda p: (p.sketch, p.indices)))
+
+    @property
+    def num_schedules(self) -> int:
+        return len(self._by_point)
+
+    @property
+    def space_size(self) -> int:
+        """Points in the workload's whole knob space."""
+        return self._space.size()
+
+    @property
+    def coverage(self) -> float:
+        """The share of the whole knob space the recording holds."""
+        return self.num_schedules / self.space_size
+
+    @property
+    def best_secs(self) -> float | None:
+        """The fastest correct recorded schedule's median latency."""
+        times = [t.result.median_secs for t in self._by_point.values() if t.result.is_ok]
+        return min((s for s in times if s), default=None)
+
+    def lookup(self, candidate: Candidate) -> MeasureResult | None:
+        """The recorded result of ``candidate``, found by its trace, else by its knob-space
+        point (MetaSchedule rebuilds a point's schedule through its own path, and its trace
+        text differs although the program is the same); ``None`` when not recorded."""
+        found = self._by_trace.get(trace_key(candidate.trace))
+        if found is not None:
+            return found
+        point = self._space.point_of_candidate(candidate)
+        record = self._by_point.get(point) if point is not None else None
+        return record.result if record is not None else None
+
+    def measurer(self) -> ReplayMeasurer:
+        """A measurer that answers from this recording (runs are marked ``REPLAYED_FROM``)."""
+        return _RecordingMeasurer(self)
+
+    def space(self) -> DesignSpace:
+        """The workload's design space within the recorded schedules."""
+        return DesignSpace.of(self.workload, self.target).within(
+            (p.sketch, p.indices) for p in self.points
+        )
+
+    def describe(self) -> str:
+        """One sentence: what it holds, and how much of the space that is."""
+        best = self.best_secs
+        fastest = f", the fastest {best * 1e3:.4g} ms" if best else ""
+        return (
+            f"{self.num_schedules} recorded schedules of {self.workload.key()} on "
+            f"{self.target}{fastest} ({share(self.coverage)} of its {self.space_size} "
+            f"knob-space points), from {self.source}"
+        )
+
+
+class _RecordingMeasurer(ReplayMeasurer):
+    def __init__(self, recording: Recording) -> None:
+        super().__init__(recording.lookup)
+        self.recording = recording
+
+    def run_environment(self, target: Target) -> dict[str, Any]:
+        return {REPLAYED_FROM: self.recording.source}
