@@ -5,8 +5,10 @@ polls nothing: the tuner's ``on_progress`` moves the bar, ``Stop`` asks the job 
 tuner checks between batches), and the job's ``on_done`` reports how it ended. Trials reach the
 dashboards through the store's subscription, not through this panel.
 
-"Measure on" picks where: this machine (the context's measurer) or a fleet, a TVM RPC tracker's
-devices of one key (``RemoteMeasurer``). A fleet search's target is the one its devices report,
+"Measure on" picks where: this machine (the context's measurer), a fleet, a TVM RPC tracker's
+devices of one key (``RemoteMeasurer``), or a recording of earlier measurements, where the
+search gives way to a race of several strategies and seeds replayed in seconds
+(``widgets.race``). A fleet search's target is the one its devices report,
 asked on the search's worker before anything is stored (so a tracker that does not answer or a
 key without devices is one sentence, and no run is created); the panel closes the
 ``RemoteMeasurer`` it made when the search ends.
@@ -38,6 +40,7 @@ from widgets import _ui
 from widgets._context import Context
 from widgets._jobs import Job, JobState
 from widgets._panel import Panel
+from widgets.race import RacePanel
 from widgets._style import tagged, themed
 from widgets._whole import WholeText, parse_whole
 
@@ -46,6 +49,7 @@ log = logging.getLogger(__name__)
 NO_MODEL = "(none)"
 THIS_MACHINE = "local"
 FLEET = "fleet"
+RECORDING = "recording"
 
 
 class SearchPanel(Panel):
@@ -89,6 +93,7 @@ class SearchPanel(Panel):
         self._make_settings(ctx.target)
         self._make_where()
         self._make_controls()
+        self.race = RacePanel(ctx)
         self.strategy.observe(lambda _: self._guard(self._sync_options), names="value")
         self.measure_on.observe(lambda _: self._guard(self._sync_measure_on), names="value")
         self.fleet_key.observe(lambda _: self._guard(self._sync_measure_on), names="value")
@@ -134,7 +139,11 @@ class SearchPanel(Panel):
         """Where to measure (this machine or a fleet), and where to start from."""
         self.measure_on = tagged(
             w.Dropdown(
-                options=[("this machine", THIS_MACHINE), ("a fleet (TVM RPC tracker)", FLEET)],
+                options=[
+                    ("this machine", THIS_MACHINE),
+                    ("a fleet (TVM RPC tracker)", FLEET),
+                    ("a recording (race strategies, replayed)", RECORDING),
+                ],
                 value=THIS_MACHINE,
                 description="Measure on",
             ),
@@ -174,18 +183,30 @@ class SearchPanel(Panel):
         self.status = tagged(w.Label(value="Ready."), "se-search-status")
 
     def _layout(self) -> w.VBox:
-        box = w.VBox(
+        self.search_settings = w.VBox(
             [
                 w.HBox([self.strategy, self.cost_model]),
                 w.HBox([self.trials, self.secs]),
                 w.HBox([self.seed, self.target]),
-                w.HBox([self.measure_on, self.target_note]),
-                self.fleet_row,
+            ]
+        )
+        self.search_controls = w.VBox(
+            [
                 w.HBox([self.from_session, self.from_session_note]),
                 self.start_mapping,
                 w.HBox([self.start_button, self.stop_button, self.open_best_button]),
                 self.progress,
                 self.status,
+            ]
+        )
+        self.race.widget.layout.display = "none"
+        box = w.VBox(
+            [
+                w.HBox([self.measure_on, self.target_note]),
+                self.search_settings,
+                self.fleet_row,
+                self.search_controls,
+                self.race.widget,
             ]
         )
         box.add_class("se-search")
@@ -331,6 +352,7 @@ class SearchPanel(Panel):
 
     def close(self) -> None:
         self._unsubscribe()
+        self.race.close()
 
     # -- callbacks (UI thread) ----------------------------------------------------------------
     def _on_progress(self, p: TuneProgress) -> None:
@@ -417,7 +439,12 @@ class SearchPanel(Panel):
         return address, key
 
     def _sync_measure_on(self) -> None:
-        """The fleet's fields show with the fleet choice; its target is the devices'."""
+        """The fleet's fields show with the fleet choice, its target is the devices'; a
+        recording shows the race instead of the search."""
+        replay = self.measure_on.value == RECORDING
+        for box in (self.search_settings, self.search_controls):
+            box.layout.display = "none" if replay else None
+        self.race.widget.layout.display = None if replay else "none"
         fleet = self.measure_on.value == FLEET
         self.fleet_row.layout.display = None if fleet else "none"
         self.target.disabled = fleet
