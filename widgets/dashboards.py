@@ -34,6 +34,7 @@ from explorer.analysis import (
     knob_effects_info,
     predicted_vs_measured_info,
     run_curve,
+    shown_strategy,
     strategy_comparison_info,
 )
 from explorer.session import ScheduleSession
@@ -497,7 +498,7 @@ class Dashboards(Panel):
         secs = record.median_secs
         timing = f", {secs * 1e3:.4g} ms" if secs else ""
         run = self.ctx.store.get_run(record.run_id)
-        self.notice.value = f"Opened {opened} ({run.strategy}{timing}; Schedule tab)."
+        self.notice.value = f"Opened {opened} ({shown_strategy(run)}{timing}; Schedule tab)."
         if self.on_open is not None:
             self.on_open(record)
 

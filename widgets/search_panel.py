@@ -40,9 +40,9 @@ from widgets import _ui
 from widgets._context import Context
 from widgets._jobs import Job, JobState
 from widgets._panel import Panel
-from widgets.race import RacePanel
 from widgets._style import tagged, themed
 from widgets._whole import WholeText, parse_whole
+from widgets.race import RacePanel
 
 log = logging.getLogger(__name__)
 

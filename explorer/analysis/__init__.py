@@ -46,6 +46,7 @@ from explorer.analysis._convergence import (
     convergence_info,
     run_curve,
     run_curves,
+    shown_strategy,
     strategy_comparison_info,
 )
 from explorer.analysis._knob_effects import (
@@ -83,6 +84,7 @@ from explorer.analysis._table import STATUSES, Decision, TrialTable
 from explorer.analysis._transfer import TransferCell, TransferInfo, transfer_info
 
 __all__ = [
+    "shown_strategy",
     "REACH",
     "RaceInfo",
     "RaceRow",

@@ -30,6 +30,7 @@ import numpy as np
 
 from explorer.analysis._table import TrialTable
 from explorer.core import RecordStore, RunInfo
+from explorer.replay import REPLAYED_FROM
 from explorer.target import Target
 from explorer.workloads import Workload
 
@@ -393,8 +394,14 @@ def _curves(
 def _grouped(curves: Sequence[RunCurve]) -> dict[tuple[str, str], list[RunCurve]]:
     groups: dict[tuple[str, str], list[RunCurve]] = {}
     for c in curves:
-        groups.setdefault((c.run.strategy, c.run.target.key()), []).append(c)
+        groups.setdefault((shown_strategy(c.run), c.run.target.key()), []).append(c)
     return groups
+
+
+def shown_strategy(run: RunInfo) -> str:
+    """The run's strategy as every plot and table names it: ``"random (replayed)"`` for a run
+    answered from a recording (``explorer.replay``), never mixed with measured runs."""
+    return f"{run.strategy} (replayed)" if run.environment.get(REPLAYED_FROM) else run.strategy
 
 
 def _label(strategy: str, run: RunInfo, curves: Sequence[RunCurve]) -> str:

@@ -50,6 +50,7 @@ def _counted(trials: int, remeasures: int) -> str:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
+    from explorer.analysis import shown_strategy
     from explorer.storage import summarize_run
 
     store = _open(args, read_only=True)
@@ -71,7 +72,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         speedup = summary.speedup_over_baseline
         versus = "-" if speedup is None else f"{speedup:.2f}x"
         print(
-            f"{run.id:>4} {run.strategy:12} {summary.num_trials:>6} "
+            f"{run.id:>4} {shown_strategy(run):12} {summary.num_trials:>6} "
             f"{format_secs(summary.best_secs):>10} {versus:>14}  {run.status:11} "
             f"{run.workload.key()} on {run.target.key()}"
         )

@@ -31,6 +31,7 @@ from explorer.analysis import (
     model_times_info,
     predicted_vs_measured_info,
     run_curve,
+    shown_strategy,
     strategy_comparison_info,
 )
 from explorer.code import CodeMix, code_mix, generated_code
@@ -310,7 +311,7 @@ def _best_schedules(
                 trial_id=trial.id,
                 name=names[trial.id],
                 run_ids=tuple(r.run.id for r in best_of),
-                strategies=tuple(dict.fromkeys(r.run.strategy for r in best_of)),
+                strategies=tuple(dict.fromkeys(shown_strategy(r.run) for r in best_of)),
                 secs=secs,
                 gflops=flops / secs / 1e9 if flops and secs > 0 else None,
                 is_baseline=has_mark(trial.candidate.decisions, BASELINE_MARK),

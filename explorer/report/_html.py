@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from explorer.analysis import Metric
+from explorer.analysis import Metric, shown_strategy
 from explorer.code import CodeMix, mix_rows
 from explorer.extras import MissingExtraError, require
 from explorer.report._collect import (
@@ -286,7 +286,7 @@ def _runs_table(runs: Sequence[RunReport], workload: Any) -> str:
         started = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.started_at))
         trials = f"{s.num_trials}{_remeasured(s.num_remeasured, short=True)}"
         rows.append(
-            f'<tr id="run-{run.id}"><td>{run.id}</td><td>{_e(run.strategy)}</td>'
+            f'<tr id="run-{run.id}"><td>{run.id}</td><td>{_e(shown_strategy(run))}</td>'
             f"<td>{_e(str(run.status))}</td><td>{trials}</td>"
             f"<td>{_e(format_secs(s.best_secs))}</td><td>{gflops}</td>"
             f"<td>{'-' if speedup is None else f'{speedup:.2f}x'}</td><td>{started}</td>"
@@ -341,7 +341,8 @@ def _settings(r: RunReport) -> str:
     run = r.run
     ended = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.ended_at)) if run.ended_at else "-"
     return (
-        f'<div class="settings"><h4>Run {run.id}: {_e(run.strategy)}, {_e(str(run.status))}, '
+        f'<div class="settings"><h4>Run {run.id}: {_e(shown_strategy(run))}, '
+        f"{_e(str(run.status))}, "
         f"ended {ended}</h4>"
         f'<pre class="run-settings"><code>{_e(settings_text(run.settings))}</code></pre>'
         f"<details><summary>Environment (TVM, CPU, threads...)</summary>"

@@ -205,3 +205,19 @@ def test_the_cli_refuses_a_workload_the_recording_lacks_and_bad_counts(tmp_path:
     missing = explorer("race", "--replay", str(tmp_path / "none.db"))
     assert missing.returncode != 0 and "Traceback" not in missing.stderr
     assert not (tmp_path / "none.db").exists()  # nothing created
+
+
+def test_replayed_runs_are_marked_in_the_database_the_plots_and_the_runs_listing(
+    tiny, tmp_path: Path
+):
+    from explorer.analysis import convergence_info
+
+    db = tmp_path / "raced.db"
+    store = get_store(db)
+    race(tiny, ["random"], seeds=1, trials=6, store=store)
+    labels = [g.label for g in convergence_info(store).groups]
+    assert labels == ["random (replayed)"]
+    store.close()
+    listed = explorer("runs", "--db", str(db))
+    assert listed.returncode == 0, listed.stderr
+    assert "random (replayed)" in listed.stdout
