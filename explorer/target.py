@@ -164,12 +164,28 @@ class Target:
             return ()
         return _missing_features(self.mcpu)
 
+    def missing_on(self, other: Target) -> tuple[str, ...]:
+        """The vector instruction sets this target's CPU has and ``other``'s CPU lacks: a
+        kernel built for this target dies of an illegal instruction on a device of ``other``
+        (a fleet's devices report their target). ``()`` unless both are x86 CPU targets."""
+        if self.kind != "llvm" or other.kind != "llvm" or not self.mcpu or not other.mcpu:
+            return ()
+        return _missing_between(self.mcpu, other.mcpu)
+
     def __str__(self) -> str:
         return self.name or self.key()
 
 
 VECTOR_SETS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl")
 """The instruction sets ``Target.missing_here`` compares (LLVM's names, also /proc/cpuinfo's)."""
+
+
+@functools.lru_cache(maxsize=64)
+def _missing_between(mcpu: str, other: str) -> tuple[str, ...]:
+    from explorer import _tvm
+
+    wanted, has = _tvm.llvm_cpu_features(mcpu), _tvm.llvm_cpu_features(other)
+    return tuple(f for f in VECTOR_SETS if f in wanted and f not in has)
 
 
 @functools.lru_cache(maxsize=64)

@@ -256,7 +256,7 @@ class RemoteMeasurer(LocalMeasurer):
         return dict(zip(batch.todo, builds, strict=True))
 
     def _run_batch(self, pool: WorkerPool, batch: _Batch, rounds: int) -> None:
-        pending = [i for i in batch.todo if self._take_build(batch, i)]
+        pending = [i for i in batch.todo if self._take_build(batch, i) and self._can_run(batch, i)]
         tries: dict[int, list[str]] = {i: [] for i in pending}
         for attempt in range(self.max_retries + 1):
             if not pending:
@@ -312,6 +312,31 @@ class RemoteMeasurer(LocalMeasurer):
             )
 
     # -- internals ----------------------------------------------------------------------------
+    def _can_run(self, batch: _Batch, i: int) -> bool:
+        """Whether the key's devices can run candidate ``i``, built; its ``INVALID`` result
+        when their CPU lacks a vector set its target's has (run, it would kill the device's
+        session with an illegal instruction, retried until the tries ran out). A device that
+        does not say its target is given the benefit of the doubt."""
+        cand = batch.cands[i]
+        try:
+            device, _ = self._fleet_device(ENVIRONMENT_QUEUE_SECS, remembered=True)
+        except FleetError:
+            return True
+        missing = cand.target.missing_on(device)
+        if not missing:
+            return True
+        batch.results[i] = MeasureResult(
+            MeasureStatus.INVALID,
+            error_msg=(
+                f"the devices of key {self.key!r} ({device}) lack {', '.join(missing)}, which "
+                f"kernels built for {cand.target.mcpu} may use (they would die of an illegal "
+                "instruction there): the schedule compiled; measure it for the devices' target"
+            ),
+            build_secs=batch.build_secs[i],
+            max_spread=self.config.max_spread,
+        )
+        return False
+
     def _key_has_devices(self) -> bool:
         """Whether a device of the key is registered, waiting up to ``NO_DEVICE_GRACE_SECS``
         for one (servers register again a few seconds after their tracker restarted). A

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -30,7 +31,7 @@ from explorer.measure._remote import NoSuchKey, TargetNotReported
 from explorer.search import make_strategy
 from explorer.session import ScheduleSession
 from explorer.storage import RunStatus, get_store
-from explorer.target import Target, cuda_available
+from explorer.target import KNOWN_MCPUS, VECTOR_SETS, Target, cuda_available
 from explorer.testing import hooks
 from explorer.testing.contracts import MeasurerContract
 from explorer.testing.ports import free_port
@@ -395,3 +396,33 @@ def test_a_cuda_kernel_is_built_here_and_a_device_without_a_gpu_says_so(fleet: L
     )
     assert server.returncode == 2
     assert server.stderr.strip() == "error: --cuda: no CUDA device 0 on this machine"
+
+
+def test_a_kernel_for_a_cpu_with_vector_sets_the_devices_lack_is_built_and_not_run(
+    fleet: LocalFleet, target: Target
+) -> None:
+    """A candidate built for a CPU with AVX-512, sent to devices without it, died there of an
+    illegal instruction and came back after its retries as ``run_error ... kShutdown``. Its
+    target is now checked against the devices' before it is sent: built (a schedule that does
+    not compile says so), then refused in one sentence, nothing retried."""
+    foreign = [
+        replace(target, mcpu=m, name="") for m in KNOWN_MCPUS
+        if replace(target, mcpu=m, name="").missing_on(target)
+    ]  # fmt: skip
+    if not foreign:  # the devices' CPU has every set compared: any known CPU's kernels run
+        assert set(VECTOR_SETS) <= _tvm.llvm_cpu_features(str(target.mcpu))
+        return
+    other = foreign[0]
+    missing = ", ".join(other.missing_on(target))
+    with RemoteMeasurer(fleet.tracker, "local", FAST, max_retries=2) as m:
+        (result,) = m.measure([unscheduled(get_workload("matmul", M=16, N=16, K=16), other)])
+        assert m.num_retried == 0
+    assert result.status is MeasureStatus.INVALID and result.build_secs
+    assert result.error_msg.startswith(
+        f"the devices of key 'local' ({target}) lack {missing}, which kernels built for "
+        f"{other.mcpu} may use"
+    ), result.error_msg
+    # and the devices' own target runs there
+    with RemoteMeasurer(fleet.tracker, "local", FAST) as m:
+        (ok,) = m.measure([unscheduled(get_workload("matmul", M=16, N=16, K=16), target)])
+    assert ok.is_ok, ok.error_msg
