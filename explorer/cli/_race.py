@@ -9,14 +9,18 @@ runs live in memory and are printed (``--plot`` draws them into an HTML file).
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from explorer.cli._args import (
+    EXIT_FAILED,
     EXIT_OK,
     STRATEGY_NAMES,
     UsageError,
+    check_tune_options,
     check_writable_file,
     file_name,
     positive_int,
@@ -24,30 +28,30 @@ from explorer.cli._args import (
 )
 from explorer.cli._common import add_workload_args, workload_of
 from explorer.cli._db import _open
-from explorer.text import plural, share
+from explorer.text import format_secs, plural, share
 
 if TYPE_CHECKING:  # the command imports what it needs when it runs (TVM is slow to import)
     from explorer.analysis import RaceInfo, RaceRow
-    from explorer.replay import RecordedWorkload
+    from explorer.replay import RecordedWorkload, Recording
 
 DEFAULT_SEEDS = 10
 DEFAULT_TRIALS = 64
 
 
 def cmd_race(args: argparse.Namespace) -> int:
-    from explorer.replay import DEFAULT_STRATEGIES, MAX_SEEDS, Recording, race, recordings_in
+    from explorer.replay import DEFAULT_STRATEGIES, MAX_SEEDS, race, recordings_in
 
     if args.seeds > MAX_SEEDS:
         raise UsageError(f"--seeds {args.seeds}: at most {MAX_SEEDS}")
     if args.plot:
         check_writable_file(args.plot, "--plot")
-    recorded = _open(argparse.Namespace(db=args.replay), read_only=True, existing=True)
-    try:
-        if args.workload is None and args.expr is None:
+    if args.workload is None and args.expr is None:
+        recorded = _open(argparse.Namespace(db=args.replay), read_only=True, existing=True)
+        try:
             return _list(recordings_in(recorded), args.replay)
-        recording = Recording(recorded, workload_of(args), source=args.replay)
-    finally:
-        recorded.close()
+        finally:
+            recorded.close()
+    recording = _recording(args, args.replay)
     strategies = args.strategy or list(DEFAULT_STRATEGIES)
     print(f"replaying {recording.describe()}")
     from explorer.storage import get_store
@@ -74,6 +78,67 @@ def cmd_race(args: argparse.Namespace) -> int:
         make_race_figure(info).write_html(args.plot, include_plotlyjs=True)
         print(f"wrote {args.plot}")
     return EXIT_OK
+
+
+def tune_replayed(args: argparse.Namespace) -> int:
+    """``explorer tune --replay DB``: one run of the strategy, answered from the recording."""
+    from explorer.cli._lifecycle import apply_tune_defaults
+    from explorer.search import make_strategy
+    from explorer.storage import get_store
+    from explorer.tuner import Tuner
+
+    for option, given in (
+        ("--resume", args.resume is not None),
+        ("--start", bool(args.start)),
+        ("--db", args.db is not None),
+        ("--tracker", getattr(args, "tracker", None) is not None),
+    ):
+        if given:
+            raise UsageError(
+                f"--replay answers from the recording: it takes no {option} (a replayed run "
+                "is stored nowhere and measures nothing)"
+            )
+    if args.workload is None and args.expr is None:
+        raise UsageError("tune --replay needs a workload (`explorer race --replay DB` lists them)")
+    apply_tune_defaults(args)
+    check_tune_options(args)
+    recording = _recording(args, args.replay)
+    print(f"replaying {recording.describe()}")
+    store = get_store(":memory:")
+    tuner = Tuner(measurer=recording.measurer(), store=store, batch_size=args.batch, confirm_top=0)
+    strategy = make_strategy(args.strategy, cost_model=args.cost_model)
+    result = tuner.run(
+        recording.workload,
+        recording.target,
+        strategy,
+        max_trials=args.trials,
+        max_secs=args.seconds,
+        seed=args.seed,
+        space=recording.space(),
+    )
+    print(
+        f"{args.strategy} (replayed): {plural(result.num_trials, 'trial')} ({result.why_stopped})"
+    )
+    if result.best is None:
+        print("no recorded schedule it proposed ran correctly")
+        return EXIT_FAILED
+    best, recorded = result.best.result.median_secs, recording.best_secs
+    share_of_best = f", {recorded / best:.2f} of the recording's best" if best and recorded else ""
+    print(f"best: trial {result.best.seq + 1}, {format_secs(best)} as recorded{share_of_best}")
+    if args.save_trace:
+        Path(args.save_trace).write_text(json.dumps(result.best.candidate.trace))
+        print(f"trace written to {args.save_trace}")
+    return EXIT_OK
+
+
+def _recording(args: argparse.Namespace, source: str) -> Recording:
+    from explorer.replay import Recording
+
+    recorded = _open(argparse.Namespace(db=source), read_only=True, existing=True)
+    try:
+        return Recording(recorded, workload_of(args), source=source)
+    finally:
+        recorded.close()
 
 
 def _list(recordings: list[RecordedWorkload], source: str) -> int:

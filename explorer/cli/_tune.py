@@ -50,6 +50,10 @@ from explorer.types import MAX_TRIALS
 
 def cmd_tune(args: argparse.Namespace) -> int:
     only_with(args, "--refit", "--start")
+    if getattr(args, "replay", None) is not None:
+        from explorer.cli._race import tune_replayed
+
+        return tune_replayed(args)
     plan = _new_run(args) if args.resume is None else _resumed_run(args)
     result = _search(args, plan)
     if isinstance(result, int):  # stopped, or failed midway: said already
@@ -296,6 +300,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         metavar="NAME",
         help="the cost model the strategy runs with, for one that takes a choice (autotvm: "
         "xgb-rank or xgb-reg); default: the strategy's own",
+    )
+    p.add_argument(
+        "--replay",
+        type=file_name,
+        metavar="DB",
+        help="answer from the measurements DB holds of the workload instead of measuring "
+        "(seconds; the run searches the recorded schedules only and is stored nowhere; "
+        "`explorer race` races several strategies and seeds)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     add_tracker_args(p)

@@ -5,6 +5,7 @@ only, every answer is the recording's own (never invented), and the summary coun
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -221,3 +222,21 @@ def test_replayed_runs_are_marked_in_the_database_the_plots_and_the_runs_listing
     listed = explorer("runs", "--db", str(db))
     assert listed.returncode == 0, listed.stderr
     assert "random (replayed)" in listed.stdout
+
+
+def test_tune_replay_runs_one_strategy_on_the_recording_and_stores_nothing(tmp_path: Path):
+    recordings.open_recording(tmp_path).close()
+    db = str(tmp_path / "replay.db")
+    tiny = ["reduce_sum", "-p", "D0=4", "-p", "D1=8"]
+    done = explorer("tune", *tiny, "--replay", db, "--strategy", "random", "--trials", "36")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("replaying 36 recorded schedules of reduce_sum")
+    assert lines[1] == "random (replayed): 36 trials (the trial budget was used)"
+    assert re.fullmatch(r"best: trial \d+, \S+ \S+ as recorded, 1\.00 of the recording's best",
+                        lines[2]), lines[2]  # fmt: skip
+    with_db = explorer("tune", *tiny, "--replay", db, "--db", str(tmp_path / "x.db"))
+    assert with_db.returncode == 2 and "--replay answers from the recording: it takes no --db" in (
+        with_db.stderr
+    )
+    assert not (tmp_path / "x.db").exists()
