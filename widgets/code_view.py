@@ -26,6 +26,7 @@ from explorer.code import (
 )
 from explorer.measure import Candidate
 from explorer.session import ScheduleSession, Snapshot
+from explorer.storage import name_trial
 from explorer.text import format_secs
 from widgets._context import Context
 from widgets._cost_views import candidate_key
@@ -37,6 +38,12 @@ IR_LINES = 2000
 
 BEFORE = -1
 """The "Compare with" choice that means the schedule shown before the one on screen."""
+
+TRIAL = "trial:"
+"""A "Compare with" choice of a stored trial: ``TRIAL`` and the trial's id."""
+
+STORED = 5
+"""How many of the workload's fastest stored schedules "Compare with" offers."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +58,8 @@ class _Reference:
 
     key: str
     built: _Built
-    label: str  # "the schedule shown before", "step 3"
+    label: str  # "the schedule shown before", "step 3", "trial 4 of run 2"
+    secs: float | None = None  # a stored trial's own timing (a step's: the panel's reading)
 
 
 def mix_html(mix: CodeMix, reference: CodeMix | None = None, label: str = "") -> str:
@@ -127,7 +135,8 @@ class CodeView(Panel):
         widget: the container to display.
         show_button: builds and shows the code (the view then follows every edit).
         compare: what the schedule on screen is compared with: the schedule shown before
-            (``BEFORE``) or any step of the history, any branch (its id).
+            (``BEFORE``), any step of the history, any branch (its id), or one of the
+            workload's fastest stored schedules (``TRIAL`` and its id).
         show_ir: shows the LLVM IR of the schedule on screen under its mix.
         mix: the comparison, the instruction-mix table and the hot loop's code.
         ir: the LLVM IR, when asked for.
@@ -200,11 +209,19 @@ class CodeView(Panel):
             self.show()
 
     def _list_steps(self) -> None:
-        """Every step of every branch, as "Compare with" choices."""
+        """Every step of every branch, and the fastest stored schedules of the workload, as
+        "Compare with" choices."""
         assert self.session is not None
         steps = {s.id: s for branch in self.session.branches() for s in branch.steps}
-        choices = [("the schedule shown before", BEFORE), ("step 0: the unscheduled program", 0)]
+        choices: list[tuple[str, int | str]] = [
+            ("the schedule shown before", BEFORE),
+            ("step 0: the unscheduled program", 0),
+        ]
         choices += [(f"step {i}: {steps[i].label}", i) for i in sorted(steps)]
+        store = self.ctx.store
+        for record in store.best(self.session.workload, self.session.target, k=STORED):
+            shown = f"{name_trial(store, record)}: {format_secs(record.median_secs)}"
+            choices.append((f"stored {shown}", f"{TRIAL}{record.id}"))
         if choices != list(self.compare.options):
             value = self.compare.value
             with self.compare.hold_trait_notifications():
@@ -224,8 +241,15 @@ class CodeView(Panel):
         return self.job
 
     def refresh(self) -> None:
-        """Show again what is shown (a measurement arrived: the comparison's timing)."""
-        self._guard(self._redisplay)
+        """Show again what is shown (a measurement arrived: the comparison's timing, and one
+        more stored schedule to compare with)."""
+
+        def again() -> None:
+            if self.session is not None:
+                self._list_steps()
+            self._redisplay()
+
+        self._guard(again)
 
     def _redisplay(self) -> None:
         """Show what is built; ask for the builds that are missing."""
@@ -261,17 +285,26 @@ class CodeView(Panel):
             if self._before is None:
                 return None
             return _Reference(*self._before, "the schedule shown before")
-        candidate = self.session.candidate_at(step)
+        candidate, label, secs = self._chosen(step)
         ref_key = candidate_key(candidate)
         if ref_key == key:
             return None
         built = self._built.get(ref_key)
         if built is None:
             self._want(candidate)
-            return f"Compiling step {step} to compare with\u2026"
+            return f"Compiling {label} to compare with\u2026"
         if isinstance(built, str):
-            return f"Step {step} cannot be compared: {built}"
-        return _Reference(ref_key, built, f"step {step}")
+            return f"{label[0].upper()}{label[1:]} cannot be compared: {built}"
+        return _Reference(ref_key, built, label, secs)
+
+    def _chosen(self, choice: int | str) -> tuple[Candidate, str, float | None]:
+        """The schedule a "Compare with" choice names (a step, a stored trial), its name and,
+        for a stored trial, its stored timing."""
+        assert self.session is not None
+        if isinstance(choice, str):  # TRIAL + a stored trial's id
+            record = self.ctx.store.get_trial(int(choice[len(TRIAL) :]))
+            return record.candidate, name_trial(self.ctx.store, record), record.median_secs
+        return self.session.candidate_at(choice), f"step {choice}", None
 
     def _mix_html(self, built: _Built, reference: _Reference | None) -> str:
         if reference is None:
@@ -287,7 +320,8 @@ class CodeView(Panel):
     def _timing(self, reference: _Reference) -> str:
         """What the measurements say of the two, when both were measured."""
         assert self._current is not None
-        secs, ref_secs = self.latency_of(self._current), self.latency_of(reference.key)
+        secs = self.latency_of(self._current)
+        ref_secs = reference.secs or self.latency_of(reference.key)
         if not secs or not ref_secs:
             return "."
         ratio = ref_secs / secs
@@ -303,7 +337,7 @@ class CodeView(Panel):
             return set()
         needed = {candidate_key(self.session.candidate())}
         if self.compare.value != BEFORE:
-            needed.add(candidate_key(self.session.candidate_at(self.compare.value)))
+            needed.add(candidate_key(self._chosen(self.compare.value)[0]))
         return needed
 
     def _want(self, candidate: Candidate) -> None:

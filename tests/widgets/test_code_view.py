@@ -7,14 +7,17 @@ import html
 import re
 from collections.abc import Callable
 
-from explorer.measure import LocalMeasurer
+from explorer.measure import LocalMeasurer, MeasureResult
 from explorer.session import ScheduleSession
+from explorer.storage import NewTrial
 from explorer.text import format_secs
+from explorer.types import MeasureStatus
 from explorer.workloads import Workload
 from widgets import _ui
 from widgets._context import Context
 from widgets._cost_views import candidate_key
 from widgets._jobs import Job, JobState
+from widgets.code_view import TRIAL
 from widgets.cost import CostPanel
 
 WAIT = 120
@@ -148,4 +151,40 @@ def test_a_step_to_compare_with_is_any_step_of_any_branch(ctx: Context, session:
         built(view.job)
     assert "(against step 1)" in text_of(view.mix.value)
     assert "Measured" not in text_of(view.mix.value)  # nothing was measured: nothing claimed
+    panel.close()
+
+
+def test_a_stored_schedule_of_the_workload_is_a_choice_to_compare_with(
+    ctx: Context, session: ScheduleSession
+):
+    """ "Any two from history or the database": the workload's fastest stored schedules are
+    offered by their names in their runs, and a comparison with one says its stored timing
+    beside the panel's reading of the schedule on screen."""
+    panel = CostPanel(ctx)
+    view = panel.code
+    session.apply("split", loop="j", factors=[None, 16])
+    stored = session.candidate()
+    run = ctx.store.create_run(session.workload, session.target, "random")
+    (record,) = ctx.store.add_trials(
+        run.id, [NewTrial(stored, MeasureResult(MeasureStatus.OK, run_secs=(2e-3, 2e-3, 2e-3)))]
+    )
+    session.undo()
+    built(panel.measure())  # the unscheduled program, read by the panel
+    labels = {value: label for label, value in view.compare.options}
+    assert labels[f"{TRIAL}{record.id}"] == f"stored trial 1 of run 1: {format_secs(2e-3)}"
+    view.compare.value = f"{TRIAL}{record.id}"
+    built(view.show())
+    for _ in range(3):
+        if "Compiling" not in view.status.value:
+            break
+        built(view.job)
+    said = text_of(view.mix.value.split("</p>")[0]).strip()
+    mine = panel._latency_of(candidate_key(session.candidate()))
+    assert said.endswith(
+        f"(against trial 1 of run 1). Measured: {format_secs(mine)} against "
+        f"{format_secs(2e-3)}, this "
+        f"schedule runs {2e-3 / mine:.2f}x faster."
+        if mine <= 2e-3
+        else f"this schedule runs {mine / 2e-3:.2f}x slower."
+    ), said
     panel.close()
