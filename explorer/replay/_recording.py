@@ -9,17 +9,26 @@ compares how strategies pick among those 240, which is not how they would walk t
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import shutil
+import sqlite3
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from explorer.core import Candidate, MeasureResult, TrialRecord, trace_key
 from explorer.errors import ExplorerError
 from explorer.measure import ReplayMeasurer
 from explorer.space import DesignSpace, KnobSpace, Point
-from explorer.storage import RecordStore
+from explorer.storage import RecordStore, get_store
 from explorer.target import Target
 from explorer.text import share
 from explorer.workloads import Workload
+
+EXAMPLE = Path(__file__).with_name("data") / "softmax_64x256.db"
+"""The recording shipped with the explorer (``example_recording``)."""
 
 REPLAYED_FROM = "replayed_from"
 """The run-environment key that marks a run as replayed (its value: the recording's source)."""
@@ -39,6 +48,8 @@ def recordings_in(store: RecordStore) -> list[RecordedWorkload]:
     could replay; ``Recording`` says how many are knob-space schedules)."""
     counts: dict[tuple[Workload, Target], int] = {}
     for run in store.runs():
+        if run.environment.get(REPLAYED_FROM):  # answered from a recording, not measured
+            continue
         n = store.count_trials(run_id=run.id, remeasures=False)
         if n:
             pair = (run.workload, run.target)
@@ -50,9 +61,9 @@ def recordings_in(store: RecordStore) -> list[RecordedWorkload]:
 class Recording:
     """The measurements of ``workload`` on ``target`` in ``store``, to race strategies on.
 
-    Only schedules that are points of the knob space take part (every strategy's schedules
-    are; a hand-made or imported schedule is not); a schedule measured several times answers
-    with its first correct measurement.
+    Only measured schedules that are points of the knob space take part (every strategy's
+    schedules are; a hand-made or imported schedule is not, nor a replayed run's); a schedule
+    measured several times answers with its first correct measurement.
 
     Args:
         store: the database to read (only read).
@@ -73,10 +84,12 @@ class Recording:
         *,
         source: str = "the database",
     ) -> None:
+        runs = store.runs(workload=workload, target=target)
+        replayed = {r.id for r in runs if r.environment.get(REPLAYED_FROM)}
         trials = [
             t
             for t in store.trials(workload=workload, target=target)
-            if t.candidate.workload == workload
+            if t.candidate.workload == workload and t.run_id not in replayed
         ]
         targets = sorted({t.candidate.target for t in trials}, key=lambda t: t.key())
         if target is None and len(targets) > 1:
@@ -169,3 +182,38 @@ class _RecordingMeasurer(ReplayMeasurer):
 
     def run_environment(self, target: Target) -> dict[str, Any]:
         return {REPLAYED_FROM: self.recording.source}
+
+
+def open_copy(path: str | Path, directory: str | Path | None = None) -> RecordStore:
+    """A private, writable copy of the database ``path`` (a shipped file is never opened for
+    writing), in ``directory``, or else in a temporary folder removed when this process
+    exits."""
+    if directory is None:
+        directory = tempfile.mkdtemp(prefix="explorer-replay-")
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    copy = Path(directory) / Path(path).name
+    # Copied by SQLite, not as a file: closing a descriptor of a database that this process
+    # has open would drop SQLite's locks on it. ``immutable``: the shipped file never changes,
+    # so reading it takes no lock and leaves no -wal or -shm beside it.
+    with (
+        contextlib.closing(
+            sqlite3.connect(f"{Path(path).resolve().as_uri()}?immutable=1", uri=True)
+        ) as source,
+        contextlib.closing(sqlite3.connect(copy)) as dest,
+    ):
+        source.backup(dest)
+    return get_store(copy)
+
+
+def example_recording(directory: str | Path | None = None) -> Recording:
+    """The recording shipped with the explorer: every schedule of softmax 64x256's knob space,
+    measured once on a 2-core AMD EPYC (``docs/replay.md``), read from a private copy."""
+    from explorer.workloads import get_workload
+
+    store = open_copy(EXAMPLE, directory)
+    try:
+        return Recording(
+            store, get_workload("softmax", M=64, N=256), source="the shipped softmax recording"
+        )
+    finally:
+        store.close()

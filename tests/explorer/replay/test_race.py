@@ -218,6 +218,10 @@ def test_replayed_runs_are_marked_in_the_database_the_plots_and_the_runs_listing
     race(tiny, ["random"], seeds=1, trials=6, store=store)
     labels = [g.label for g in convergence_info(store).groups]
     assert labels == ["random (replayed)"]
+    # a replayed run is never a recording itself: nothing here was measured
+    assert recordings_in(store) == []
+    with pytest.raises(ExplorerError, match="holds no measurement"):
+        Recording(store, tiny.workload)
     store.close()
     listed = explorer("runs", "--db", str(db))
     assert listed.returncode == 0, listed.stderr
