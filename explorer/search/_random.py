@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 
 from explorer.core import Candidate, TrialRecord
@@ -80,13 +79,7 @@ class RandomSearch(SearchStrategy):
             self._exhausted = True  # too big to list, too full to sample: call it a day
             return None
         # The space is nearly all seen: list what is left, in a seeded random order.
-        ks = self.knob_space_
-        left = [
-            Point(s, tuple(idx))
-            for s in range(ks.num_sketches)
-            for idx in itertools.product(*(range(d) for d in ks.dims(s)))
-            if Point(s, tuple(idx)) not in self._seen
-        ]
+        left = [p for p in self.knob_space_.points() if p not in self._seen]
         order = self.rng.permutation(len(left))
         self._remainder = [left[i] for i in order]
         return self._draw()

@@ -18,8 +18,9 @@ all-zero point is a sensible origin for coordinate descent.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -123,6 +124,16 @@ class KnobSpace:
         if self.pool is not None:
             return sum(p.sketch == sketch for p in self.pool)
         return math.prod(self.dims(sketch))
+
+    def points(self) -> Iterator[Point]:
+        """Every point (of the pool, if any), sketch by sketch, in index order (small spaces
+        only: a matmul's has hundreds of thousands)."""
+        if self.pool is not None:
+            yield from self.pool
+            return
+        for sketch in range(self.num_sketches):
+            for idx in itertools.product(*(range(d) for d in self.dims(sketch))):
+                yield Point(sketch, tuple(idx))
 
     def allows(self, point: Point) -> bool:
         """Whether a search may propose ``point`` (every point, unless the space is ``within``

@@ -16,12 +16,6 @@ recording, never with constants. Regenerate with ``python -m explorer.testing.re
 from __future__ import annotations
 
 import argparse
-import atexit
-import contextlib
-import itertools
-import shutil
-import sqlite3
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,6 +29,7 @@ from explorer.measure import (
     ReplayMeasurer,
     trace_key,
 )
+from explorer.replay import open_copy
 from explorer.space import KnobSpace, Point
 from explorer.storage import NewTrial, RecordStore, TrialRecord, get_store
 from explorer.target import Target
@@ -48,13 +43,6 @@ RECORDING = "recording"
 """The strategy name of the runs in ``replay.db``."""
 
 
-def every_point(space: KnobSpace) -> Iterator[Point]:
-    """Every point of a knob space, sketch by sketch, in index order (small spaces only)."""
-    for sketch in range(space.num_sketches):
-        for idx in itertools.product(*(range(d) for d in space.dims(sketch))):
-            yield Point(sketch, tuple(idx))
-
-
 def buildable(space: KnobSpace, points: Iterator[Point]) -> list[Candidate]:
     return [c for c in map(space.materialize, points) if c is not None]
 
@@ -62,19 +50,7 @@ def buildable(space: KnobSpace, points: Iterator[Point]) -> list[Candidate]:
 def open_recording(directory: str | Path | None = None) -> RecordStore:
     """A private copy of ``replay.db`` (the shipped file is never opened for writing), in
     ``directory``, or else in a temporary folder removed when this process exits."""
-    if directory is None:
-        directory = tempfile.mkdtemp(prefix="explorer-replay-")
-        atexit.register(shutil.rmtree, directory, ignore_errors=True)
-    copy = Path(directory) / "replay.db"
-    # Copied by SQLite, not as a file: closing a descriptor of a database that this process
-    # has open (a test reading the recording) would drop SQLite's locks on it. ``immutable``:
-    # the shipped file never changes, so reading it takes no lock and leaves no -wal or -shm.
-    with (
-        contextlib.closing(sqlite3.connect(f"{PATH.as_uri()}?immutable=1", uri=True)) as source,
-        contextlib.closing(sqlite3.connect(copy)) as dest,
-    ):
-        source.backup(dest)
-    return get_store(copy)
+    return open_copy(PATH, directory)
 
 
 def recorded_trials(store: RecordStore, workload: Workload) -> list[TrialRecord]:
@@ -122,7 +98,7 @@ def record(path: Path, target: Target, *, seed: int = 0) -> None:
             if cand is not None:
                 small_cands.append(cand)
     tiny = KnobSpace.of(TINY, target)
-    work = [(TINY, buildable(tiny, every_point(tiny))), (SMALL, small_cands)]
+    work = [(TINY, buildable(tiny, tiny.points())), (SMALL, small_cands)]
     with LocalMeasurer(MeasureConfig(repeat=3, min_repeat_secs=0.002)) as measurer:
         for workload, cands in work:
             run = store.create_run(workload, target, RECORDING, settings={"seed": seed})
