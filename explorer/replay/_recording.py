@@ -14,11 +14,12 @@ import contextlib
 import shutil
 import sqlite3
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from explorer.core import Candidate, MeasureResult, TrialRecord, trace_key
+from explorer.core import Candidate, MeasureResult, trace_key
 from explorer.errors import ExplorerError
 from explorer.measure import ReplayMeasurer
 from explorer.space import DesignSpace, KnobSpace, Point
@@ -100,24 +101,38 @@ class Recording:
             )
         if not targets:
             raise ExplorerError(f"the database holds no measurement of {workload.key()}")
+        self._setup(workload, targets[0], [(t.candidate, t.result) for t in trials], source)
+
+    def _setup(
+        self,
+        workload: Workload,
+        target: Target,
+        measured: Sequence[tuple[Candidate, MeasureResult]],
+        source: str,
+    ) -> None:
         self.workload = workload
-        self.target = targets[0]
+        self.target = target
         self.source = source
-        self._space = KnobSpace.of(workload, self.target)
-        self._by_point: dict[Point, TrialRecord] = {}
-        for t in trials:
-            point = self._space.point_of_candidate(t.candidate)
+        self._space = KnobSpace.of(workload, target)
+        self._by_point: dict[Point, tuple[Candidate, MeasureResult]] = {}
+        for candidate, result in measured:
+            point = self._space.point_of_candidate(candidate)
             if point is None:
                 continue
             kept = self._by_point.get(point)
-            if kept is None or (t.result.is_ok and not kept.result.is_ok):
-                self._by_point[point] = t
+            if kept is None or (result.is_ok and not kept[1].is_ok):
+                self._by_point[point] = (candidate, result)
         if not self._by_point:
             raise ExplorerError(
-                f"the database's {len(trials)} measurement(s) of {workload.key()} hold no "
+                f"the database's {len(measured)} measurement(s) of {workload.key()} hold no "
                 "schedule a search proposes (hand-made or imported ones cannot be raced on)"
             )
-        self._by_trace = {trace_key(t.candidate.trace): t.result for t in self._by_point.values()}
+        self._by_trace = {trace_key(c.trace): r for c, r in self._by_point.values()}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Sent to a race's worker processes: the recorded pairs, not the TVM objects.
+        pairs = tuple(self._by_point.values())
+        return _rebuilt, (self.workload, self.target, pairs, self.source)
 
     @property
     def points(self) -> tuple[Point, ...]:
@@ -140,7 +155,7 @@ class Recording:
     @property
     def best_secs(self) -> float | None:
         """The fastest correct recorded schedule's median latency."""
-        times = [t.result.median_secs for t in self._by_point.values() if t.result.is_ok]
+        times = [r.median_secs for _c, r in self._by_point.values() if r.is_ok]
         return min((s for s in times if s), default=None)
 
     def lookup(self, candidate: Candidate) -> MeasureResult | None:
@@ -151,8 +166,8 @@ class Recording:
         if found is not None:
             return found
         point = self._space.point_of_candidate(candidate)
-        record = self._by_point.get(point) if point is not None else None
-        return record.result if record is not None else None
+        pair = self._by_point.get(point) if point is not None else None
+        return pair[1] if pair is not None else None
 
     def measurer(self) -> ReplayMeasurer:
         """A measurer that answers from this recording (runs are marked ``REPLAYED_FROM``)."""
@@ -173,6 +188,17 @@ class Recording:
             f"{self.target}{fastest} ({share(self.coverage)} of its {self.space_size} "
             f"knob-space points), from {self.source}"
         )
+
+
+def _rebuilt(
+    workload: Workload,
+    target: Target,
+    measured: Sequence[tuple[Candidate, MeasureResult]],
+    source: str,
+) -> Recording:
+    recording = Recording.__new__(Recording)
+    recording._setup(workload, target, measured, source)
+    return recording
 
 
 class _RecordingMeasurer(ReplayMeasurer):

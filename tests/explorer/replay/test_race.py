@@ -83,11 +83,25 @@ def test_a_race_only_proposes_recorded_schedules_and_answers_with_their_recorded
     assert len(recorded_results) == tiny.num_schedules
 
 
-def test_a_race_is_deterministic_and_an_exhaustive_random_run_finds_the_recordings_best(tiny):
-    first = race(tiny, ["random"], seeds=3, trials=36)
-    again = race(tiny, ["random"], seeds=3, trials=36)
-    assert [r.best_so_far for r in first.runs] == [r.best_so_far for r in again.runs]
-    assert all(r.best_secs == tiny.best_secs for r in first.runs)  # it saw all 36
+def test_a_race_is_the_same_in_one_process_or_several_and_exhaustive_random_finds_the_best(
+    tiny,
+):
+    """Runs are independent: two worker processes (each with its copy of the recording) give
+    each run the very trials the race's own process gives it."""
+    alone, side_by_side = get_store(":memory:"), get_store(":memory:")
+    first = race(tiny, ["random", "evolutionary"], seeds=2, trials=36, store=alone, workers=1)
+    again = race(
+        tiny, ["random", "evolutionary"], seeds=2, trials=36, store=side_by_side, workers=2
+    )
+    assert [(r.strategy, r.seed, r.best_so_far) for r in first.runs] == [
+        (r.strategy, r.seed, r.best_so_far) for r in again.runs
+    ]
+    for one, two in zip(first.runs, again.runs, strict=True):
+        traces = [[t.candidate.trace for t in s.trials(run_id=r.run_id)] for s, r in
+                  ((alone, one), (side_by_side, two))]  # fmt: skip
+        assert traces[0] == traces[1]
+    randoms = [r for r in first.runs if r.strategy == "random"]
+    assert all(r.best_secs == tiny.best_secs for r in randoms)  # it saw all 36
 
 
 def test_a_sparse_recording_stops_strategies_that_find_no_recorded_neighbour(recorded):
@@ -95,7 +109,7 @@ def test_a_sparse_recording_stops_strategies_that_find_no_recorded_neighbour(rec
     the sketch's origin, which is not recorded, and says so by stopping at once."""
     small = Recording(recorded, recordings.SMALL)
     store = get_store(":memory:")
-    result = race(small, ["random", "droplet"], seeds=1, trials=16, store=store)
+    result = race(small, ["random", "droplet"], seeds=1, trials=16, store=store, workers=1)
     info = race_info(result, store)
     rows = {row.strategy: row for row in info.rows}
     assert rows["random"].median_trials == 16 and rows["random"].exhausted == 0
@@ -105,7 +119,7 @@ def test_a_sparse_recording_stops_strategies_that_find_no_recorded_neighbour(rec
 
 def test_the_summary_counts_trials_to_ninety_percent_from_the_runs(tiny):
     store = get_store(":memory:")
-    result = race(tiny, ["random", "autotvm"], seeds=4, trials=10, store=store)
+    result = race(tiny, ["random", "autotvm"], seeds=4, trials=10, store=store, workers=1)
     info = race_info(result, store)
     reach = tiny.best_secs / REACH
     assert info.reach_ms == pytest.approx(reach * 1e3)
@@ -215,7 +229,7 @@ def test_replayed_runs_are_marked_in_the_database_the_plots_and_the_runs_listing
 
     db = tmp_path / "raced.db"
     store = get_store(db)
-    race(tiny, ["random"], seeds=1, trials=6, store=store)
+    race(tiny, ["random"], seeds=1, trials=6, store=store, workers=1)
     labels = [g.label for g in convergence_info(store).groups]
     assert labels == ["random (replayed)"]
     # a replayed run is never a recording itself: nothing here was measured
