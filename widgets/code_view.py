@@ -183,6 +183,7 @@ class CodeView(Panel):
         self._last: tuple[str, _Built] | None = None  # the code on screen (or last shown)
         self._before: tuple[str, _Built] | None = None  # and the one shown before it
         self._wanted: list[Candidate] = []  # asked for while a build ran: built in turn
+        self._stored: list[tuple[str, str]] = []  # "Compare with" choices of stored schedules
         self._runner = JobRunner("explorer-code")
         self._unsubscribe_session: Callable[[], None] | None = None
         self._unsubscribe_ctx = ctx.on("session", self.set_session)
@@ -197,6 +198,7 @@ class CodeView(Panel):
             self._unsubscribe_session()
         self.session = session
         self._last = self._before = None
+        self._list_stored()
         self._unsubscribe_session = session.on_change(self._on_change)
         self._on_change(session.snapshot)
 
@@ -208,6 +210,19 @@ class CodeView(Panel):
         if self._shown:
             self.show()
 
+    def _list_stored(self) -> None:
+        """The workload's fastest stored schedules, read again (a new session, a new
+        measurement; not at every edit: each name reads its run's rows)."""
+        assert self.session is not None
+        store = self.ctx.store
+        self._stored = [
+            (
+                f"stored {name_trial(store, record)}: {format_secs(record.median_secs)}",
+                f"{TRIAL}{record.id}",
+            )
+            for record in store.best(self.session.workload, self.session.target, k=STORED)
+        ]
+
     def _list_steps(self) -> None:
         """Every step of every branch, and the fastest stored schedules of the workload, as
         "Compare with" choices."""
@@ -218,10 +233,7 @@ class CodeView(Panel):
             ("step 0: the unscheduled program", 0),
         ]
         choices += [(f"step {i}: {steps[i].label}", i) for i in sorted(steps)]
-        store = self.ctx.store
-        for record in store.best(self.session.workload, self.session.target, k=STORED):
-            shown = f"{name_trial(store, record)}: {format_secs(record.median_secs)}"
-            choices.append((f"stored {shown}", f"{TRIAL}{record.id}"))
+        choices += self._stored
         if choices != list(self.compare.options):
             value = self.compare.value
             with self.compare.hold_trait_notifications():
@@ -246,6 +258,7 @@ class CodeView(Panel):
 
         def again() -> None:
             if self.session is not None:
+                self._list_stored()
                 self._list_steps()
             self._redisplay()
 
