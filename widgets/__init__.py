@@ -36,6 +36,7 @@ make_convergence_figure = live(plots.make_convergence_figure)
 make_knob_effects_figure = live(plots.make_knob_effects_figure)
 make_nas_pareto_figure = live(plots.make_nas_pareto_figure)
 make_predicted_vs_measured_figure = live(plots.make_predicted_vs_measured_figure)
+make_race_figure = live(plots.make_race_figure)
 make_strategy_comparison_figure = live(plots.make_strategy_comparison_figure)
 make_transfer_figure = live(plots.make_transfer_figure)
 
@@ -53,6 +54,7 @@ __all__: list[str] = [
     "make_knob_effects_figure",
     "make_nas_pareto_figure",
     "make_predicted_vs_measured_figure",
+    "make_race_figure",
     "make_strategy_comparison_figure",
     "make_transfer_figure",
     "update_convergence_figure",

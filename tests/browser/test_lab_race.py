@@ -1,0 +1,87 @@
+"""The Search tab's race on a recording in a real JupyterLab (issue 25, section 2), at 1280x800:
+a user picks "Measure on: a recording", names the shipped recording's file and races the five
+default strategies over ten seeds; the table and the best-so-far plot show, drawn in the page,
+marked as replayed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from browser_helpers import (
+    KERNEL_TRACES,
+    assert_page_clean,
+    choose,
+    explorer_page,
+    kernel_eval,
+    kernel_json,
+    set_text,
+    shot,
+    show_tab,
+    visible_text,
+    wait_drawn,
+)
+from playwright.sync_api import expect
+
+pytestmark = pytest.mark.browser
+
+CELLS = [
+    "import pathlib, tempfile\n"
+    "from explorer.replay import EXAMPLE, open_copy\n"
+    "from explorer.workloads import get_workload\n"
+    "from widgets import Explorer\n"
+    "folder = tempfile.mkdtemp()\n"
+    "open_copy(EXAMPLE, folder).close()\n"
+    "recording = str(pathlib.Path(folder) / EXAMPLE.name)\n"
+    "ex = Explorer(get_workload('softmax', M=64, N=256), store=':memory:')",
+    "ex",
+]
+RACE_TIMEOUT = 540_000  # ms: fifty replayed runs (about 100 s quiet) beside the rest of a suite
+UI = 60_000
+
+
+@pytest.fixture(scope="module")
+def ui(jupyter_lab: Any, browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    with explorer_page(jupyter_lab, browser, request, "race.ipynb", CELLS) as page:
+        yield page
+        kernel_eval(page, "ex.close()")
+
+
+def test_five_strategies_race_over_ten_seeds_on_a_recording(ui):
+    page = ui
+    page.set_viewport_size({"width": 1280, "height": 800})
+    show_tab(page, "Search")
+    choose(page, "se-measure-on", "a recording")
+    race_panel = page.locator(".se-race-panel").first
+    expect(race_panel).to_be_visible(timeout=UI)
+    expect(page.locator(".se-start").first).to_be_hidden()  # the race replaces the search
+    set_text(page, "se-race-source", kernel_json(page, "recording"))
+    set_text(page, "se-race-trials", "16")
+    selected = page.locator(".se-race-strategies select").first.evaluate(
+        "s => Array.from(s.selectedOptions).map(o => o.textContent)"
+    )
+    assert [s.replace("\xa0", " ") for s in selected] == [
+        "random", "autotvm", "evolutionary", "droplet", "evolutionary+droplet",
+    ]  # fmt: skip
+    page.locator(".se-race").first.click()
+    status = page.locator(".se-race-status").first
+    expect(status).to_contain_text("Raced: 50 runs", timeout=RACE_TIMEOUT)
+    said = visible_text(status)
+    assert "replayed (nothing was built or timed)" in said, said
+    table = page.locator(".se-race-table").first
+    expect(table).to_contain_text("900 recorded schedules, 100% of the space", timeout=UI)
+    rows = table.locator("table tr")
+    assert rows.count() == 6  # a header and five strategies
+    # the plot draws in the page what the kernel holds: a median, a band and the seeds'
+    # lines per strategy, and the recording's best and its 90% line
+    kernel_eval(page, KERNEL_TRACES)
+    kernel = [kernel_json(page, "_se_traces(ex.search.race.figure)")]
+    assert kernel[0].get("scatter", 0) >= 5 + 2, kernel  # at least the medians and two lines
+    wait_drawn(page, {"the race": (race_panel, kernel)}, "after the race", timeout=UI)
+    title = race_panel.locator(".gtitle").first
+    expect(title).to_contain_text("Race on a recording (replayed)", timeout=UI)
+    fits = race_panel.evaluate("e => e.scrollWidth <= e.clientWidth + 1")
+    assert fits, "the race view scrolls sideways at 1280x800"
+    shot(page, "race_on_a_recording_1280", race_panel)
+    assert_page_clean(page, page.log, "after a race on a recording")
