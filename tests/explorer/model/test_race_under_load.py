@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from explorer.model import TUNED, UNTUNED, busy_note, import_model, race_model, tune_model
+from explorer.model._race import BUSY_CPUS
 from explorer.storage import get_store
 from explorer.target import Target
 
@@ -47,14 +48,21 @@ def test_a_race_beside_burners_says_what_slowed_it(two_cores, burners):
     assert note in out.stdout, out.stdout  # the latest race, with its note
 
 
-def test_a_race_on_the_quiet_machine_has_no_note(two_cores):
+def test_a_race_has_a_note_exactly_when_other_processes_kept_the_cores_busy(two_cores):
+    """Without burners of its own: on a quiet machine (a plain `make test`) no note and the
+    tuned network faster; beside the burners a whole suite may run with (issue 21's "done
+    when"), the race says the machine was busy rather than pass a reading off as quiet."""
     db, model, tune = two_cores
     with get_store(db) as store:
-        quiet = race_model(model, store, tune=tune, rounds=2)
-    assert quiet.environment["others_cpus"] < 0.5, quiet.environment
-    assert busy_note(quiet) is None
+        race = race_model(model, store, tune=tune, rounds=2)
+    others = race.environment["others_cpus"]
+    if others >= BUSY_CPUS:  # the machine was not quiet: said, never hidden
+        note = busy_note(race)
+        assert note is not None and f"kept {others:.1f} of the cores busy" in note
+        return
+    assert busy_note(race) is None
     # the 2-thread tuned network against its 1-thread default lowering, undisturbed
-    assert quiet.entry(TUNED).fastest_secs < quiet.entry(UNTUNED).fastest_secs
+    assert race.entry(TUNED).fastest_secs < race.entry(UNTUNED).fastest_secs
 
 
 def test_a_tune_beside_burners_still_finds_the_fast_convolution(tiny_onnx, measurer, tmp_path):
