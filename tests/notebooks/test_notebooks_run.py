@@ -177,6 +177,20 @@ MODEL_PROBES = [
     """,
 ]
 
+# Run after notebook 03: its race replayed the shipped recording (complete: every schedule of
+# the space), stored nothing among the measured runs, and its winner was confirmed for real.
+RACE_PROBES = [
+    """
+    assert recording.coverage == 1.0 and recording.num_schedules == info.num_schedules
+    assert len(raced.runs) == 50 and {r.strategy for r in raced.runs} == set(RACED)
+    assert all(r.best_secs is None or r.best_secs >= recording.best_secs for r in raced.runs)
+    assert not any(run.environment.get("replayed_from") for run in store.runs())
+    assert all(run.environment.get("replayed_from") for run in race_store.runs())
+    assert not any(r.run.environment.get("replayed_from") for r in confirmed.values())
+    assert winner != "random" and confirmed[winner].num_trials > 0
+    """,
+]
+
 # The budgets a test runs with, set in the notebook's own cell (as papermill sets parameters):
 # every cell still runs, in order, with every strategy and model, on fewer trials. Notebook 03's
 # seven strategies at 24 trials were the suite's slowest test (138 s of 23 minutes on 2 cores).
@@ -188,6 +202,7 @@ FEWER_TRIALS = {
 
 PROBES = {
     "00_tour": TOUR_PROBES,
+    "03_comparing_strategies": RACE_PROBES,
     "05_fleet_and_targets": FLEET_PROBES,
     "06_nas_transformations": NAS_PROBES,
     "07_bring_your_own_model": MODEL_PROBES,
