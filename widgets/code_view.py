@@ -184,6 +184,7 @@ class CodeView(Panel):
         self._before: tuple[str, _Built] | None = None  # and the one shown before it
         self._wanted: list[Candidate] = []  # asked for while a build ran: built in turn
         self._stored: list[tuple[str, str]] = []  # "Compare with" choices of stored schedules
+        self._trials: dict[str, tuple[Candidate, str, float | None]] = {}  # ... as _chosen reads
         self._runner = JobRunner("explorer-code")
         self._unsubscribe_session: Callable[[], None] | None = None
         self._unsubscribe_ctx = ctx.on("session", self.set_session)
@@ -314,9 +315,12 @@ class CodeView(Panel):
         """The schedule a "Compare with" choice names (a step, a stored trial), its name and,
         for a stored trial, its stored timing."""
         assert self.session is not None
-        if isinstance(choice, str):  # TRIAL + a stored trial's id
-            record = self.ctx.store.get_trial(int(choice[len(TRIAL) :]))
-            return record.candidate, name_trial(self.ctx.store, record), record.median_secs
+        if isinstance(choice, str):  # TRIAL + a stored trial's id: read once (a record is
+            if choice not in self._trials:  # never rewritten)
+                record = self.ctx.store.get_trial(int(choice[len(TRIAL) :]))
+                name = name_trial(self.ctx.store, record)
+                self._trials[choice] = (record.candidate, name, record.median_secs)
+            return self._trials[choice]
         return self.session.candidate_at(choice), f"step {choice}", None
 
     def _mix_html(self, built: _Built, reference: _Reference | None) -> str:

@@ -21,7 +21,7 @@ from explorer.analysis import REACH, RaceInfo, race_info
 from explorer.errors import ExplorerError
 from explorer.replay import DEFAULT_STRATEGIES, MAX_SEEDS, RaceProgress, Recording, race
 from explorer.search import STRATEGIES
-from explorer.storage import get_store
+from explorer.storage import get_store, is_postgres_url
 from explorer.text import plural, share
 from widgets import _ui
 from widgets._context import Context
@@ -52,7 +52,7 @@ class RacePanel(Panel):
         self.source = tagged(
             w.Text(
                 value=THIS_DATABASE,
-                placeholder="this explorer's database (or a database file)",
+                placeholder="this explorer's database (or a database file or URL)",
                 description="Recording",
                 layout=w.Layout(width="100%", max_width="640px"),
             ),
@@ -123,7 +123,7 @@ class RacePanel(Panel):
             self._say("Pick at least one strategy to race.")
             return None
         source = self.source.value.strip()
-        if source and not Path(source).is_file():
+        if source and not is_postgres_url(source) and not Path(source).is_file():
             self._say(f"There is no database file {source}.")
             return None
         workload = session.workload

@@ -7,7 +7,7 @@ dashboards through the store's subscription, not through this panel.
 
 "Measure on" picks where: this machine (the context's measurer), a fleet, a TVM RPC tracker's
 devices of one key (``RemoteMeasurer``), or a recording of earlier measurements, where the
-search gives way to a race of several strategies and seeds replayed in seconds
+search gives way to a race of several strategies and seeds, answered from the recording
 (``widgets.race``). A fleet search's target is the one its devices report,
 asked on the search's worker before anything is stored (so a tracker that does not answer or a
 key without devices is one sentence, and no run is created); the panel closes the

@@ -34,7 +34,9 @@ class RaceRow:
         trials_to_reach: the median over seeds of the trials needed to reach ``REACH`` of the
             recording's best (``math.inf``: half of the seeds or more never did).
         reached: how many seeds reached it.
-        exhausted: how many seeds ran out of recorded schedules to propose before the budget.
+        exhausted: how many seeds stopped before their budget, the strategy having nothing
+            more to propose (converged, or no recorded schedule left where it looks).
+        median_trials: the median over seeds of the trials each ran.
     """
 
     strategy: str

@@ -84,7 +84,7 @@ def tune_replayed(args: argparse.Namespace) -> int:
     """``explorer tune --replay DB``: one run of the strategy, answered from the recording."""
     from explorer.cli._lifecycle import apply_tune_defaults
     from explorer.search import make_strategy
-    from explorer.storage import get_store
+    from explorer.storage import get_store, remeasurements
     from explorer.tuner import Tuner
 
     for option, given in (
@@ -124,7 +124,12 @@ def tune_replayed(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     best, recorded = result.best.result.median_secs, recording.best_secs
     share_of_best = f", {recorded / best:.2f} of the recording's best" if best and recorded else ""
-    print(f"best: trial {result.best.seq + 1}, {format_secs(best)} as recorded{share_of_best}")
+    rows = store.trial_rows(run_id=result.run.id)  # trials as every screen counts them
+    number = [r.id for r, again in zip(rows, remeasurements(rows), strict=True) if not again]
+    print(
+        f"best: trial {number.index(result.best.id) + 1}, {format_secs(best)} as recorded"
+        f"{share_of_best}"
+    )
     if args.save_trace:
         Path(args.save_trace).write_text(json.dumps(result.best.candidate.trace))
         print(f"trace written to {args.save_trace}")
@@ -161,7 +166,7 @@ def _print_table(info: RaceInfo) -> None:
     )
     print(
         f"{'strategy':<22}{'median best':>14}{'of best':>9}"
-        f"{f'trials to {REACH:.0%}':>16}{'reached':>9}{'ran out':>9}"
+        f"{f'trials to {REACH:.0%}':>16}{'reached':>9}{'stopped early':>15}"
     )
     for row in info.rows:
         best = f"{row.median_best_ms:.4g} ms" if row.median_best_ms else "-"
@@ -171,7 +176,7 @@ def _print_table(info: RaceInfo) -> None:
         )
         print(
             f"{row.strategy:<22}{best:>14}{of_best:>9}{needed:>16}"
-            f"{f'{row.reached}/{row.num_seeds}':>9}{row.exhausted:>9}"
+            f"{f'{row.reached}/{row.num_seeds}':>9}{row.exhausted:>15}"
         )
     for row in info.rows:
         if row.exhausted:

@@ -1,9 +1,11 @@
-"""``race``: several strategies, several seeds each, on one recording, in seconds.
+"""``race``: several strategies, several seeds each, on one recording, without measuring.
 
 Every run searches the recorded schedules only (``Recording.space``) and is answered by the
 recording (``Recording.measurer``): a replayed trial costs no build and no timing, so what a
-race measures is the strategies' choices, seed by seed. Runs are stored, marked as replayed, in
-a store of the race's own (in memory unless named), never among real measurements.
+race measures is the strategies' choices, seed by seed, and what it costs is their own work
+(a random run a fraction of a second, MetaSchedule's evolutionary search seconds). Runs are
+stored, marked as replayed, in a store of the race's own (in memory unless named), never among
+real measurements.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from explorer.errors import ExplorerError
 from explorer.replay._recording import Recording
 from explorer.search import STRATEGIES
 from explorer.space import DesignSpace
-from explorer.storage import NewTrial, RecordStore, get_store
+from explorer.storage import NewTrial, RecordStore, get_store, remeasurements
 from explorer.target import available_cores
 from explorer.tuner import Tuner
 
@@ -263,13 +265,16 @@ def _stored(store: RecordStore, recording: Recording, ran: _Ran) -> RaceRun:
 
 
 def _best_so_far(store: RecordStore, run_id: int) -> tuple[float | None, ...]:
+    """After each trial of the run, its fastest correct median so far: re-measurements and
+    the unscheduled baseline are not trials (``remeasurements``, the rule every screen uses)."""
+    rows = store.trial_rows(run_id=run_id)
     best: float | None = None
     out = []
-    for t in store.trials(run_id=run_id):
-        if t.is_remeasure:
+    for row, again in zip(rows, remeasurements(rows), strict=True):
+        if again:
             continue
-        secs = t.result.median_secs
-        if t.result.is_ok and secs and (best is None or secs < best):
+        secs = row.median_secs
+        if row.is_ok and secs and (best is None or secs < best):
             best = secs
         out.append(best)
     return tuple(out)

@@ -17,6 +17,7 @@ all-zero point is a sensible origin for coordinate descent.
 
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 import math
@@ -87,6 +88,7 @@ class KnobSpace:
                     f"none of the points to search is a point of {self.workload.key()}'s space"
                 )
         self._pool_set = frozenset(self.pool or ())
+        self._pool_sizes = collections.Counter(p.sketch for p in self.pool or ())
 
     @staticmethod
     def of(workload: Workload, target: Target) -> KnobSpace:
@@ -122,7 +124,7 @@ class KnobSpace:
         if sketch is None:
             return sum(self.size(s) for s in range(self.num_sketches))
         if self.pool is not None:
-            return sum(p.sketch == sketch for p in self.pool)
+            return self._pool_sizes[sketch]
         return math.prod(self.dims(sketch))
 
     def points(self) -> Iterator[Point]:
