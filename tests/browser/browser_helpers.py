@@ -380,8 +380,9 @@ def pick_label(options: list[str], name: str) -> str | None:
     no-break spaces, read here as spaces."""
     if name in options:
         return name
+    plain = name.replace("\xa0", " ")
     for o in options:
-        if re.match(rf"{re.escape(name)}(?![\w.])", o.replace("\xa0", " ")):
+        if re.match(rf"{re.escape(plain)}(?![\w.])", o.replace("\xa0", " ")):
             return o
     return None
 

@@ -9,6 +9,7 @@ from browser_helpers import (
     log_console_count,
     open_notebook,
     page_problems,
+    pick_label,
     widget_errors,
     write_notebook,
 )
@@ -47,3 +48,13 @@ def test_detectors_catch_tracebacks_and_callback_errors(jupyter_lab, page):
         assert any("log console" in p and "ZeroDivisionError" in p for p in problems), problems
     finally:
         jupyter_lab.shutdown_sessions(name)
+
+
+def test_an_option_is_found_by_its_name_whichever_spaces_either_side_uses():
+    """ipywidgets shows a label's spaces as no-break spaces; a test may write either."""
+    options = ["this\xa0machine", "a\xa0fleet\xa0(TVM\xa0RPC\xa0tracker)", "a recording"]
+    assert pick_label(options, "a fleet") == options[1]
+    assert pick_label(options, "a\xa0fleet") == options[1]
+    assert pick_label(options, "a\xa0recording") == options[2]
+    assert pick_label(options, "a fle") is None  # a name stops at a word's end
+    assert pick_label(options, "fleet") is None

@@ -93,7 +93,7 @@ def test_the_fleet_tab_starts_lists_and_stops_a_local_fleet(
     # The Search tab measures on this fleet when told to: it proposes its tracker
     tabs = page.locator(".se-tabs .lm-TabBar-tab")
     tabs.filter(has_text="Search").click()
-    choose(page, "se-measure-on", "a\u00a0fleet")  # ipywidgets shows spaces as nbsp
+    choose(page, "se-measure-on", "a fleet")
     expect(text_input(page, "se-search-tracker")).to_have_value(str(running.tracker))
     note = page.locator(".se-target-note")
     expect(note).to_contain_text("target: what the devices of key local report")
