@@ -82,6 +82,18 @@ def whole_number(text: object) -> int | None:
     return int(shown.split(".")[0]) if _WHOLE.fullmatch(shown) else None
 
 
+def as_typed(text: object, limit: int = 40) -> str:
+    r"""What a user typed, as one line of a message: spaces and line breaks collapsed, cut to
+    ``limit`` characters.
+
+    Example:
+        >>> as_typed("  six\n seven "), as_typed("x" * 50, limit=10)
+        ('six seven', 'xxxxxxx...')
+    """
+    shown = " ".join(str(text).split())
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
+
+
 def parse_whole(field: str, text: object, least: int, at_least: str) -> int | str:
     """``text`` (what a box holds) as a whole number of at least ``least``, or why not: one
     sentence naming ``field``. Never rounded.
@@ -96,7 +108,7 @@ def parse_whole(field: str, text: object, least: int, at_least: str) -> int | st
     """
     n = whole_number(text)
     if n is None:
-        shown = str(text).strip()
+        shown = as_typed(text)
         return f"{field} must be a whole number (got {shown or 'an empty box'})."
     if n < least:
         return f"{field} must be {at_least} (got {n})."

@@ -22,7 +22,7 @@ from explorer.errors import ExplorerError
 from explorer.replay import DEFAULT_STRATEGIES, MAX_SEEDS, RaceProgress, Recording, race
 from explorer.search import STRATEGIES
 from explorer.storage import get_store, is_postgres_url
-from explorer.text import plural, share
+from explorer.text import format_secs, plural, share
 from widgets import _ui
 from widgets._context import Context
 from widgets._jobs import Job, JobState
@@ -109,15 +109,14 @@ class RacePanel(Panel):
             self._say("Build a workload first: the race replays its recorded measurements.")
             return None
         seeds = parse_whole("Seeds", self.seeds.value, 1, f"between 1 and {MAX_SEEDS}")
+        if isinstance(seeds, int) and seeds > MAX_SEEDS:
+            seeds = f"Seeds must be between 1 and {MAX_SEEDS} (got {seeds})."
         trials = parse_whole("Trials each", self.trials.value, 1, "at least 1")
-        for parsed in (seeds, trials):
+        for parsed in (seeds, trials):  # the first field at fault
             if isinstance(parsed, str):
                 self._say(parsed)
                 return None
         assert isinstance(seeds, int) and isinstance(trials, int)
-        if seeds > MAX_SEEDS:
-            self._say(f"Seeds must be between 1 and {MAX_SEEDS} (got {seeds}).")
-            return None
         names = list(self.strategies.value)
         if not names:
             self._say("Pick at least one strategy to race.")
@@ -202,10 +201,12 @@ class RacePanel(Panel):
 
 
 def table_html(info: RaceInfo) -> str:
-    """A row per strategy: median best, share of the recording's best, trials to 90%."""
+    """A row per strategy: median best, share of the recording's best, trials to 90%, and
+    what a run's own work took (the median seed's)."""
     head = (
         "<tr><th>strategy</th><th>median best</th><th>of the best</th>"
-        f"<th>trials to {REACH:.0%}</th><th>seeds there</th><th>stopped early</th></tr>"
+        f"<th>trials to {REACH:.0%}</th><th>seeds there</th><th>stopped early</th>"
+        "<th>a run took</th></tr>"
     )
     rows = []
     for r in info.rows:
@@ -216,7 +217,8 @@ def table_html(info: RaceInfo) -> str:
         )
         rows.append(
             f"<tr><td>{html.escape(r.strategy)}</td><td>{best}</td><td>{of_best}</td>"
-            f"<td>{needed}</td><td>{r.reached}/{r.num_seeds}</td><td>{r.exhausted}</td></tr>"
+            f"<td>{needed}</td><td>{r.reached}/{r.num_seeds}</td><td>{r.exhausted}</td>"
+            f"<td>{format_secs(r.median_run_secs)}</td></tr>"
         )
     coverage = share(info.coverage)
     note = (

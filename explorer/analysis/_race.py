@@ -37,6 +37,8 @@ class RaceRow:
         exhausted: how many seeds stopped before their budget, the strategy having nothing
             more to propose (converged, or no recorded schedule left where it looks).
         median_trials: the median over seeds of the trials each ran.
+        median_run_secs: the median over seeds of a run's own time: what the strategy's
+            work costs (nothing is measured in a race).
     """
 
     strategy: str
@@ -47,6 +49,7 @@ class RaceRow:
     reached: int
     exhausted: int
     median_trials: float
+    median_run_secs: float
 
 
 @dataclass(frozen=True)
@@ -125,4 +128,5 @@ def _row(name: str, runs: Sequence[RaceRun], best: float | None, reach: float | 
         reached=sum(n != math.inf for n in needed),
         exhausted=sum(r.stopped_because == "exhausted" for r in runs),
         median_trials=statistics.median(len(r.best_so_far) for r in runs) if runs else 0,
+        median_run_secs=statistics.median(r.secs for r in runs) if runs else 0.0,
     )

@@ -166,7 +166,7 @@ def _print_table(info: RaceInfo) -> None:
     )
     print(
         f"{'strategy':<22}{'median best':>14}{'of best':>9}"
-        f"{f'trials to {REACH:.0%}':>16}{'reached':>9}{'stopped early':>15}"
+        f"{f'trials to {REACH:.0%}':>16}{'reached':>9}{'stopped early':>15}{'s a run':>9}"
     )
     for row in info.rows:
         best = f"{row.median_best_ms:.4g} ms" if row.median_best_ms else "-"
@@ -177,6 +177,7 @@ def _print_table(info: RaceInfo) -> None:
         print(
             f"{row.strategy:<22}{best:>14}{of_best:>9}{needed:>16}"
             f"{f'{row.reached}/{row.num_seeds}':>9}{row.exhausted:>15}"
+            f"{row.median_run_secs:>9.1f}"
         )
     for row in info.rows:
         if row.exhausted:

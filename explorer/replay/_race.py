@@ -39,6 +39,7 @@ class RaceRun:
             the first correct one), in seconds.
         stopped_because: ``budget``, or ``exhausted`` when the strategy found nothing more
             to propose among the recorded schedules.
+        secs: the run's own time in its process: the strategy's work, nothing measured.
     """
 
     strategy: str
@@ -46,6 +47,7 @@ class RaceRun:
     run_id: int
     best_so_far: tuple[float | None, ...]
     stopped_because: str
+    secs: float
 
     @property
     def best_secs(self) -> float | None:
@@ -165,6 +167,7 @@ class _Ran:
     status: str
     trials: tuple[NewTrial, ...]
     stopped_because: str
+    secs: float
 
 
 _recording: Recording | None = None  # the worker's copy (``_init_worker``)
@@ -191,6 +194,7 @@ def _run_one(
     should_stop: Callable[[], bool] = lambda: False,
 ) -> _Ran:
     """One run on the recording, in a store of its own (stored by the race's process)."""
+    started = time.monotonic()
     store = get_store(":memory:")
     # No re-timing at the end: a recording has nothing new to say about a schedule.
     tuner = Tuner(measurer=recording.measurer(), store=store, batch_size=batch_size, confirm_top=0)
@@ -213,6 +217,7 @@ def _run_one(
         str(run.status),
         tuple(NewTrial(t.candidate, t.result, dict(t.predicted), t.is_remeasure) for t in stored),
         result.stopped_because,
+        time.monotonic() - started,
     )
 
 
@@ -259,9 +264,8 @@ def _stored(store: RecordStore, recording: Recording, ran: _Ran) -> RaceRun:
     )
     store.add_trials(run.id, list(ran.trials))
     store.finish_run(run.id, ran.status)
-    return RaceRun(
-        ran.strategy, ran.seed, run.id, _best_so_far(store, run.id), ran.stopped_because
-    )
+    best_so_far = _best_so_far(store, run.id)
+    return RaceRun(ran.strategy, ran.seed, run.id, best_so_far, ran.stopped_because, ran.secs)
 
 
 def _best_so_far(store: RecordStore, run_id: int) -> tuple[float | None, ...]:

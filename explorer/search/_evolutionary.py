@@ -162,6 +162,10 @@ class EvolutionarySearch(SearchStrategy):
             round, so the initial population (``init_measured_ratio`` of it comes from the best
             measured traces) is seeded with it and evolves from it.
 
+    Within a recording (a space ``within`` recorded points), the search starts from a random
+    sample of the recording and evolves measured traces by tile-size and unroll mutations only:
+    the knob space, so a recording, keeps each sketch's compute locations (docs/replay.md).
+
     Determinism: the TuneContext's ``rand_state`` comes from the run's generator. XGBModel draws
     its pre-warm-up predictions from NumPy's *global* generator; it is seeded from ours for the
     duration of each call and restored afterwards, so a seed fixes the proposals (with
@@ -222,14 +226,27 @@ class EvolutionarySearch(SearchStrategy):
         self.knob_space_ = KnobSpace(space)
         self.matcher_ = TraceMatcher(self.knob_space_)
         self._mod = workload.mod()
+        # Within a pool (a recording of knob-space points), MetaSchedule's fresh random traces
+        # and its compute-location and parallel mutations are schedules the pool cannot hold
+        # (the knob space keeps each sketch's compute locations): the evolution starts from
+        # measured traces only, a random sample of the pool first, and keeps to tile-size and
+        # unroll mutations. The run's settings record the two ratios it ran with.
+        pooled = self.knob_space_.pool is not None
+        if pooled:
+            self.resolved_.update(init_measured_ratio=1.0, init_min_unmeasured=0)
+        tvm_target = target.to_tvm()
         self.context_ = ms.TuneContext(
             mod=self._mod,
-            target=target.to_tvm(),
-            space_generator="post-order-apply",
+            target=tvm_target,
+            space_generator=_space_generator(tvm_target.kind.name if pooled else None),
             search_strategy=ms.search_strategy.EvolutionarySearch(
                 population_size=population,
-                init_measured_ratio=self.init_measured_ratio,
-                init_min_unmeasured=self.init_min_unmeasured,
+                init_measured_ratio=self.resolved_.get(
+                    "init_measured_ratio", self.init_measured_ratio
+                ),
+                init_min_unmeasured=self.resolved_.get(
+                    "init_min_unmeasured", self.init_min_unmeasured
+                ),
                 max_fail_count=self.max_fail_count,
                 genetic_num_iters=self.genetic_num_iters,
                 genetic_mutate_prob=self.genetic_mutate_prob,
@@ -270,6 +287,8 @@ class EvolutionarySearch(SearchStrategy):
         # draws on it.
         self.start_plan_: StartPlan | None = plan_start(self.start, self.knob_space_, history)
         self._first = first_candidates(self.start_plan_, history)
+        if pooled and not self._first and not history:
+            self._first = self._pool_sample(per_iter)
         # Step 3. Resuming: what was measured before goes into MetaSchedule's database and cost
         # model first (reset tells it), exactly as tune_tir does when it reopens a database.
         return history
@@ -349,6 +368,14 @@ class EvolutionarySearch(SearchStrategy):
             return
         self._exhausted = True
 
+    def _pool_sample(self, n: int) -> list[Candidate]:
+        """``n`` distinct random points of the pool: the first round's measured traces."""
+        ks = self.knob_space_
+        assert ks.pool is not None
+        picks = self.rng.choice(len(ks.pool), size=min(n, len(ks.pool)), replace=False)
+        made = (ks.materialize(ks.pool[int(i)]) for i in picks)
+        return [c for c in made if c is not None]
+
     def _allowed(self, candidate: Candidate) -> bool:
         if self.knob_space_.pool is None:
             return True
@@ -395,6 +422,21 @@ class EvolutionarySearch(SearchStrategy):
                 self.cost_model_.update(
                     self.context_, [mc for mc, _ in kept], [rr for _, rr in kept]
                 )
+
+
+def _space_generator(pooled_kind: str | None) -> Any:
+    """MetaSchedule's own space generator; within a pool (``pooled_kind``: the target's kind),
+    without the mutators whose schedules a pool of knob-space points cannot hold."""
+    if pooled_kind is None:
+        return "post-order-apply"
+    ms = _tvm.ms
+    outside = (ms.mutator.MutateComputeLocation, ms.mutator.MutateParallel)
+    probs = {
+        m: p
+        for m, p in ms.mutator.Mutator.create(pooled_kind).items()
+        if not isinstance(m, outside)
+    }
+    return ms.space_generator.PostOrderApply(mutator_probs=probs)
 
 
 def _runner_result(result: MeasureResult) -> tuple[Any, bool]:

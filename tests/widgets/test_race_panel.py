@@ -9,10 +9,13 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from explorer.replay import Recording
+from explorer.replay import DEFAULT_STRATEGIES, MAX_SEEDS, Recording
 from explorer.session import ScheduleSession
 from explorer.testing import recordings
+from explorer.text import format_secs
 from explorer.workloads import get_workload
 from widgets import SearchPanel, _ui
 from widgets._context import Context
@@ -66,6 +69,8 @@ def test_a_recording_swaps_the_search_for_a_race_of_strategies_over_seeds(record
         assert race.info is not None
         for row in race.info.rows:  # each row's median best is a recorded latency
             assert row.median_best_ms is not None and row.median_best_ms >= best * 1e3 * 0.999
+        took = re.findall(r"<td>([^<]*)</td></tr>", race.table.value)  # a run's own time
+        assert took == [format_secs(r.median_run_secs) for r in race.info.rows]
         assert race.figure is not None
         title = race.figure.layout.title.text
         assert title.startswith("Race on a recording (replayed): reduce_sum(")
@@ -116,4 +121,62 @@ def test_a_database_file_is_a_recording_too_and_bad_settings_are_one_sentence(
     assert job is not None and job.wait(WAIT)
     _ui.drain()
     assert "holds no measurement of matmul(K=8" in race.status.value
+    panel.close()
+
+
+_NOT_A_NUMBER = st.text(max_size=300).filter(lambda s: not any(c.isdigit() for c in s))
+_SEEDS = st.one_of(
+    st.integers(1, MAX_SEEDS).map(lambda n: (f" {n} ", True)),
+    st.integers(-(10**20), 0).map(lambda n: (str(n), False)),
+    st.integers(MAX_SEEDS + 1, 10**20).map(lambda n: (str(n), False)),
+    st.floats(0.01, 99.99).filter(lambda x: not x.is_integer()).map(lambda x: (repr(x), False)),
+    _NOT_A_NUMBER.map(lambda s: (s, False)),
+)
+_TRIALS = st.one_of(
+    st.integers(1, 10**6).map(lambda n: (str(n), True)),
+    st.integers(-(10**6), 0).map(lambda n: (str(n), False)),
+    _NOT_A_NUMBER.map(lambda s: (s, False)),
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    seeds=_SEEDS,
+    trials=_TRIALS,
+    names=st.lists(st.sampled_from(DEFAULT_STRATEGIES), unique=True, max_size=3),
+)
+def test_any_settings_a_user_types_get_one_sentence_naming_the_first_wrong_field(
+    race_panel, seeds, trials, names
+):
+    """Whatever the boxes hold, a refusal is one sentence on one line about the first field at
+    fault (seeds, trials, strategies, then the database file, missing here), and no race runs."""
+    race = race_panel.race
+    race.seeds.value, race.trials.value = seeds[0], trials[0]
+    race.strategies.value = tuple(names)
+    race.source.value = "/nonexistent/recording.db"
+    assert race.start() is None
+    said = race.status.value
+    expected = (
+        "Seeds must be"
+        if not seeds[1]
+        else "Trials each must be"
+        if not trials[1]
+        else "Pick at least one strategy"
+        if not names
+        else "There is no database file /nonexistent/recording.db."
+    )
+    assert said.startswith(expected), (seeds, trials, names, said)
+    assert "\n" not in said and said.endswith(".") and len(said) < 200, said
+    assert not race_panel.ctx.search_jobs.busy and race.job is None
+
+
+@pytest.fixture
+def race_panel(make_ctx):
+    ctx: Context = make_ctx()
+    ctx.set_session(ScheduleSession(recordings.TINY, ctx.target))
+    panel = SearchPanel(ctx)
+    panel.measure_on.value = RECORDING
+    yield panel
     panel.close()

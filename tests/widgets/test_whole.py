@@ -27,14 +27,19 @@ def test_a_number_with_a_fraction_is_refused_never_rounded(x: float) -> None:
         assert parse_whole("Seed", text, 0, "x") == f"Seed must be a whole number (got {text})."
 
 
-@given(st.text(max_size=12))
+@given(st.text(max_size=200))
 def test_any_text_is_read_or_refused_in_one_sentence(text: str) -> None:
+    """One sentence on one line, however long or many-lined the text pasted into the box."""
     said = parse_whole("Max trials", text, 1, "at least 1")
     assert (
         isinstance(said, int)
         and said >= 1
         or (
-            isinstance(said, str) and said.startswith("Max trials must be ") and said.endswith(".")
+            isinstance(said, str)
+            and said.startswith("Max trials must be ")
+            and said.endswith(".")
+            and len(said.splitlines()) == 1
+            and len(said) <= 100
         )
     )
 

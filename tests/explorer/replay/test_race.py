@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from explorer.analysis import REACH, race_info, trials_to_reach
 from explorer.core import trace_key
 from explorer.errors import ExplorerError, SearchError
-from explorer.replay import REPLAYED_FROM, Recording, race, recordings_in
+from explorer.replay import REPLAYED_FROM, Recording, example_recording, race, recordings_in
 from explorer.search import make_strategy
 from explorer.space import KnobSpace
 from explorer.storage import NewTrial, get_store, remeasurements
@@ -106,6 +106,23 @@ def test_a_race_is_the_same_in_one_process_or_several_and_exhaustive_random_find
     assert all(r.best_secs == tiny.best_secs for r in randoms)  # it saw all 36
 
 
+def test_metaschedules_evolution_keeps_to_the_recorded_compute_locations():
+    """MetaSchedule samples a softmax's compute locations at random and mutates them; the
+    knob space (so the shipped recording) keeps each sketch's own. Raced as shipped, the
+    evolutionary search found 1 recorded schedule in 80 proposals and stopped after 2 trials;
+    started from a sample of the recording and kept to tile and unroll mutations, it spends
+    its whole budget on recorded schedules."""
+    shipped = example_recording()
+    store = get_store(":memory:")
+    result = race(shipped, ["evolutionary"], seeds=1, trials=24, store=store, workers=1)
+    (run,) = result.runs
+    assert run.stopped_because == "budget" and len(run.best_so_far) == 24
+    trials = [t for t in store.trials(run_id=run.run_id) if t.result.run_secs]
+    assert all(t.result == shipped.lookup(t.candidate) for t in trials)
+    settings = store.get_run(run.run_id).settings
+    assert (settings["init_measured_ratio"], settings["init_min_unmeasured"]) == (1.0, 0)
+
+
 def test_a_sparse_recording_stops_strategies_that_find_no_recorded_neighbour(recorded):
     """240 schedules of a 592 704-point space: random picks among them; droplet walks from
     the sketch's origin, which is not recorded, and says so by stopping at once."""
@@ -132,6 +149,8 @@ def test_the_summary_counts_trials_to_ninety_percent_from_the_runs(tiny):
         ordered = sorted(math.inf if n is None else n for n in needed)
         assert row.trials_to_reach == (ordered[1] + ordered[2]) / 2  # the median of four
         assert row.of_best == pytest.approx(tiny.best_secs / (row.median_best_ms / 1e3))
+        secs = sorted(r.secs for r in runs)  # each run's own time, as its process saw it
+        assert 0 < secs[0] < result.secs and row.median_run_secs == (secs[1] + secs[2]) / 2
     groups = {g.label for g in info.convergence.groups}
     assert {"random", "autotvm"} <= {label.split(" ")[0] for label in groups}
 
