@@ -16,6 +16,7 @@ from browser_helpers import (
     explorer_page,
     kernel_eval,
     kernel_json,
+    save_and_reload,
     set_text,
     shot,
     show_tab,
@@ -85,3 +86,16 @@ def test_five_strategies_race_over_ten_seeds_on_a_recording(ui):
     assert fits, "the race view scrolls sideways at 1280x800"
     shot(page, "race_on_a_recording_1280", race_panel)
     assert_page_clean(page, page.log, "after a race on a recording")
+
+    # A reloaded page shows the race as it was: the table, and the plot drawn again.
+    save_and_reload(page)
+    show_tab(page, "Search")
+    race_panel = page.locator(".se-race-panel").first
+    expect(race_panel).to_be_visible(timeout=UI)
+    table = page.locator(".se-race-table").first
+    expect(table).to_contain_text("900 recorded schedules, 100% of the space", timeout=UI)
+    assert table.locator("table tr").count() == 6
+    expect(page.locator(".se-race-status").first).to_contain_text("Raced: 50 runs")
+    wait_drawn(page, {"the race": (race_panel, kernel)}, "after a reload", timeout=UI)
+    shot(page, "race_on_a_recording_reloaded", race_panel)
+    assert_page_clean(page, page.log, "after a reload of the race")
