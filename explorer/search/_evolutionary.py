@@ -30,6 +30,7 @@ import numpy as np
 from explorer import _tvm
 from explorer.core import TIMING_GATE, Candidate, MeasureResult, TrialRecord, trace_key
 from explorer.search._base import AUTO, Capabilities, SearchStrategy, check_scaled
+from explorer.search._feature_cache import cached_per_store_feature
 from explorer.search._start import StartPlan, first_candidates, is_hand_start, plan_start
 from explorer.space import SAMPLING_KINDS, KnobSpace, Point
 from explorer.types import JSON, MeasureStatus
@@ -259,7 +260,9 @@ class EvolutionarySearch(SearchStrategy):
         )
         self.database_ = ms.database.MemoryDatabase()
         self.cost_model_ = ms.cost_model.XGBModel(
-            num_warmup_samples=warmup, num_tuning_cores=self.num_threads
+            extractor=cached_per_store_feature(),
+            num_warmup_samples=warmup,
+            num_tuning_cores=self.num_threads,
         )
         # Step 1. The sketches are the DesignSpace's, so every strategy searches the same space.
         sketches = []

@@ -18,6 +18,7 @@ from explorer.measure import (
 )
 from explorer.search import EvolutionarySearch, make_strategy
 from explorer.search._evolutionary import PREDICTION_NAME
+from explorer.search._feature_cache import cached_per_store_feature
 from explorer.search._metaschedule import run_metaschedule
 from explorer.space import DesignSpace, KnobSpace
 from explorer.storage import get_store
@@ -156,3 +157,34 @@ def test_tune_tir_streams_every_trial_and_stops_when_asked(tmp_path, cpu_target)
         assert not any(t.result.is_ok for t in trials)
         assert all(len(t.result.run_secs) == 3 for t in trials if t.result.run_secs)
         assert len({trace_key(t.candidate.trace) for t in trials}) == 8
+
+
+def test_cached_features_are_metaschedules_own_and_each_program_is_read_once(space):
+    """The evolution scores the same programs again and again; their features are read once a
+    process and are exactly what MetaSchedule's extractor gives (so a run proposes the same)."""
+    s = _small()
+    _drive(s, space, trials=12, seed=5)
+    programs = list(s._round.values()) or [
+        _tvm.ms.MeasureCandidate(sch, s._args_info) for sch in s.context_.space_generator
+        .generate_design_space(s._mod)
+    ]  # fmt: skip
+    cached, own = cached_per_store_feature(), _tvm.ms.feature_extractor.PerStoreFeature()
+    reads = []
+    inner = cached.inner
+
+    class Counting:
+        def extract_from(self, context, candidates):
+            reads.extend(candidates)
+            return inner.extract_from(context, candidates)
+
+    cached.inner = Counting()
+    twice = [*programs, *programs]
+    got = cached.extract_from(s.context_, twice)
+    expected = own.extract_from(s.context_, twice)
+    assert len(got) == len(expected) == 2 * len(programs)
+    for a, b in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert len(reads) <= len(programs)  # the second copy of each came from the cache
+    before = len(reads)
+    cached.extract_from(s.context_, programs)
+    assert len(reads) == before  # read once a process, whichever extractor asks
