@@ -44,6 +44,19 @@ CSS = f"""
   max-height: 480px;
   overflow-y: auto;
 }}
+/* Tables of numbers (a race's rows, instruction mixes): columns apart, numbers on the right. */
+.{UI_CLASS} table.se-race-rows, .{UI_CLASS} table.se-mix {{
+  border-collapse: collapse;
+}}
+.{UI_CLASS} table.se-race-rows :is(th, td), .{UI_CLASS} table.se-mix :is(th, td) {{
+  padding: 1px 10px;
+  text-align: right;
+}}
+.{UI_CLASS} table.se-race-rows :is(th, td):first-child,
+.{UI_CLASS} table.se-mix :is(th, td):first-child {{
+  padding-left: 0;
+  text-align: left;
+}}
 .{UI_CLASS} .se-buttons {{
   gap: 4px;
 }}
