@@ -72,6 +72,39 @@ def deliver_swallowed_interrupts() -> None:
     sys.unraisablehook = hook
 
 
+_interrupt_requested = threading.Event()
+
+
+def remember_interrupts() -> None:
+    """Ctrl-C raises ``KeyboardInterrupt`` as before, and the process remembers it was pressed.
+
+    Python raises it wherever the main thread is; where that is Python code called back from
+    TVM's C++ (a TVM FFI callback), TVM hands it back to its caller as a ``RuntimeError``, which
+    code that treats TVM's failures as data catches: the tune went on and exited 0 (CI, Ctrl-C
+    1.5 s into a tune on a loaded machine). ``raise_unanswered_interrupt`` then answers it.
+    Nothing changes where SIGINT is ignored (a background job) or handled by someone else."""
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        _interrupt_requested.set()
+        signal.default_int_handler(signum, frame)
+
+    signal.signal(signal.SIGINT, on_sigint)
+
+
+def raise_unanswered_interrupt() -> None:
+    """Raise ``KeyboardInterrupt`` if Ctrl-C was pressed (``remember_interrupts``): called where
+    a command would go on, so a Ctrl-C swallowed on its way still ends it."""
+    if _interrupt_requested.is_set():
+        raise KeyboardInterrupt
+
+
+def forget_interrupts() -> None:
+    """A new command starts: no Ctrl-C pressed yet."""
+    _interrupt_requested.clear()
+
+
 def _send_soon(thread: int, signum: int) -> None:
     time.sleep(0.05)  # the hook has long returned (while it waits to start this thread, too)
     signal.pthread_kill(thread, signum)

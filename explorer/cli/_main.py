@@ -40,6 +40,9 @@ from explorer.cli._args import (
 from explorer.cli._lifecycle import (
     Terminated,
     deliver_swallowed_interrupts,
+    forget_interrupts,
+    raise_unanswered_interrupt,
+    remember_interrupts,
     sigterm_interrupts,
 )
 from explorer.errors import ExplorerError
@@ -60,8 +63,12 @@ COMMAND_FAMILIES = (
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    forget_interrupts()
     try:
-        return _main(argv)
+        code = _main(argv)
+        if code not in (EXIT_INTERRUPTED, EXIT_TERMINATED):
+            raise_unanswered_interrupt()  # a Ctrl-C swallowed on its way (see there)
+        return code
     except KeyboardInterrupt:  # pressed before a command started (TVM still loading, say)
         _ignore_further_interrupts()
         print("interrupted before anything was stored", file=sys.stderr)
@@ -81,6 +88,7 @@ def console() -> int:
     # A command that seems stuck says where each of its threads is: `kill -USR1 PID`.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     deliver_swallowed_interrupts()
+    remember_interrupts()
     code = main()
     if code in (EXIT_INTERRUPTED, EXIT_TERMINATED):
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # only here: nothing starts after this

@@ -41,6 +41,7 @@ from explorer.cli._lifecycle import (
     Terminated,
     apply_tune_defaults,
     check_resume_options,
+    raise_unanswered_interrupt,
     resume_command,
 )
 from explorer.errors import ExplorerError
@@ -150,6 +151,7 @@ def _search(args: argparse.Namespace, plan: _Plan) -> Any:
             tuner = Tuner(measurer=plan.measurer, store=plan.store, batch_size=plan.batch_size)
 
             def progress(p: Any) -> None:
+                raise_unanswered_interrupt()  # a Ctrl-C swallowed in the batch ends the run
                 bar.n = p.num_trials
                 bar.set_description_str("", refresh=False)  # measuring now
                 if p.best_secs:

@@ -122,3 +122,44 @@ def test_an_interrupt_python_swallowed_in_a_callback_still_interrupts(exception)
     hooked = run("console")
     assert hooked.stdout.strip() == "interrupted", (hooked.stdout, hooked.stderr)
     assert hooked.stderr == ""
+
+
+IN_TVM = """
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (CI: ignored)
+import tvm_ffi
+import explorer.cli._main as cli
+def pressed_in_a_callback():
+    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while Python runs code TVM called back
+tvm_ffi.register_global_func("test.pressed", pressed_in_a_callback, override=True)
+def command(args=None):
+    try:
+        tvm_ffi.get_global_func("test.pressed")()
+    except Exception as exc:  # TVM's failures as data, as the explorer treats them
+        print(type(exc).__name__)
+    return 0
+cli._main = command
+code = cli.console() if sys.argv[1] == "console" else command()
+print("exit", code)
+"""
+
+
+def test_a_ctrl_c_that_tvm_turned_into_an_error_still_ends_the_command() -> None:
+    """The CI's failure: Ctrl-C 1.5 s into a tune on a loaded machine, exit 0. Python raised
+    KeyboardInterrupt in code TVM's C++ had called back; TVM gave it back to its caller as a
+    RuntimeError, which the explorer (failures as data) caught and went on."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def run(mode: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-c", IN_TVM, mode]
+        return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+
+    plain = run("plain")  # what TVM does with it: the caller sees an ordinary error
+    assert plain.stdout.split() == ["RuntimeError", "exit", "0"], (plain.stdout, plain.stderr)
+    ours = subprocess.run(
+        [sys.executable, "-c", IN_TVM, "console"], capture_output=True, text=True, env=env,
+        timeout=120,
+    )  # fmt: skip
+    assert ours.returncode == 130, (ours.returncode, ours.stdout, ours.stderr)
+    assert ours.stdout.split() == ["RuntimeError"] and "interrupted" in ours.stderr, ours
+    assert "Traceback" not in ours.stderr
