@@ -290,6 +290,11 @@ class CostPanel(Panel):
                 self.predictions.value = predictions_html(look.predictions)
                 self._show_measurement()
         if pending is not None:
+            if self._runner.busy:
+                # A prediction started meanwhile (an edit handled while this callback waited
+                # on the UI's queue): it answers next, and asks about what is still pending.
+                self._pending = self._pending or pending
+                return
             self._submit_prediction(pending)
             return
         self.prediction_status.value = ""
