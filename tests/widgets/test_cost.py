@@ -473,3 +473,26 @@ def test_a_measurer_failure_is_shown_not_lost(make_ctx: Callable[..., Context]) 
     assert "Measuring step 0 failed" in p.latency.value and "closed" in p.latency.value
     assert ctx.store.trials() == []
     p.close()
+
+
+def test_an_edit_handled_inside_a_predictions_callback_never_breaks_the_next(
+    ctx: Context, session: ScheduleSession
+) -> None:
+    """Seen once in a full CI run: a prediction's callback waited on the UI's queue, an edit
+    handled there started its own prediction, and the callback then submitted its pending edit
+    too: "'predict' is still running", a traceback in the notebook. The pending edit now waits
+    for the running prediction."""
+    p = CostPanel(ctx, sync_secs=0)
+    settle(p)
+    done = p.predict_job
+    assert done is not None
+    session.apply("split", loop="i", factors=[None, 4])  # the edit's prediction starts
+    running = p.predict_job
+    assert running is not done and p._runner.busy  # its end not yet seen by the UI
+    p._pending = session.candidate()
+    p._predicted(done)  # the first prediction's callback, after the edit's prediction began
+    assert p._pending is not None  # kept for the running prediction to pick up
+    settle(p)
+    expected = p.predict(session.candidate())["static"].score
+    assert p.last_predictions["static"].score == pytest.approx(expected)
+    p.close()
