@@ -233,7 +233,9 @@ class EvolutionarySearch(SearchStrategy):
         # measured traces only, a random sample of the pool first, and keeps to tile-size and
         # unroll mutations. The run's settings record the two ratios it ran with.
         pooled = self.knob_space_.pool is not None
+        measured_ratio, min_unmeasured = self.init_measured_ratio, self.init_min_unmeasured
         if pooled:
+            measured_ratio, min_unmeasured = 1.0, 0
             self.resolved_.update(init_measured_ratio=1.0, init_min_unmeasured=0)
         tvm_target = target.to_tvm()
         self.context_ = ms.TuneContext(
@@ -242,12 +244,8 @@ class EvolutionarySearch(SearchStrategy):
             space_generator=_space_generator(tvm_target.kind.name if pooled else None),
             search_strategy=ms.search_strategy.EvolutionarySearch(
                 population_size=population,
-                init_measured_ratio=self.resolved_.get(
-                    "init_measured_ratio", self.init_measured_ratio
-                ),
-                init_min_unmeasured=self.resolved_.get(
-                    "init_min_unmeasured", self.init_min_unmeasured
-                ),
+                init_measured_ratio=measured_ratio,
+                init_min_unmeasured=min_unmeasured,
                 max_fail_count=self.max_fail_count,
                 genetic_num_iters=self.genetic_num_iters,
                 genetic_mutate_prob=self.genetic_mutate_prob,
