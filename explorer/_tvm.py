@@ -339,7 +339,8 @@ def ensure_cpu_intrinsics() -> None:
         pkg = types.ModuleType(name)
         pkg.__path__ = [os.path.join(os.path.dirname(tvm.s_tir.__file__), "tensor_intrin")]
         sys.modules[name] = pkg
-    importlib.import_module(f"{name}.x86")  # registers the x86 intrinsics
+    with _parser_frames_from_linecache():
+        importlib.import_module(f"{name}.x86")  # registers the x86 intrinsics
 
     _INTRINSICS_READY = True
 
@@ -354,18 +355,28 @@ def ensure_cuda_intrinsics() -> None:
     """Register the CUDA tensor intrinsics (wmma, mma) MetaSchedule's CUDA rules look up: CUDA
     design spaces need them, and they take seconds to register, so only those pay.
 
-    The module parses 183 TVMScript functions, and TVM's parser calls ``inspect.stack()`` for
-    each; the standard one looks up every frame's source module, and for the import machinery's
-    frozen frames that scans all of ``sys.modules`` each time: 40 of 48 s in a profile taken in
-    a test process (a notebook kernel has as many modules). ``_frames_only_stack`` gives the
-    parser the same frames and lines from ``linecache`` while the module imports.
+    The module parses 183 TVMScript functions (see ``_parser_frames_from_linecache``).
     """
     if "tvm.s_tir.tensor_intrin.cuda" in sys.modules:
         return
+    with _parser_frames_from_linecache():
+        importlib.import_module("tvm.s_tir.tensor_intrin.cuda")
+
+
+@contextlib.contextmanager
+def _parser_frames_from_linecache() -> Iterator[None]:
+    """While a module of TVMScript functions imports, give TVM's parser a cheap ``inspect.stack``.
+
+    The parser calls ``inspect.stack()`` for each function it parses; the standard one looks up
+    every frame's source module, and for the import machinery's frozen frames that scans all of
+    ``sys.modules`` each time: the CUDA intrinsics' 183 functions took 40 of 48 s in a profile
+    taken in a test process (a notebook kernel has as many modules), the x86 ones 1.7 of a
+    12 s `explorer tune`. ``_frames_only_stack`` gives the parser the same frames and lines.
+    """
     standard = inspect.stack
     inspect.stack = _frames_only_stack
     try:
-        importlib.import_module("tvm.s_tir.tensor_intrin.cuda")
+        yield
     finally:
         inspect.stack = standard
 

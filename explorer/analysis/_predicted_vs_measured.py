@@ -7,7 +7,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from explorer.analysis._table import TrialTable, as_table, pick_rows
 from explorer.core import TrialRecord, TrialRow
@@ -102,7 +101,7 @@ def predicted_vs_measured_info(
         any_prediction |= has
         rows = np.flatnonzero(has & ok)
         s, lat = scores[rows], table.latency_secs[rows]
-        rank = stats.rankdata(s) / len(s) if len(s) else np.zeros(0)
+        rank = _rankdata(s) / len(s) if len(s) else np.zeros(0)
         shown = pick_rows(lat, max_points)
         models.append(
             ModelPredictions(
@@ -125,3 +124,10 @@ def predicted_vs_measured_info(
         max_points=max_points,
         num_remeasured=table.num_remeasured,
     )
+
+
+def _rankdata(values: np.ndarray) -> np.ndarray:
+    """Ranks 1..n, ties averaged (scipy.stats, imported on first use: it takes about a second)."""
+    from scipy import stats
+
+    return np.asarray(stats.rankdata(values), dtype=float)

@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats
 
 from explorer.core import Candidate, TrialRecord
 from explorer.cost_models._base import CostModel
@@ -57,11 +56,16 @@ def _correlation(fn: Callable[..., Any], scores: Values, latencies: Values) -> f
 
 def spearman(scores: Values, latencies: Values) -> float:
     """Spearman's rank correlation between predicted scores and measured throughputs."""
+    # scipy.stats takes about a second to import: every `explorer` command would pay it
+    from scipy import stats
+
     return _correlation(stats.spearmanr, scores, latencies)
 
 
 def kendall(scores: Values, latencies: Values) -> float:
     """Kendall's tau-b between predicted scores and measured throughputs."""
+    from scipy import stats  # imported on first use (see `spearman`)
+
     return _correlation(stats.kendalltau, scores, latencies)
 
 

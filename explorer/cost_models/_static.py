@@ -39,7 +39,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from scipy import optimize
 
 from explorer.core import Candidate, TrialRecord, WorkerPool, shutdown_pool, trace_key
 from explorer.cost_models import _static_features as sf
@@ -259,6 +258,9 @@ class StaticCostModel(CostModel):
             return value, grad
 
         theta0 = np.log(self.weights_ / w0)
+        # scipy.optimize takes half a second to import: only fitting pays it
+        from scipy import optimize
+
         res = optimize.minimize(loss, theta0, jac=True, method="L-BFGS-B")
         self.weights_ = w0 * np.exp(res.x)
         return self

@@ -16,8 +16,6 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy import stats
-
 from explorer.core import Candidate, TrialRecord
 from explorer.errors import SearchError
 from explorer.search._base import AUTO, Capabilities, SearchStrategy, check_scaled
@@ -199,6 +197,9 @@ class DropletSearch(SearchStrategy):
             return False
         if self.pvalue >= 1.0 or len(best) < 2 or len(run_secs) < 2:
             return True
+        # scipy.stats takes about a second to import: only a run that tests pays it
+        from scipy import stats
+
         pvalue = stats.ttest_ind(best, run_secs).pvalue
         # Two constant samples with different means give p = 0; NaN only for equal ones.
         return bool(math.isnan(pvalue) or pvalue <= self.pvalue)
