@@ -142,7 +142,7 @@ def test_droplet_descends_in_every_sketch_of_the_recording():
 
 def test_a_sparse_recording_stops_strategies_that_find_no_recorded_neighbour(recorded):
     """240 schedules of a 592 704-point space: random picks among them; droplet walks from
-    the sketch's origin, which is not recorded, and says so by stopping at once."""
+    the sketches' origins, none of them recorded, and says so by stopping at once."""
     small = Recording(recorded, recordings.SMALL)
     store = get_store(":memory:")
     result = race(small, ["random", "droplet"], seeds=1, trials=16, store=store, workers=1)
