@@ -274,7 +274,15 @@ def tune_relax(
 ) -> Any:
     """MetaSchedule's own ``tune_relax`` over every task of ``lowered`` (its gradient task
     scheduler, evolutionary search and XGBoost model, as shipped), ``per_iter`` trials per
-    task and round, with ``fast_build`` as its builder; returns its database."""
+    task and round, with ``fast_build`` as its builder; returns its database.
+
+    Its tune contexts import ``tvm.s_tir.tensor_intrin``: every backend's intrinsics, 112 of a
+    173 s tune of the tiny network at 10 trials in a profile (TVM's parser inspecting frames).
+    The CPU rules use the x86 ones only, registered first as for our own design spaces and
+    ``tune_tir`` (``ensure_cpu_intrinsics``; CUDA's too for a CUDA target)."""
+    ensure_cpu_intrinsics()
+    if target.kind.name == "cuda":
+        ensure_cuda_intrinsics()
     builder = ms.builder.LocalBuilder(f_build=fast_build, max_workers=target.attrs["num-cores"])
     with metaschedule_logging_guard():
         return ms.relax_integration.tune_relax(
