@@ -199,7 +199,7 @@ class DropletSearch(SearchStrategy):
         return out
 
     def tell(self, records: Sequence[TrialRecord]) -> None:
-        improved = False
+        mine: list[TrialRecord] = []  # in the descent's sketch
         for r in records:
             point = self._point_of(r)
             if point is None:
@@ -213,10 +213,8 @@ class DropletSearch(SearchStrategy):
                 elif point.sketch in self._pending:
                     self._later.setdefault(point.sketch, []).append(r)
                 continue
-            improved |= self._consider(point, r)
-        if improved:
-            assert self.incumbent_ is not None
-            self._recentre(self.incumbent_.point)
+            mine.append(r)
+        self._descend(mine)
 
     # -- helpers ------------------------------------------------------------------------------
     def _sketches(self) -> list[int]:
@@ -241,15 +239,8 @@ class DropletSearch(SearchStrategy):
     def _next_sketch(self) -> None:
         sketch = self._pending.pop(0)
         self._enter(sketch, self.knob_space_.origin(sketch), queue_start=True)
-        improved = False
         origin = self._origin_records.get(sketch)
-        for r in ([origin] if origin is not None else []) + self._later.pop(sketch, []):
-            point = self._point_of(r)
-            assert point is not None
-            improved |= self._consider(point, r)
-        if improved:
-            assert self.incumbent_ is not None
-            self._recentre(self.incumbent_.point)
+        self._descend(([origin] if origin is not None else []) + self._later.pop(sketch, []))
 
     def _enter(self, sketch: int, start: Point, *, queue_start: bool) -> None:
         """Begin the descent in ``sketch`` from ``start`` (step 1)."""
@@ -276,14 +267,20 @@ class DropletSearch(SearchStrategy):
         self._awaited.add(key)
         out.append(candidate)
 
-    def _consider(self, point: Point, record: TrialRecord) -> bool:
-        """Whether ``record``, in the descent's sketch, became the incumbent (step 3)."""
-        if not (record.result.is_ok and record.result.run_secs):
-            return False
-        if self.incumbent_ is None or self._is_better(record.result.run_secs):
-            self.incumbent_ = Incumbent(point, tuple(record.result.run_secs), record.id)
-            return True
-        return False
+    def _descend(self, records: Sequence[TrialRecord]) -> None:
+        """Steps 3-4 for measurements in the descent's sketch, in the order given."""
+        improved = False
+        for r in records:
+            if not (r.result.is_ok and r.result.run_secs):
+                continue
+            if self.incumbent_ is None or self._is_better(r.result.run_secs):
+                point = self._point_of(r)
+                assert point is not None
+                self.incumbent_ = Incumbent(point, tuple(r.result.run_secs), r.id)
+                improved = True
+        if improved:
+            assert self.incumbent_ is not None
+            self._recentre(self.incumbent_.point)
 
     def _is_better(self, run_secs: Sequence[float]) -> bool:
         assert self.incumbent_ is not None
