@@ -28,7 +28,13 @@ import ipywidgets as w
 from explorer.errors import FleetError, FleetNotReady
 from explorer.fleet import TrackerAddress, devices_target, read_fleet
 from explorer.measure import MeasureConfig, Measurer, RemoteMeasurer
-from explorer.search import STRATEGIES, SearchStrategy, capabilities, make_strategy
+from explorer.search import (
+    STRATEGIES,
+    SearchStrategy,
+    capabilities,
+    make_strategy,
+    transfer_note,
+)
 from explorer.session import ScheduleSession
 from explorer.space import StartMapping, start_mapping
 from explorer.storage import trial_name
@@ -162,6 +168,12 @@ class SearchPanel(Panel):
             "se-from-session",
         )
         self.from_session_note = tagged(w.Label(value=""), "se-from-session-note")
+        # `explorer tune --transfer`: the model learns from other workloads' trials first.
+        self.transfer = tagged(
+            w.Checkbox(value=False, description="Learn from other workloads", indent=False),
+            "se-transfer",
+        )
+        self.transfer_note = tagged(w.Label(value=""), "se-transfer-note")
         # Where "Start from my schedule" put it in the space (what `explorer tune --start`
         # prints): a hand-made schedule is approximated, and the notes say how.
         self.start_mapping = tagged(w.HTML(value=""), "se-start-mapping")
@@ -194,6 +206,7 @@ class SearchPanel(Panel):
             [
                 w.HBox([self.from_session, self.from_session_note]),
                 self.start_mapping,
+                w.HBox([self.transfer, self.transfer_note]),
                 w.HBox([self.start_button, self.stop_button, self.open_best_button]),
                 self.progress,
                 self.status,
@@ -273,6 +286,8 @@ class SearchPanel(Panel):
         options: dict[str, Any] = {}
         if not self.cost_model.disabled:  # one the strategy declares (capabilities)
             options["cost_model"] = str(self.cost_model.value)
+        if not self.transfer.disabled:  # a strategy that declares it (capabilities)
+            options["transfer_from"] = "auto" if self.transfer.value else None
         start_step = None
         if self.from_session.value and not self.from_session.disabled:
             options["start"] = session.candidate()
@@ -391,6 +406,8 @@ class SearchPanel(Panel):
         rows = self.ctx.store.trial_rows(run_id=result.run.id)
         verdicts = result.verdicts(lambda trial_id: trial_name(rows, trial_id))
         versus = "".join(f" {line[0].upper()}{line[1:]}." for line in verdicts)
+        transfer = transfer_note(self.ctx.store.get_run(result.run.id).settings)
+        versus += f" {transfer[0].upper()}{transfer[1:]}." if transfer else ""
         self._say(f"{how}: {result.num_trials} trials ({result.why_stopped}), {best}." + versus)
 
     def _show_start_mapping(self, step: int | None, mapping: StartMapping) -> None:
@@ -483,6 +500,13 @@ class SearchPanel(Panel):
         else:
             self.from_session.disabled = False
             self.from_session_note.value = ""
+        can_transfer = [n for n in STRATEGIES if capabilities(n).transfer]
+        self.transfer.disabled = name not in can_transfer
+        self.transfer_note.value = (
+            ""
+            if name in can_transfer
+            else f"Only {', '.join(can_transfer)} learn from other workloads' trials."
+        )
 
     def _set_running(self, running: bool) -> None:
         self.start_button.disabled = running
@@ -496,7 +520,7 @@ class _Request:
     """A search as the panel's settings ask for it."""
 
     name: str  # the strategy's
-    options: dict[str, Any]  # make_strategy's (the cost model, the start)
+    options: dict[str, Any]  # make_strategy's (the cost model, the start, transfer)
     strategy: SearchStrategy
     start_step: int | None  # the session's step the search starts from
     max_trials: int

@@ -255,11 +255,13 @@ def check_tune_options(args: argparse.Namespace) -> None:
     from explorer.search import check_capabilities
 
     # Each strategy declares what it takes (explorer.search.capabilities); an unknown name, or
-    # a --start or --cost-model it cannot take, is one sentence naming what it does take.
+    # a --start, --cost-model or --transfer it cannot take, is one sentence naming what it does
+    # take.
     check_capabilities(
         args.strategy,
         start=bool(getattr(args, "start", None)),
         cost_model=getattr(args, "cost_model", None),
+        transfer=bool(getattr(args, "transfer", False)),
     )
     if getattr(args, "save_trace", None):
         check_writable_file(args.save_trace, "--save-trace")

@@ -164,6 +164,8 @@ def check_resume_options(args: argparse.Namespace, run: Any, workload: Any | Non
         conflicts.append("--start (a run keeps the start point it began with)")
     if getattr(args, "cost_model", None):
         conflicts.append("--cost-model (a run keeps the cost model it began with)")
+    if getattr(args, "transfer", False) and settings.get("transfer_from") != "auto":
+        conflicts.append("--transfer (the run began without it)")
     if conflicts:
         raise ExplorerError(
             f"run {run.id} resumes with its own settings; these differ: {'; '.join(conflicts)}. "

@@ -122,7 +122,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from explorer.model import race_model, tune_model
     from explorer.search import check_capabilities
 
-    check_capabilities(args.strategy, start=False, cost_model=None)
+    check_capabilities(args.strategy, start=False, cost_model=None, transfer=args.transfer)
     with _store(args, read_only=False) as store:
         model = _stored_model(store, args.model)
 
@@ -139,7 +139,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             tune = tune_model(
                 model, store, measurer, max_trials=args.trials, strategy=args.strategy,
                 seed=args.seed, scheduler=args.scheduler, chunk=args.chunk,
-                on_progress=None if args.quiet else progress,
+                transfer=args.transfer, on_progress=None if args.quiet else progress,
             )  # fmt: skip
         print(f"tune {tune}: {plural(_spent(store, model, tune), 'trial')} in all")
         if args.no_race:
@@ -293,6 +293,11 @@ def add_model_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--chunk", type=positive_int, default=16, help="trials a task gets at a time (default 16)"
     )
     tune.add_argument("--seed", type=non_negative_int, default=0, help="(default 0)")
+    tune.add_argument(
+        "--transfer", action="store_true",
+        help="each task's strategy learns first from the database's trials of other workloads "
+        "(the other tasks, `explorer pretrain`'s presets), as tune_relax shares one model",
+    )  # fmt: skip
     tune.add_argument(
         "--rounds", type=positive_int, default=3, help="interleaved rounds of the race (default 3)"
     )

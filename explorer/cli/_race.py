@@ -90,6 +90,7 @@ def tune_replayed(args: argparse.Namespace) -> int:
     for option, given in (
         ("--resume", args.resume is not None),
         ("--start", bool(args.start)),
+        ("--transfer", bool(args.transfer)),
         ("--db", args.db is not None),
         ("--tracker", getattr(args, "tracker", None) is not None),
     ):

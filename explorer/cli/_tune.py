@@ -92,6 +92,8 @@ def _new_run(args: argparse.Namespace) -> _Plan:
     if args.start:
         # "Start from what I have": a saved session, a record's JSON, or a bare trace.
         options["start"] = _start_candidate(args, workload, target)
+    if args.transfer:
+        options["transfer_from"] = "auto"
     strategy = make_strategy(args.strategy, cost_model=args.cost_model, **options)
     return _Plan(
         get_store(args.db), measurer, strategy, args.trials, args.batch, 0, workload, target
@@ -194,6 +196,7 @@ def _search(args: argparse.Namespace, plan: _Plan) -> Any:
 
 def _say_result(args: argparse.Namespace, store: Any, result: Any) -> int:
     """The run's count, its best and its verdicts; the best's trace saved when asked."""
+    from explorer.search import transfer_note
     from explorer.storage import trial_name
 
     print(
@@ -217,6 +220,9 @@ def _say_result(args: argparse.Namespace, store: Any, result: Any) -> int:
         else f"median {secs}, not confirmed: re-timing it failed, this is the search's own timing"
     )
     print(f"best: {name(result.best.id)}, {how}{gflops}")
+    transfer = transfer_note(store.get_run(result.run.id).settings)
+    if transfer:
+        print(transfer)
     for line in result.verdicts(name):
         print(line)
     if args.save_trace:
@@ -302,6 +308,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         metavar="NAME",
         help="the cost model the strategy runs with, for one that takes a choice (autotvm: "
         "xgb-rank or xgb-reg); default: the strategy's own",
+    )
+    p.add_argument(
+        "--transfer",
+        action="store_true",
+        help="let the strategy's cost model learn first from the database's trials of other "
+        "workloads on this target (`explorer pretrain` measures some): autotvm, evolutionary, "
+        "evolutionary+droplet; value always does",
     )
     p.add_argument(
         "--replay",

@@ -17,8 +17,12 @@ with its baseline and its best re-timed side by side), linked to the model tune 
 A chunk carries over the task's earlier chunks (``Tuner.run(prior_runs=...)``): its strategy is
 told their trials first, so a model-guided one starts from what they taught it, and none
 measures a schedule of an earlier chunk again; each chunk used to start afresh.
-A tune is named ``STRATEGY/seedN/SCHEDULER``; calling ``tune_model`` again with the same name
-continues it: an interrupted chunk is resumed, and the allocation picks up from the stored runs.
+With ``transfer`` every chunk's strategy also learns first from the database's trials of other
+workloads on the target (``transfer_from="auto"``: the model's other tasks, pretraining runs),
+as ``tune_relax`` shares one cost model between a network's tasks.
+A tune is named ``STRATEGY/seedN/SCHEDULER`` (``STRATEGY+transfer/...`` with transfer); calling
+``tune_model`` again with the same name continues it: an interrupted chunk is resumed, and the
+allocation picks up from the stored runs.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from dataclasses import dataclass
 from explorer.core import ModelRecord, ModelTask, RecordStore, RunStatus
 from explorer.errors import SearchError
 from explorer.measure import Measurer
+from explorer.search import make_strategy
 from explorer.storage import summarize_run
 from explorer.tuner import TuneProgress, Tuner
 
@@ -83,8 +88,8 @@ class ModelTuneProgress:
         return math.fsum(s.task.weight * (s.best_secs or 0.0) for s in self.states)
 
 
-def tune_name(strategy: str, seed: int, scheduler: str) -> str:
-    return f"{strategy}/seed{seed}/{scheduler}"
+def tune_name(strategy: str, seed: int, scheduler: str, *, transfer: bool = False) -> str:
+    return f"{strategy}{'+transfer' if transfer else ''}/seed{seed}/{scheduler}"
 
 
 def task_states(model: ModelRecord, store: RecordStore, tune: str) -> list[TaskState]:
@@ -137,6 +142,7 @@ def tune_model(
     seed: int = 0,
     scheduler: str = "gradient",
     chunk: int = 16,
+    transfer: bool = False,
     should_stop: Callable[[], bool] = lambda: False,
     on_progress: Callable[[ModelTuneProgress], None] | None = None,
 ) -> str:
@@ -150,7 +156,9 @@ def tune_model(
         raise SearchError(f"scheduler must be one of {', '.join(SCHEDULERS)} (got {scheduler!r})")
     if max_trials < 1 or chunk < 1:
         raise SearchError(f"max_trials and chunk must be at least 1 (got {max_trials}, {chunk})")
-    tune = tune_name(strategy, seed, scheduler)
+    options = {"transfer_from": "auto"} if transfer else {}
+    make_strategy(strategy, **options)  # refuses a strategy that cannot transfer, up front
+    tune = tune_name(strategy, seed, scheduler, transfer=transfer)
     tuner = Tuner(measurer=measurer, store=store, batch_size=min(chunk, 8))
     _resume_interrupted(model, store, tuner, tune, should_stop)
     while not should_stop():
@@ -166,7 +174,7 @@ def tune_model(
             if task == state.task.name and run_tune == tune
         ]  # fmt: skip
         result = tuner.run(
-            state.task.workload, model.target, strategy, max_trials=size,
+            state.task.workload, model.target, make_strategy(strategy, **options), max_trials=size,
             seed=seed * 1000 + len(earlier), should_stop=should_stop, on_progress=link,
             prior_runs=earlier,
         )  # fmt: skip

@@ -20,6 +20,7 @@ from explorer.search._evolutionary import EvolutionarySearch
 from explorer.search._random import RandomSearch
 from explorer.search._start import is_start, start_trial
 from explorer.search._static import StaticSearch
+from explorer.search._transfer import transfer_note
 from explorer.search._value import ValueSearch
 
 STRATEGIES: Registry[type[SearchStrategy], SearchStrategy] = Registry(
@@ -70,10 +71,10 @@ def prediction_sources() -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def check_capabilities(
-    strategy: str, *, start: bool = False, cost_model: str | None = None
+    strategy: str, *, start: bool = False, cost_model: str | None = None, transfer: bool = False
 ) -> None:
-    """Refuse a start point or a cost model that ``strategy`` cannot take, before anything is
-    built (the command line calls this before it reads the start's file).
+    """Refuse a start point, a cost model or transfer learning that ``strategy`` cannot take,
+    before anything is built (the command line calls this before it reads the start's file).
 
     Raises:
         UnknownPluginError: an unknown strategy or cost model name.
@@ -92,6 +93,12 @@ def check_capabilities(
         raise CapabilityError(
             f"strategy {strategy!r} cannot start from a given schedule; "
             f"these can: {', '.join(able) or 'none'}"
+        )
+    if transfer and not caps.transfer:
+        able = [n for n in STRATEGIES if capabilities(n).transfer]
+        raise CapabilityError(
+            f"strategy {strategy!r} cannot learn from other workloads' trials; "
+            f"these can: {', '.join(able)}"
         )
     if cost_model is None:
         return
@@ -125,11 +132,13 @@ def make_strategy(
             (default: the strategy's first); turned into the constructor arguments that select
             it (``cost_model="xgb-reg"`` is ``loss="reg"`` for ``autotvm``).
         **kwargs: the strategy's hyper-parameters; ``start=`` only for a strategy whose
-            ``capabilities(spec).start`` is true.
+            ``capabilities(spec).start`` is true, ``transfer_from=`` only for one whose
+            ``capabilities(spec).transfer`` is.
 
     Raises:
         UnknownPluginError: the name (or the cost model's) is not registered.
-        CapabilityError: a start or a cost model the strategy cannot take (a ``TypeError``).
+        CapabilityError: a start, a cost model or transfer learning the strategy cannot take
+            (a ``TypeError``).
         TypeError: a keyword that is not a parameter of the strategy (never silently dropped),
             or one that contradicts ``cost_model``.
 
@@ -138,7 +147,12 @@ def make_strategy(
         'reg'
     """
     if isinstance(spec, str):
-        check_capabilities(spec, start="start" in kwargs, cost_model=cost_model)
+        check_capabilities(
+            spec,
+            start="start" in kwargs,
+            cost_model=cost_model,
+            transfer=kwargs.get("transfer_from") is not None,
+        )
         if cost_model is not None:
             chosen = STRATEGIES.factory(spec).cost_model_arguments(cost_model)
             clash = sorted(k for k in chosen if k in kwargs and kwargs[k] != chosen[k])
@@ -170,4 +184,5 @@ __all__ = [
     "make_strategy",
     "prediction_sources",
     "start_trial",
+    "transfer_note",
 ]

@@ -41,16 +41,14 @@ import numpy as np
 
 from explorer.core import Candidate, TrialRecord, trace_key
 from explorer.cost_models import FEATURE_KINDS, LOSSES, KnobTable, XGBCostModel, throughput
-from explorer.errors import SearchError
 from explorer.search._base import AUTO, Capabilities, SearchStrategy, check_scaled
 from explorer.search._sa import Key, SimulatedAnnealing, diversity_pick
 from explorer.search._start import StartPlan, first_candidates, is_hand_start, plan_start
+from explorer.search._transfer import check_transfer_from, transfer_records
 from explorer.space import KnobSpace, Point
 from explorer.types import JSON
 
 log = logging.getLogger(__name__)
-
-MAX_TRANSFER_RECORDS = 4096  # the most recent ones; extracting features costs ~3 ms each
 
 
 class AutoTVMSearch(SearchStrategy):
@@ -87,7 +85,9 @@ class AutoTVMSearch(SearchStrategy):
 
     name = "autotvm"
     # Its XGBoost model with the rank loss (AutoTVM's default) or squared error (``loss``).
-    capabilities = Capabilities(start=True, cost_models=tuple(f"xgb-{x}" for x in LOSSES))
+    capabilities = Capabilities(
+        start=True, cost_models=tuple(f"xgb-{x}" for x in LOSSES), transfer=True
+    )
 
     def __init__(
         self,
@@ -124,10 +124,7 @@ class AutoTVMSearch(SearchStrategy):
                 "AutoTVMSearch: diversity_filter_ratio must be None or >= 1 "
                 f"(got {diversity_filter_ratio})"
             )
-        if transfer_from not in (None, "auto"):
-            raise ValueError(
-                f"AutoTVMSearch: transfer_from must be None or 'auto' (got {transfer_from!r})"
-            )
+        check_transfer_from("AutoTVMSearch", transfer_from)
         self.plan_size = plan_size
         self.loss = loss
         self.features = features
@@ -312,17 +309,8 @@ class AutoTVMSearch(SearchStrategy):
     def _load_transfer(self) -> None:
         """AutoTVM's ``load_history``: fit a base model on other workloads' trials, plan the
         first batch with it, and hand it to the local model as its base."""
-        if self.record_store is None:
-            raise SearchError(
-                "AutoTVMSearch(transfer_from='auto') needs the record store: run it through "
-                "Tuner, or call reset(..., store=store)"
-            )
-        here = self.space.workload
-        records = [
-            t
-            for t in self.record_store.trials(target=self.space.target)
-            if t.candidate.workload != here
-        ][-MAX_TRANSFER_RECORDS:]
+        records = transfer_records("AutoTVMSearch", self.record_store, self.space)
+        self.resolved_["transfer_trials"] = 0
         if len(records) < self.min_seed_records:
             log.info(
                 "AutoTVMSearch: %d trials of other workloads (< min_seed_records=%d): "
@@ -349,6 +337,7 @@ class AutoTVMSearch(SearchStrategy):
         if proxy is None:
             return
         self.base_model_ = base
+        self.resolved_["transfer_trials"] = len(records)
         self.model_ = self._new_model(base=proxy)
         # Step 3. The base model plans the first batch (its scores until the first fit).
         self._plan()

@@ -29,6 +29,9 @@ class Capabilities:
         cost_models: the ``COST_MODELS`` names it can run with, its default first; ``()`` when
             it uses no cost model. Its stored predictions are named by the one it runs with;
             ``make_strategy(name, cost_model=...)`` picks one (``cost_model_arguments``).
+        transfer: whether it takes ``transfer_from="auto"``: its model learns from the record
+            store's trials of other workloads on the same target before its first round
+            (``explorer.search._transfer``).
 
     No strategy needs a particular batch size: every one answers ``ask(n)`` for any ``n``
     (hyper-parameters given as ``"auto"`` scale to the trial budget instead).
@@ -36,7 +39,7 @@ class Capabilities:
     Example:
         >>> from explorer.search import capabilities
         >>> capabilities("autotvm")
-        Capabilities(start=True, cost_models=('xgb-rank', 'xgb-reg'))
+        Capabilities(start=True, cost_models=('xgb-rank', 'xgb-reg'), transfer=True)
         >>> capabilities("autotvm").default_cost_model
         'xgb-rank'
         >>> capabilities("random").takes_cost_model
@@ -45,6 +48,7 @@ class Capabilities:
 
     start: bool = False
     cost_models: tuple[str, ...] = ()
+    transfer: bool = False
 
     @property
     def takes_cost_model(self) -> bool:

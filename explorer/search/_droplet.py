@@ -21,6 +21,7 @@ from explorer.errors import SearchError
 from explorer.search._base import AUTO, Capabilities, SearchStrategy, check_scaled
 from explorer.search._evolutionary import EvolutionarySearch, population_for
 from explorer.search._start import StartPlan, first_candidates, plan_start
+from explorer.search._transfer import check_transfer_from
 from explorer.space import KnobDomain, KnobSpace, Point
 
 log = logging.getLogger(__name__)
@@ -342,7 +343,7 @@ class EvolutionaryDropletSearch(SearchStrategy):
         pvalue: Droplet's t-test level.
         max_step: Droplet's widest step (``None``: the largest knob domain).
         population_size, genetic_num_iters, num_trials_per_iter, num_warmup_samples,
-        num_threads: forwarded to ``EvolutionarySearch``; ``"auto"`` scales to
+        num_threads, transfer_from: forwarded to ``EvolutionarySearch``; ``"auto"`` scales to
             ``explore_trials``, the evolutionary phase's budget.
 
     The run's settings record the numbers the ``"auto"`` values came to.
@@ -364,7 +365,9 @@ class EvolutionaryDropletSearch(SearchStrategy):
         num_trials_per_iter: int | str = AUTO,
         num_warmup_samples: int | str = AUTO,
         num_threads: int = 1,
+        transfer_from: str | None = None,
     ):
+        check_transfer_from("EvolutionaryDropletSearch", transfer_from)
         for name, value in (
             ("explore_trials", explore_trials),
             ("population_size", population_size),
@@ -381,6 +384,7 @@ class EvolutionaryDropletSearch(SearchStrategy):
         self.num_trials_per_iter = num_trials_per_iter
         self.num_warmup_samples = num_warmup_samples
         self.num_threads = num_threads
+        self.transfer_from = transfer_from
 
     def _start(self, history: list[TrialRecord]) -> list[TrialRecord]:
         self._history: list[TrialRecord] = history
@@ -397,12 +401,18 @@ class EvolutionaryDropletSearch(SearchStrategy):
             num_trials_per_iter=per_iter,
             num_warmup_samples=warmup,
             num_threads=self.num_threads,
+            transfer_from=self.transfer_from,
             start=self.start,
         )
         self.droplet_: DropletSearch | None = None
         self._droplet_rng, explore_rng = self.rng.spawn(2)
         if len(self._history) < self.explore_trials_:
-            self.explorer_.reset(self.space, rng=explore_rng, history=self._history)
+            self.explorer_.reset(
+                self.space, rng=explore_rng, history=self._history, store=self.record_store
+            )
+            learned = self.explorer_.resolved_.get("transfer_trials")
+            if learned is not None:
+                self.resolved_["transfer_trials"] = learned
         else:
             self._start_droplet()
         return []  # the delegates were told the history

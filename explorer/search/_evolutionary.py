@@ -21,6 +21,7 @@ round is closed (steps above) once all of them are told.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -29,11 +30,15 @@ import numpy as np
 
 from explorer import _tvm
 from explorer.core import TIMING_GATE, Candidate, MeasureResult, TrialRecord, trace_key
+from explorer.errors import ExplorerError
 from explorer.search._base import AUTO, Capabilities, SearchStrategy, check_scaled
 from explorer.search._feature_cache import cached_per_store_feature
 from explorer.search._start import StartPlan, first_candidates, is_hand_start, plan_start
+from explorer.search._transfer import by_workload, check_transfer_from, transfer_records
 from explorer.space import SAMPLING_KINDS, KnobSpace, Point
 from explorer.types import JSON, MeasureStatus
+
+log = logging.getLogger(__name__)
 
 PREDICTION_NAME = "metaschedule-xgb"
 """The key under which MetaSchedule's XGB prediction is stored with each trial."""
@@ -157,6 +162,13 @@ class EvolutionarySearch(SearchStrategy):
         num_threads: threads for MetaSchedule's sampling and XGBoost. TVM splits work between
             threads dynamically, so proposals are reproducible under a seed only with 1.
         max_empty_rounds: consecutive rounds without a new candidate after which ``ask`` gives up.
+        transfer_from: ``None`` or ``"auto"``: before the first round, the XGB model learns
+            from the record store's trials of *other* workloads on the same target
+            (``explorer.search._transfer``), as ``tune_relax`` shares one model between tasks.
+            Each workload's latencies are its own group (MetaSchedule normalises labels per
+            workload), the warm-up counts them, so the first round is already ranked by the
+            model, and the model then retrains on everything after every round (TVM's
+            adaptive training would wait until the data grew by a fifth).
         start: a schedule to start from (``session.candidate()``, a record's candidate or a
             ``Point``). It is measured first as the run's reference, then its nearest knob-space
             point; that point's measurement goes into MetaSchedule's database before the first
@@ -178,7 +190,7 @@ class EvolutionarySearch(SearchStrategy):
 
     name = "evolutionary"
     # MetaSchedule's own XGBModel, driven through TVM's API: the one model it runs with.
-    capabilities = Capabilities(start=True, cost_models=(PREDICTION_NAME,))
+    capabilities = Capabilities(start=True, cost_models=(PREDICTION_NAME,), transfer=True)
 
     def __init__(
         self,
@@ -195,9 +207,11 @@ class EvolutionarySearch(SearchStrategy):
         num_warmup_samples: int | str = AUTO,
         num_threads: int = 1,
         max_empty_rounds: int = 5,
+        transfer_from: str | None = None,
         start: Candidate | Point | None = None,
     ):
         check_scaled("EvolutionarySearch", "population_size", population_size)
+        check_transfer_from("EvolutionarySearch", transfer_from)
         check_scaled("EvolutionarySearch", "num_trials_per_iter", num_trials_per_iter)
         check_scaled("EvolutionarySearch", "num_warmup_samples", num_warmup_samples)
         self.population_size = population_size
@@ -212,6 +226,7 @@ class EvolutionarySearch(SearchStrategy):
         self.num_warmup_samples = num_warmup_samples
         self.num_threads = num_threads
         self.max_empty_rounds = max_empty_rounds
+        self.transfer_from = transfer_from
         self.start = start
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -261,7 +276,10 @@ class EvolutionarySearch(SearchStrategy):
             extractor=cached_per_store_feature(),
             num_warmup_samples=warmup,
             num_tuning_cores=self.num_threads,
+            adaptive_training=self.transfer_from is None,
         )
+        if self.transfer_from == "auto":
+            self._learn_transfer()
         # Step 1. The sketches are the DesignSpace's, so every strategy searches the same space.
         sketches = []
         for s in range(space.num_sketches):
@@ -406,6 +424,33 @@ class EvolutionarySearch(SearchStrategy):
                 results.append(_runner_result(r.result))
         if cands:
             self._commit_and_update(cands, results)
+
+    def _learn_transfer(self) -> None:
+        """Other workloads' trials into the XGB model, each under its own workload (group)."""
+        records = transfer_records("EvolutionarySearch", self.record_store, self.space)
+        target, learned = self.context_.target, 0
+        for group in by_workload(records).values():
+            workload = group[0].candidate.workload
+            try:
+                mod = workload.mod()
+            except (ExplorerError, ValueError, RuntimeError) as e:  # a workload this TVM lost
+                log.info("EvolutionarySearch: no transfer from %s: %s", workload, e)
+                continue
+            args_info = _tvm.ms.arg_info.ArgInfo.from_prim_func(mod["main"])
+            cands, results = [], []
+            for r in group:
+                rr, built = _runner_result(r.result)
+                sch = _replay(mod, r.candidate.trace) if built else None
+                if sch is not None:
+                    cands.append(_tvm.ms.MeasureCandidate(sch, args_info))
+                    results.append(rr)
+            if cands:
+                context = _tvm.ms.TuneContext(mod=mod, target=target, num_threads=1)
+                with _numpy_global_seed(self.rng), TIMING_GATE.work():
+                    self.cost_model_.update(context, cands, results)
+                learned += len(cands)
+        self.resolved_["transfer_trials"] = learned
+        log.info("EvolutionarySearch: learned from %d trials of other workloads", learned)
 
     def _commit_and_update(
         self, cands: Sequence[Any], results: Sequence[tuple[Any, bool]]

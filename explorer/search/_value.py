@@ -22,8 +22,10 @@ schedules, refit). Here, over the shared knob space:
   to ``max_beam_width``); failing that, random points ranked by ``V`` keep the run going.
 * **Data.** The strategy trains on the record database given as its ``store`` constructor
   argument (or, when that is ``None``, the one the ``Tuner`` passes to ``reset``): every trial on
-  the target (this and other workloads, any strategy) before the first round. A model fitted
-  beforehand (``ValueModel.fit_from_store``) can be passed as ``model`` instead.
+  the target (this and other workloads, any strategy) before the first round, as the paper
+  trains its model offline: ``transfer_from="auto"`` by default; ``None`` keeps to this
+  workload's trials. A model fitted beforehand (``ValueModel.fit_from_store``) can be passed as
+  ``model`` instead.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from explorer.core import Candidate, RecordStore, TrialRecord, trace_key
 from explorer.cost_models import ValueModel, samples_from_records
 from explorer.search._base import Capabilities, SearchStrategy
 from explorer.search._start import StartPlan, first_candidates, plan_start
+from explorer.search._transfer import check_transfer_from
 from explorer.space import KnobSpace, Point
 from explorer.workloads import Workload
 
@@ -47,7 +50,10 @@ class ValueSearch(SearchStrategy):
         store: the record database to train on before the first round (``None``: only ``model``
             and what this run measures).
         model: the value model (default: a fresh ``ValueModel``); refitted after every batch.
-        workloads: restrict the store's trials to these workloads (default: all).
+        workloads: restrict the store's trials to these workloads (default: all, or this one
+            without transfer).
+        transfer_from: ``"auto"`` (default): learn from the store's trials of every workload
+            on the target; ``None``: of this workload only.
         beam_width: states kept per step (1 = greedy).
         max_beam_width: widest beam tried when the beam only reaches measured points.
         proposals_per_round: complete points proposed per ``ask`` (one value-iteration round).
@@ -67,7 +73,7 @@ class ValueSearch(SearchStrategy):
     """
 
     name = "value"
-    capabilities = Capabilities(start=True, cost_models=("value",))
+    capabilities = Capabilities(start=True, cost_models=("value",), transfer=True)
 
     def __init__(
         self,
@@ -81,8 +87,10 @@ class ValueSearch(SearchStrategy):
         num_random_fallback: int = 64,
         min_samples: int = 8,
         exploration: float = 0.1,
+        transfer_from: str | None = "auto",
         start: Candidate | Point | None = None,
     ):
+        check_transfer_from("ValueSearch", transfer_from)
         if min(beam_width, max_beam_width, proposals_per_round) < 1:
             raise ValueError("ValueSearch: beam widths and proposals_per_round must be >= 1")
         self.store = store
@@ -94,6 +102,7 @@ class ValueSearch(SearchStrategy):
         self.num_random_fallback = num_random_fallback
         self.min_samples = min_samples
         self.exploration = exploration
+        self.transfer_from = transfer_from
         self.start = start
         self._seen: set[str] = set()
         self._predicted: dict[str, float] = {}
@@ -103,8 +112,13 @@ class ValueSearch(SearchStrategy):
         self.model_ = self.model if self.model is not None else ValueModel()
         train_on = self.store if self.store is not None else self.record_store
         if train_on is not None:
-            self.model_.fit_from_store(
-                train_on, workloads=self.workloads, target=self.space.target
+            workloads = self.workloads
+            if workloads is None and self.transfer_from is None:
+                workloads = [self.space.workload]
+            self.model_.fit_from_store(train_on, workloads=workloads, target=self.space.target)
+            here = self.space.workload
+            self.resolved_["transfer_trials"] = sum(
+                s.workload != here for s in self.model_.samples_
             )
         self._seen = set()
         self._predicted = {}

@@ -7,12 +7,14 @@ import threading
 import time
 from collections.abc import Sequence
 
+import numpy as np
 import pytest
 
 from explorer.measure import Candidate, LocalMeasurer, MeasureConfig, Measurer, MeasureResult
 from explorer.search import STRATEGIES, capabilities
 from explorer.session import ScheduleSession
 from explorer.space import DesignSpace, KnobSpace, Point, start_mapping
+from explorer.storage import NewTrial
 from explorer.types import MeasureStatus
 from explorer.workloads import get_workload
 from widgets import SearchPanel, _ui
@@ -238,6 +240,46 @@ def test_cost_model_and_start_options_follow_the_strategy(make_panel):
         declared = list(capabilities(name).cost_models) or [NO_MODEL]
         assert list(panel.cost_model.options) == declared, name
         assert panel.from_session.disabled != capabilities(name).start, name
+        assert panel.transfer.disabled != capabilities(name).transfer, name
+        assert ("learn from other" in panel.transfer_note.value) == panel.transfer.disabled
+
+
+def test_learn_from_other_workloads_runs_the_model_on_their_trials_first(make_panel):
+    ctx, panel, _ = make_panel(Instant())
+    other = get_workload("matmul", M=32, N=32, K=32)
+    space = KnobSpace(DesignSpace.of(other, ctx.target))
+    rng = np.random.default_rng(0)
+    cands = [c for c in (space.materialize(space.random_point(rng)) for _ in range(12)) if c]
+    run = ctx.store.create_run(other, ctx.target, "random")
+    ctx.store.add_trials(
+        run.id,
+        [
+            NewTrial(c, MeasureResult(MeasureStatus.OK, (1e-3 * (1 + i),)))
+            for i, c in enumerate(cands)
+        ],
+    )
+    panel.strategy.value = "evolutionary"
+    panel.transfer.value = True
+    panel.trials.value = 2
+    job = panel.start()
+    assert job is not None and job.wait(WAIT) and job.state is JobState.FINISHED, (
+        panel.status.value
+    )
+    settings = panel.result.run.settings
+    assert settings["transfer_from"] == "auto"
+    searched = ctx.store.get_run(panel.result.run.id).settings
+    assert searched["transfer_trials"] == len(cands)
+    said = f"Transfer: its model learned first from {len(cands)} trials of other workloads."
+    assert said in panel.status.value
+    # unticked, value search keeps to this workload's trials (ticked is its default in Python)
+    panel.strategy.value = "value"
+    panel.transfer.value = False
+    job = panel.start()
+    assert job is not None and job.wait(WAIT) and job.state is JobState.FINISHED, (
+        panel.status.value
+    )
+    assert panel.result.run.settings["transfer_from"] is None
+    assert "Transfer:" not in panel.status.value
 
 
 def test_the_chosen_cost_model_is_the_one_the_search_runs_with(make_panel):
@@ -285,6 +327,7 @@ def test_dom_classes_and_labels(make_panel):
         panel.status: "se-search-status",
         panel.open_best_button: "se-open-best",
         panel.from_session: "se-from-session",
+        panel.transfer: "se-transfer",
     }
     for widget, css in expected.items():
         assert css in widget._dom_classes

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from explorer.core import ModelTask
-from explorer.errors import ModelError, SearchError
+from explorer.errors import CapabilityError, ModelError, SearchError
 from explorer.measure import trace_key
 from explorer.model import (
     MAX_ERROR,
@@ -114,6 +114,30 @@ def test_bad_tune_settings_are_refused(tuned, measurer):
             tune_model(model, store, measurer, max_trials=4, scheduler="fastest")
         with pytest.raises(SearchError, match="at least 1"):
             tune_model(model, store, measurer, max_trials=0)
+
+
+def test_a_tune_with_transfer_learns_from_the_other_tasks_trials(tuned, measurer):
+    """As tune_relax shares one model between tasks: each chunk's model first learns from
+    what the database holds of other workloads, here the random tune's trials of the other
+    tasks."""
+    db, model, _ = tuned
+    with get_store(db) as store:
+        with pytest.raises(CapabilityError, match="strategy 'random' cannot learn"):
+            tune_model(model, store, measurer, max_trials=4, strategy="random", transfer=True)
+        tune = tune_model(
+            model, store, measurer, max_trials=4, strategy="evolutionary",
+            scheduler="round-robin", chunk=4, transfer=True,
+        )  # fmt: skip
+        assert tune == "evolutionary+transfer/seed0/round-robin"
+        ((run_id, task, _),) = [r for r in store.model_runs(model.id) if r[2] == tune]
+        settings = store.get_run(run_id).settings
+        others = [
+            t
+            for t in store.trials()
+            if t.candidate.workload != store.get_run(run_id).workload and t.run_id != run_id
+        ]
+        assert settings["transfer_from"] == "auto"
+        assert 0 < settings["transfer_trials"] <= len(others)
 
 
 def _state(name, weight, trials, history, untuned=1e-3, exhausted=False):

@@ -28,12 +28,14 @@ from explorer.storage import get_store
 
 DECLARED = {
     "random": Capabilities(start=False),
-    "autotvm": Capabilities(start=True, cost_models=("xgb-rank", "xgb-reg")),
-    "evolutionary": Capabilities(start=True, cost_models=("metaschedule-xgb",)),
+    "autotvm": Capabilities(start=True, cost_models=("xgb-rank", "xgb-reg"), transfer=True),
+    "evolutionary": Capabilities(start=True, cost_models=("metaschedule-xgb",), transfer=True),
     "droplet": Capabilities(start=True),
-    "evolutionary+droplet": Capabilities(start=True, cost_models=("metaschedule-xgb",)),
+    "evolutionary+droplet": Capabilities(
+        start=True, cost_models=("metaschedule-xgb",), transfer=True
+    ),
     "static": Capabilities(start=False, cost_models=("static",)),
-    "value": Capabilities(start=True, cost_models=("value",)),
+    "value": Capabilities(start=True, cost_models=("value",), transfer=True),
 }
 
 
@@ -48,6 +50,7 @@ def test_every_strategy_declares_its_capabilities():
         assert caps.takes_cost_model == bool(caps.cost_models)
         # the declaration matches the constructor: start= exactly where it is declared
         assert ("start" in STRATEGIES.parameters(name)) == caps.start, name
+        assert ("transfer_from" in STRATEGIES.parameters(name)) == caps.transfer, name
     with pytest.raises(UnknownPluginError, match="valid names: autotvm, droplet"):
         capabilities("no-such-strategy")
 
@@ -83,6 +86,21 @@ def test_a_capability_error_is_a_setting_error_and_a_type_error():
     )
     check_capabilities("droplet", start=True)  # fine: nothing raised
     check_capabilities("autotvm", cost_model="xgb-reg")
+
+
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_transfer_learning_is_taken_or_refused_in_one_sentence(name):
+    if capabilities(name).transfer:
+        assert make_strategy(name, transfer_from="auto").settings()["transfer_from"] == "auto"
+        with pytest.raises(ValueError, match="transfer_from must be None or 'auto'"):
+            make_strategy(name, transfer_from="everything")
+        return
+    with pytest.raises(CapabilityError) as info:
+        make_strategy(name, transfer_from="auto")
+    assert str(info.value) == (
+        f"strategy {name!r} cannot learn from other workloads' trials; "
+        "these can: autotvm, evolutionary, evolutionary+droplet, value"
+    )
 
 
 def test_cost_model_selects_the_constructor_argument_and_never_contradicts_one():
