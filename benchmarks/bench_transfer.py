@@ -69,12 +69,13 @@ def _gflops(workload, secs: float | None) -> float:
     return workload.flops() / secs / 1e9 if secs and math.isfinite(secs) else 0.0
 
 
-def _plan(strategies, seeds) -> list[tuple[str, int, int]]:
+def _plan(strategies, seeds, budgets) -> list[tuple[str, int, int]]:
+    small, equal, long = budgets
     runs = []
     for seed in range(seeds):
-        runs += [("tune_tir_fast", 64, seed), ("tune_tir_fast", 128, seed)]
+        runs += [("tune_tir_fast", equal, seed), ("tune_tir_fast", long, seed)]
         for s in strategies:
-            runs += [(f"{s}+T", 32, seed), (f"{s}+T", 64, seed), (s, 64, seed)]
+            runs += [(f"{s}+T", small, seed), (f"{s}+T", equal, seed), (s, equal, seed)]
     return runs
 
 
@@ -111,7 +112,8 @@ def _median(values) -> float:
     return statistics.median(values) if values else math.nan
 
 
-def _goals(rows: list[Row], strategies) -> list[str]:
+def _goals(rows: list[Row], strategies, budgets) -> list[str]:
+    small, equal, top = budgets
     out = []
     for w in dict.fromkeys(r.workload for r in rows):
 
@@ -124,14 +126,18 @@ def _goals(rows: list[Row], strategies) -> list[str]:
                 ]
             )
 
-        long, short = med("tune_tir_fast", 128), med("tune_tir_fast", 64)
-        best = max(strategies, key=lambda s: med(f"{s}+T", 32) if med(f"{s}+T", 32) > 0 else -1)
-        ratio = med(f"{best}+T", 32) / long
-        out.append(f"{w[:40]:40s} {best}+T@32 / tune_tir_fast@128 = {ratio:5.2f} (goal >= 1)")
+        long, short = med("tune_tir_fast", top), med("tune_tir_fast", equal)
+        best = max(
+            strategies, key=lambda s: med(f"{s}+T", small) if med(f"{s}+T", small) > 0 else -1
+        )
+        ratio = med(f"{best}+T", small) / long
+        out.append(
+            f"{w[:40]:40s} {best}+T@{small} / tune_tir_fast@{top} = {ratio:5.2f} (goal >= 1)"
+        )
         for s in strategies:
-            with_t, without = med(f"{s}+T", 64) / short, med(s, 64) / short
+            with_t, without = med(f"{s}+T", equal) / short, med(s, equal) / short
             out.append(
-                f"{'':40s} {s}@64 / tune_tir_fast@64: with transfer {with_t:5.2f}, "
+                f"{'':40s} {s}@{equal} / tune_tir_fast@{equal}: with transfer {with_t:5.2f}, "
                 f"without {without:5.2f} (goal >= 1)"
             )
     return out
@@ -144,6 +150,14 @@ def main() -> None:
     p.add_argument("--strategies", nargs="*", default=None)
     p.add_argument("--seeds", type=int, default=None)
     p.add_argument("--pretrain-minutes", type=float, default=None)
+    p.add_argument(
+        "--budgets",
+        nargs=3,
+        type=int,
+        default=[32, 64, 128],
+        metavar=("SMALL", "EQUAL", "LONG"),
+        help="ours with transfer at SMALL; ours and tune_tir_fast at EQUAL; tune_tir_fast at LONG",
+    )
     p.add_argument("--out", type=Path, default=OUT)
     args = p.parse_args()
     if args.quick:
@@ -187,7 +201,7 @@ def main() -> None:
             store = get_store(copies[name])
             tuner = Tuner(measurer=measurer, store=store, batch_size=BATCH, confirm_top=3)
             mine = []
-            for label, budget, seed in _plan(args.strategies, args.seeds):
+            for label, budget, seed in _plan(args.strategies, args.seeds, args.budgets):
                 row = _search(tuner, store, workload, target, label, budget, seed)
                 mine.append(row)
                 print(
@@ -208,7 +222,7 @@ def main() -> None:
                 )
             store.close()
     print(f"\nCPU {cpu_model()}; medians of {args.seeds} seed(s), re-timed GFLOPS ratios:")
-    for line in _goals(rows, args.strategies):
+    for line in _goals(rows, args.strategies, args.budgets):
         print(line)
     with open(args.out / "transfer.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(asdict(rows[0])))
