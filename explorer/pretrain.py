@@ -14,6 +14,7 @@ stopped one is kept with every trial it measured.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -117,7 +118,8 @@ def pretrain(
         store, measurer, target: where trials go, what measures them, for which target.
         seconds: the time budget (a run stops at the deadline with its trials; a batch being
             measured then, or a run's first measurement of its unscheduled program, finishes).
-        names: the presets (``pretrain_presets``); default: all of them.
+        names: the presets (``pretrain_presets``); default: all of them. An unknown name is
+            refused (``ExplorerError``).
         per_preset: stop once every preset holds this many trials on the target.
         trials_per_run: trials of one preset's run before the next preset's turn.
         seed: added to each run's seed (the preset's trial count), for another draw.
@@ -125,12 +127,14 @@ def pretrain(
     A ``KeyboardInterrupt`` ends the current run as ``interrupted`` (kept, with its trials) and
     propagates; everything measured is stored.
     """
-    if not seconds > 0:
-        raise ValueError(f"pretrain: seconds must be > 0 (got {seconds!r})")
+    if not (isinstance(seconds, int | float) and seconds > 0 and math.isfinite(seconds)):
+        raise ValueError(f"pretrain: seconds must be > 0 and finite (got {seconds!r})")
     check_int("pretrain trials_per_run", trials_per_run, minimum=1)
     if per_preset is not None:
         check_int("pretrain per_preset", per_preset, minimum=1)
-    names = list(names) if names is not None else pretrain_presets()
+    if names is not None and not list(names):
+        raise ExplorerError("pretrain: no preset given (names=None pretrains on every one)")
+    names = pretrain_presets(only=list(names or ()))  # checked, in the catalog's order
     start = time.monotonic()
     runs: list[tuple[str, int, int]] = []
     tuner = Tuner(measurer=measurer, store=store, confirm_top=0)

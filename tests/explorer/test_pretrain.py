@@ -4,6 +4,7 @@ them. Real measurements of two quick presets (a row reduction and an elementwise
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 
@@ -97,8 +98,13 @@ def test_bad_input_is_one_sentence():
         pretrain_presets(["chain_1m"], ["chain_1m"])
     assert pretrain_presets(skip=["reduce_cols_1024"])[:2] == ["matmul_512", "matmul_1024"]
     assert "reduce_cols_1024" not in pretrain_presets(skip=["reduce_cols_1024"])
-    with pytest.raises(ValueError, match="seconds must be > 0"):
-        pretrain(None, None, None, seconds=0)  # type: ignore[arg-type]
+    for seconds in (0, -1, math.nan, math.inf, "60"):
+        with pytest.raises(ValueError, match="seconds must be > 0 and finite"):
+            pretrain(None, None, None, seconds=seconds)  # type: ignore[arg-type]
+    with pytest.raises(ExplorerError, match="no preset given"):
+        pretrain(None, None, None, seconds=1, names=[])  # type: ignore[arg-type]
+    with pytest.raises(ExplorerError, match="no preset named matmul"):
+        pretrain(None, None, None, seconds=1, names=["matmul"])  # type: ignore[arg-type]
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
