@@ -69,10 +69,10 @@ def _gflops(workload, secs: float | None) -> float:
     return workload.flops() / secs / 1e9 if secs and math.isfinite(secs) else 0.0
 
 
-def _plan(strategies, seeds, budgets) -> list[tuple[str, int, int]]:
+def _plan(strategies, seeds, budgets, first_seed=0) -> list[tuple[str, int, int]]:
     small, equal, long = budgets
     runs = []
-    for seed in range(seeds):
+    for seed in range(first_seed, first_seed + seeds):
         runs += [("tune_tir_fast", equal, seed), ("tune_tir_fast", long, seed)]
         for s in strategies:
             runs += [(f"{s}+T", small, seed), (f"{s}+T", equal, seed), (s, equal, seed)]
@@ -149,6 +149,7 @@ def main() -> None:
     p.add_argument("--workloads", nargs="*", default=None)
     p.add_argument("--strategies", nargs="*", default=None)
     p.add_argument("--seeds", type=int, default=None)
+    p.add_argument("--first-seed", type=int, default=0, help="seeds run: FIRST .. FIRST+SEEDS-1")
     p.add_argument("--pretrain-minutes", type=float, default=None)
     p.add_argument(
         "--budgets",
@@ -201,7 +202,8 @@ def main() -> None:
             store = get_store(copies[name])
             tuner = Tuner(measurer=measurer, store=store, batch_size=BATCH, confirm_top=3)
             mine = []
-            for label, budget, seed in _plan(args.strategies, args.seeds, args.budgets):
+            plan = _plan(args.strategies, args.seeds, args.budgets, args.first_seed)
+            for label, budget, seed in plan:
                 row = _search(tuner, store, workload, target, label, budget, seed)
                 mine.append(row)
                 print(
