@@ -58,8 +58,9 @@ class PretrainResult:
     Attributes:
         runs: the runs it made, in order, each as (preset, run id, trials stored).
         trials: trials it stored in all.
-        why_stopped: ``"time budget reached"``, or that every preset has its trials (or, for
-            a preset with a small space, all its schedules measured).
+        why_stopped: ``"time budget reached"``, ``"stopped"`` (``should_stop``), or that every
+            preset has its trials (or, for a preset with a small space, all its schedules
+            measured).
         covered: trials the database now holds of each preset on the target.
     """
 
@@ -142,7 +143,10 @@ def pretrain(
     exhausted: set[str] = set()  # presets whose every schedule a run has measured
     while True:
         left = seconds - (time.monotonic() - start)
-        if left <= 0 or should_stop():
+        if should_stop():
+            why = "stopped"
+            break
+        if left <= 0:
             break
         covered = coverage(store, target, names)
         wanting = [
@@ -182,7 +186,10 @@ def pretrain(
         runs.append((name, result.run.id, result.num_trials))
         if result.stopped_because == "exhausted":  # a small space: every point measured
             exhausted.add(name)
-        elif result.stopped_because in ("time", "cancelled"):
+        elif result.stopped_because == "cancelled":
+            why = "stopped"
+            break
+        elif result.stopped_because == "time":
             break
     return PretrainResult(
         tuple(runs), sum(t for _, _, t in runs), why, coverage(store, target, names)

@@ -86,6 +86,13 @@ def test_a_stopped_pretraining_keeps_what_it_measured(measurer, store, cpu_targe
         ("transpose_1024", 1),
     ]
     assert tiny.why_stopped == "every schedule measured"
+    # so does should_stop (checked by each run between batches): here before the first batch
+    calls = []
+    stopped = pretrain(
+        store, measurer, cpu_target, seconds=600, names=QUICK,
+        should_stop=lambda: bool(calls.append(1) or len(calls) > 1),
+    )  # fmt: skip
+    assert stopped.why_stopped == "stopped" and stopped.trials == 0 and len(stopped.runs) == 1
     # a deadline ends it too
     late = pretrain(store, measurer, cpu_target, seconds=1e-9, names=QUICK)
     assert late.runs == () and late.why_stopped == "time budget reached"
