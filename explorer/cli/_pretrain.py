@@ -74,11 +74,11 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         f"{plural(result.trials, 'trial')} in {plural(len(result.runs), 'run')} "
         f"({result.why_stopped})"
     )
-    fewest = min(result.covered.values())
-    most = max(result.covered.values())
+    fewest, most = min(result.covered.values()), max(result.covered.values())
+    held = plural(most, "trial") if fewest == most else f"{fewest} to {plural(most, 'trial')}"
     print(
-        f"the database now holds {fewest} to {plural(most, 'trial')} of each preset on this "
-        f"target; `explorer tune ... --transfer` learns from them"
+        f"the database now holds {held} of each preset on this target; "
+        "`explorer tune ... --transfer` learns from them"
     )
     return EXIT_OK
 

@@ -416,19 +416,15 @@ class EvolutionarySearch(SearchStrategy):
 
     def _learn_foreign(self, records: Sequence[TrialRecord]) -> None:
         """Trials MetaSchedule did not propose in this session (history, or a stale round)."""
-        cands, results = [], []
-        for r in records:
-            sch = _replay(self._mod, r.candidate.trace)
-            if sch is not None:
-                cands.append(_tvm.ms.MeasureCandidate(sch, self._args_info))
-                results.append(_runner_result(r.result))
+        cands, results = _as_measured(self._mod, self._args_info, records)
         if cands:
             self._commit_and_update(cands, results)
 
     def _learn_transfer(self) -> None:
-        """Other workloads' trials into the XGB model, each under its own workload (group)."""
+        """Other workloads' trials into the XGB model, each under its own workload (group),
+        and the model trained once on all of them."""
         records = transfer_records("EvolutionarySearch", self.record_store, self.space)
-        target, learned = self.context_.target, 0
+        groups = []
         for group in by_workload(records).values():
             workload = group[0].candidate.workload
             try:
@@ -437,18 +433,23 @@ class EvolutionarySearch(SearchStrategy):
                 log.info("EvolutionarySearch: no transfer from %s: %s", workload, e)
                 continue
             args_info = _tvm.ms.arg_info.ArgInfo.from_prim_func(mod["main"])
-            cands, results = [], []
-            for r in group:
-                rr, built = _runner_result(r.result)
-                sch = _replay(mod, r.candidate.trace) if built else None
-                if sch is not None:
-                    cands.append(_tvm.ms.MeasureCandidate(sch, args_info))
-                    results.append(rr)
-            if cands:
-                context = _tvm.ms.TuneContext(mod=mod, target=target, num_threads=1)
-                with _numpy_global_seed(self.rng), TIMING_GATE.work():
-                    self.cost_model_.update(context, cands, results)
-                learned += len(cands)
+            cands, results = _as_measured(mod, args_info, group)
+            kept = [(mc, rr) for mc, (rr, built) in zip(cands, results, strict=True) if built]
+            if kept:
+                context = _tvm.ms.TuneContext(mod=mod, target=self.context_.target, num_threads=1)
+                groups.append((context, kept))
+        model = self.cost_model_
+        # XGBModel retrains on all its data at every update: with twenty workloads that was
+        # twenty trainings (20 of a 34 s start, AMD EPYC). Its own adaptive-training threshold,
+        # set out of reach, holds the training back until the last workload's update.
+        model.adaptive_training, model.last_train_size = True, 1 << 62
+        for i, (context, kept) in enumerate(groups):
+            if i == len(groups) - 1:
+                model.adaptive_training, model.last_train_size = False, 0
+            with _numpy_global_seed(self.rng), TIMING_GATE.work():
+                model.update(context, [mc for mc, _ in kept], [rr for _, rr in kept])
+        model.adaptive_training, model.last_train_size = False, model.data_size
+        learned = sum(len(kept) for _, kept in groups)
         self.resolved_["transfer_trials"] = learned
         log.info("EvolutionarySearch: learned from %d trials of other workloads", learned)
 
@@ -498,6 +499,20 @@ def _runner_result(result: MeasureResult) -> tuple[Any, bool]:
         error_msg=None if ok else (result.error_msg or result.status.value),
     )
     return rr, result.status not in _BUILD_FAILURES and not result.status.is_inconclusive
+
+
+def _as_measured(
+    mod: Any, args_info: Any, records: Sequence[TrialRecord]
+) -> tuple[list[Any], list[tuple[Any, bool]]]:
+    """The records whose traces replay on ``mod``, as MetaSchedule's candidates and results
+    (``_runner_result``: with whether its cost model learns from each)."""
+    cands, results = [], []
+    for r in records:
+        sch = _replay(mod, r.candidate.trace)
+        if sch is not None:
+            cands.append(_tvm.ms.MeasureCandidate(sch, args_info))
+            results.append(_runner_result(r.result))
+    return cands, results
 
 
 def _replay(mod: Any, trace_json: JSON) -> Any | None:

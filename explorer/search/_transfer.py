@@ -81,9 +81,9 @@ def transfer_note(settings: Mapping[str, JSON]) -> str | None:
     """
     if settings.get("transfer_from") != "auto":
         return None
-    learned = settings.get("transfer_trials") or 0
-    if learned:
-        trials = plural(int(str(learned)), "trial")
+    learned = settings.get("transfer_trials")
+    if isinstance(learned, int) and learned > 0:
+        trials = plural(learned, "trial")
         return f"transfer: its model learned first from {trials} of other workloads"
     floor = settings.get("min_seed_records")
     needs = f" (it needs at least {floor})" if floor else ""

@@ -113,6 +113,13 @@ BAD: list[tuple[list[str], int, str]] = [
     (["tune", *SMALL, "--resume", "-1"], 2, "--resume: must be at least 1"),
     (["tune", *SMALL, "--resume", "abc"], 2, "--resume: expected an integer"),
     (["tune", *SMALL, "--threads", "0"], 2, "--threads: must be at least 1"),
+    (["tune", *SMALL, "--transfer"], 2, "strategy 'random' cannot learn from other workloads"),
+    (["pretrain"], 2, "--minutes"),
+    (["pretrain", "--minutes", "0"], 2, "--minutes"),
+    (["pretrain", "--minutes", "nan"], 2, "--minutes"),
+    (["pretrain", "--minutes", "1", "--only", "nope"], 2, "no preset named nope"),
+    (["pretrain", "--minutes", "1", "--skip", "chain_1m", "--only", "chain_1m"], 2, "no preset"),
+    (["pretrain", "--minutes", "1", "--per-preset", "0"], 2, "--per-preset"),
     # a single-value option given twice is refused, never "the last one wins"
     (["tune", *SMALL, "--strategy", "random", "--strategy", "droplet"], 2, "--strategy is given"),
     (["tune", *SMALL, "--trials", "2", "--trials", "3"], 2, "--trials is given twice (2 and 3)"),
@@ -179,7 +186,9 @@ BAD: list[tuple[list[str], int, str]] = [
     (["nonsense"], 2, "unknown command 'nonsense'"),
     (["workloads", "extra"], 2, "unrecognized arguments: extra; see `explorer workloads --help`"),
 ]
-DB_COMMANDS = {"show", "measure", "tune", "runs", "export", "import", "backup", "check"}
+DB_COMMANDS = {
+    "show", "measure", "tune", "runs", "export", "import", "backup", "check", "pretrain",
+}  # fmt: skip
 
 
 def _argv(row: list[str], root: Path, db: Path) -> list[str]:
@@ -439,6 +448,7 @@ TOKENS = [
     "--threads", "--resume", "--run", "--format", "csv", "metaschedule", "0", "-1", "1", "nan",
     "999", "--strategy", "drplet", "droplet", "--save-trace", "--trace", "--start", "--script",
     "-q", "--target", "cuda", "--help", "", " ", "\x00", "é", "--", "-", "--db",
+    "pretrain", "--minutes", "--only", "--skip", "--per-preset", "--transfer", "chain_1m",
 ]  # fmt: skip
 
 
@@ -459,6 +469,7 @@ TOKENS = [
                 ["measure", "matmul"],
                 ["tune", "matmul"],
                 ["runs"],
+                ["pretrain", "--minutes", "1"],
                 ["export"],
                 ["import"],
                 ["show"],

@@ -129,7 +129,7 @@ def test_pretrain_then_tune_with_transfer_from_the_command_line(tmp_path):
     assert said[0].endswith(": the database holds 0 trials of them")
     assert said[1:] == [
         "6 trials in 2 runs (every preset has 3 trials)",
-        "the database now holds 3 to 3 trials of each preset on this target; "
+        "the database now holds 3 trials of each preset on this target; "
         "`explorer tune ... --transfer` learns from them",
     ]
     tune = ["tune", "matmul", "-p", "M=32", "-p", "N=32", "-p", "K=32", "--db", db, "-q"]
