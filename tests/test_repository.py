@@ -71,3 +71,14 @@ def test_the_testing_extra_brings_what_the_contract_kits_import() -> None:
     declared = {re.split(r"[<>=\[]", r)[0] for r in extras["testing"]}
     assert {"pytest"} <= imported and (imported & {"pytest", "hypothesis"}) <= declared
     assert "schedule-explorer[testing,postgres,nas,model]" in extras["dev"]
+
+
+def test_every_test_module_has_its_own_basename() -> None:
+    # The test folders are not packages, so pytest imports each module by its basename: a
+    # second `test_transfer.py` in another folder stops the whole suite at collection.
+    tests = [f for f in tracked_files() if f.name.startswith("test_") and f.suffix == ".py"]
+    seen: dict[str, list[str]] = {}
+    for path in tests:
+        seen.setdefault(path.name, []).append(path.relative_to(ROOT).as_posix())
+    clashes = {name: paths for name, paths in seen.items() if len(paths) > 1}
+    assert not clashes, f"test modules sharing a basename: {clashes}"
