@@ -1,10 +1,10 @@
 """A small persistent pool of measurement worker processes (``explorer.measure._worker``).
 
-Workers are plain ``subprocess.Popen([sys.executable, "-m", "explorer.measure._worker"])``
-children, not ``multiprocessing`` ones: that works unchanged inside a Jupyter kernel, whose
-``__main__`` cannot be imported by a spawned child. They are started lazily, reused for every
-request, and replaced only after one of them dies, hangs or grows past the memory limit -- all
-three are detected here, in the parent, while it waits for a reply:
+Workers are forks of this process's fork server (``_forkserver``), which imported TVM once,
+so a worker starts in milliseconds rather than a second or two of CPU. They are started
+lazily, reused for every request, and replaced only after one of them dies, hangs or grows
+past the memory limit -- all three are detected here, in the parent, while it waits for a
+reply:
 
 * death: end of file on the worker's stdout, then its exit status (``SIGSEGV`` and friends);
 * hang: the worker has run for the request's timeout and is killed. What counts is the
@@ -26,18 +26,16 @@ import queue
 import select
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import psutil
 
-import explorer
+from explorer.core._forkserver import fork_worker
 from explorer.core._protocol import decode_from, encode_message
 from explorer.errors import ExplorerError
 
@@ -45,6 +43,7 @@ POLL_SECS = 0.02  # RSS poll period while waiting; psutil's read is ~20 us, negl
 MAX_STRETCH = 10.0  # how much longer than its timeout a request may take on the wall clock
 STARTUP_TIMEOUT_SECS = 180.0  # importing TVM takes ~1 s, far more on a loaded 2-core box
 _TAIL_CHARS = 1500
+_WORKER_MODULE = "explorer.measure._worker"  # by name: this layer never imports TVM
 
 
 class WorkerLost(Exception):
@@ -91,35 +90,35 @@ class Worker:
         env = dict(os.environ)
         env["TVM_NUM_THREADS"] = str(num_threads)
         env["OMP_NUM_THREADS"] = str(num_threads)
-        # The worker must import the same `explorer` as the caller, even from a source checkout
-        # that a notebook put on sys.path by hand.
-        root = str(Path(explorer.__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        to_worker_r, self._in = os.pipe()
+        self._out, from_worker_w = os.pipe()
         try:
-            self._proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "explorer.measure._worker",
-                    "--role",
-                    role,
-                    "--memory-limit-bytes",
-                    str(memory_limit_bytes),
-                ],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
+            self._proc = fork_worker(
+                _WORKER_MODULE,
+                _WORKER_MODULE,
+                ["--role", role, "--memory-limit-bytes", str(memory_limit_bytes)],
+                env,
+                stdin=to_worker_r,
+                stdout=from_worker_w,
                 stderr=fd,
-                env=env,
-                bufsize=0,
-                close_fds=True,
             )
+        except BaseException:
+            os.close(self._in)
+            os.close(self._out)
+            raise
         finally:
-            os.close(fd)
-        self.pid: int = self._proc.pid
-        self._ps = psutil.Process(self.pid)
+            for ours in (fd, to_worker_r, from_worker_w):
+                os.close(ours)
+        self._ps: psutil.Process | None = None
         self._buffer = bytearray()
         self._ready = False
         self._asked_to_exit = False
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's process id (waiting for its fork if the server is still starting);
+        ``None`` if it was never forked."""
+        return self._proc.wait_forked(STARTUP_TIMEOUT_SECS)
 
     # -- life cycle ---------------------------------------------------------------------------
     @property
@@ -143,14 +142,13 @@ class Worker:
         self._ready = True
 
     def kill(self) -> None:
-        if self._proc.poll() is None:
-            with contextlib.suppress(OSError):
-                self._proc.kill()
+        self._proc.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self._proc.wait(timeout=5)
-        for stream in (self._proc.stdin, self._proc.stdout):
+        for fd in (self._in, self._out):
             with contextlib.suppress(OSError):
-                stream.close()  # type: ignore[union-attr]  # started with pipes: never None
+                os.close(fd)
+        self._in = self._out = -1
 
     def close(self, timeout: float = 2.0) -> None:
         """Ask the worker to leave, kill it if it does not, and remove its log.
@@ -163,6 +161,7 @@ class Worker:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(timeout=timeout)
         self.kill()
+        self._proc.close()
         with contextlib.suppress(OSError):
             os.unlink(self.log_path)
 
@@ -211,16 +210,15 @@ class Worker:
 
     def _write(self, message: dict[str, Any]) -> None:
         data = memoryview(encode_message(message))
-        fd = self._proc.stdin.fileno()  # type: ignore[union-attr]  # started with pipes: never None
         try:
             while data:
-                data = data[os.write(fd, data) :]
+                data = data[os.write(self._in, data) :]
         except (BrokenPipeError, OSError):
             raise self._lost_by_exit() from None
 
     def _receive(self, timeout: float | None, wall_clock: bool = False) -> Any:
         started, ran_before = time.monotonic(), self._cpu_secs()
-        fd = self._proc.stdout.fileno()  # type: ignore[union-attr]  # started with pipes: never None
+        fd = self._out
         while True:
             done, message = decode_from(self._buffer)
             if done:
@@ -247,9 +245,10 @@ class Worker:
             self._check_memory()
 
     def _cpu_secs(self) -> float:
-        """CPU seconds the worker has used so far, all its threads (0 once it is gone)."""
+        """CPU seconds the worker has used so far, all its threads (0 once it is gone, or
+        while its fork is pending)."""
         try:
-            times = self._ps.cpu_times()
+            times = self._process().cpu_times()
         except psutil.Error:
             return 0.0
         return float(times.user + times.system)
@@ -258,7 +257,7 @@ class Worker:
         if self.memory_limit_bytes <= 0:
             return
         try:
-            rss = self._ps.memory_info().rss
+            rss = self._process().memory_info().rss
         except psutil.Error:
             return  # exiting; the next read reports how
         if rss > self.memory_limit_bytes:
@@ -269,9 +268,16 @@ class Worker:
                 f"(resident size reached {rss >> 20} MiB)",
             )
 
+    def _process(self) -> psutil.Process:
+        if self._ps is None:
+            if self._proc.pid is None:
+                raise psutil.NoSuchProcess(0, msg="not forked (yet)")
+            self._ps = psutil.Process(self._proc.pid)
+        return self._ps
+
     def _lost_by_exit(self) -> WorkerLost:
         try:
-            code = self._proc.wait(timeout=5)
+            code: int | None = self._proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self.kill()
             code = self._proc.returncode
@@ -355,6 +361,8 @@ class WorkerPool:
         started: list[Worker] = []
         for slot, worker in enumerate(self._builders[:count]):
             if worker is None or not worker.is_alive:
+                if worker is not None:
+                    worker.close()
                 self._builders[slot] = worker = self._new_worker("build", 1)
                 started.append(worker)
         if runner_threads is not None and not self._runner_matches(runner_threads):
@@ -396,8 +404,10 @@ class WorkerPool:
         """Process ids of the live workers, by role."""
         runner = self._runner
         return {
-            "build": [w.pid for w in self._builders if w is not None and w.is_alive],
-            "run": [runner.pid] if runner is not None and runner.is_alive else [],
+            "build": [
+                w.pid for w in self._builders if w is not None and w.is_alive and w.pid is not None
+            ],
+            "run": [runner.pid] if runner is not None and runner.is_alive and runner.pid else [],
         }
 
     # -- requests -----------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """A measurement worker process: ``python -m explorer.measure._worker --role build|run``.
 
-The parent (``explorer.core._pool``) starts a few of these once and reuses them. Everything
+The parent (``explorer.core._pool``) starts a few of these once and reuses them, each a fork
+of the parent's fork server (``explorer.core._forkserver``), which imported this module and TVM
+already; ``python -m`` runs it the same way, by hand. Everything
 that could take a process down (TVM's compiler, the generated kernels) runs here, never in the
 caller, which may be a notebook kernel.
 
@@ -47,6 +49,7 @@ import traceback
 from typing import Any
 
 import numpy as np
+import threadpoolctl
 
 from explorer import _tvm
 from explorer.core import read_message, write_message
@@ -259,6 +262,10 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)
     proto_in = sys.stdin.buffer
     _watch_parent(os.getppid())
+    # NumPy's BLAS (the reference outputs) was loaded by the fork server, before this worker's
+    # thread count was in the environment.
+    if os.environ.get("OMP_NUM_THREADS", "").isdigit():
+        threadpoolctl.threadpool_limits(int(os.environ["OMP_NUM_THREADS"]))
 
     worker = _Worker(opts.role, opts.memory_limit_bytes)
     _limit_memory(opts.memory_limit_bytes)
