@@ -11,16 +11,18 @@ a user's script without an ``if __name__ == "__main__"`` guard would run again i
 Protocol, over a ``SOCK_SEQPACKET`` socket pair (one message per worker, never split): the
 caller sends a pickled ``{"module", "argv", "env", "cwd", "cpus"}`` with four descriptors: the
 worker's stdin, stdout and stderr, and the write end of a *status* pipe. The server forks; the
-child runs ``module.main(argv)`` on those streams, environment, folder and cores. On the status pipe the server
-writes the worker's pid, and once it has exited its exit code (``Popen.returncode``'s meaning:
-``-N`` for signal ``N``), each an 8-byte signed big-endian integer. The caller reads both from
-its end of the pipe, without a round trip on the socket: starting a worker never blocks, even
-while the server is still importing. The server leaves when the caller closes the socket (or
-dies); a worker whose server has gone sees its parent change and leaves too.
+child runs ``module.main(argv)`` on those streams, environment, folder and cores. On the status
+pipe the server writes the worker's pid, and once it has exited its exit code
+(``Popen.returncode``'s meaning: ``-N`` for signal ``N``), each an 8-byte signed big-endian
+integer. The caller reads both from its end of the pipe, without a round trip on the socket:
+starting a worker never blocks, even while the server is still importing. The server leaves
+when the caller closes the socket (at its exit, or when it dies); a worker whose server has
+gone sees its parent change and leaves too.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
 import os
@@ -222,6 +224,17 @@ _servers: dict[str, ForkServer] = {}
 _lock = threading.Lock()
 
 
+@atexit.register
+def _close_servers() -> None:
+    # The server would leave on its own once this process has gone; waiting for it here means
+    # a command leaves nothing behind when it returns.
+    with _lock:
+        for server in _servers.values():
+            if server.owner == os.getpid():
+                server.close()
+        _servers.clear()
+
+
 def fork_worker(
     preload: str,
     module: str,
@@ -336,3 +349,6 @@ def serve(sock: socket.socket, preload: str) -> None:
 def main(argv: list[str]) -> None:
     """The server's entry: ``argv`` is its socket's descriptor and the module to preload."""
     serve(socket.socket(fileno=int(argv[0])), argv[1])
+    # Unloading TVM and LLVM at the interpreter's teardown takes a quarter of a second, and the
+    # caller waits for it at its exit: nothing here needs finalizing.
+    os._exit(0)

@@ -4,11 +4,13 @@ environment and folder), and what happens when the server or the caller goes."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import psutil
 import pytest
@@ -152,3 +154,23 @@ def test_a_caller_killed_with_kill_9_leaves_no_server_and_no_worker(tmp_path):
         caller.kill()
         caller.wait()
         caller.stdout.close()
+
+
+def test_a_command_leaves_no_process_behind_when_it_returns(tmp_path):
+    explorer = Path(sys.executable).with_name("explorer")
+    tiny = ["measure", "matmul", "-p", "M=16", "-p", "N=16", "-p", "K=16", "--db"]
+    proc = subprocess.Popen(
+        [str(explorer), *tiny, str(tmp_path / "r.db")],
+        start_new_session=True,  # its own process group: everything it started is in it
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode in (0, 1), err  # 1: a noisy reading on a busy machine
+    left = []
+    for p in psutil.process_iter(["pid"]):
+        with contextlib.suppress(psutil.Error, ProcessLookupError):
+            if os.getpgid(p.pid) == proc.pid and p.status() != psutil.STATUS_ZOMBIE:
+                left.append(p.cmdline())
+    assert not left, left
