@@ -272,7 +272,6 @@ def _child(request: dict[str, Any], fds: list[int], keep_closed: list[int]) -> N
                 os.close(fd)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
         for target, fd in enumerate(fds[:3]):
             os.dup2(fd, target)
         for fd in fds:

@@ -41,6 +41,7 @@ def test_runner_is_restarted_for_another_thread_count(pool):
 
 
 def test_an_exception_in_the_worker_is_a_reply_not_a_loss(pool):
+    assert pool.call(f"{HOOKS}:getpid", num_threads=1)["ok"]  # a runner of one thread is up
     pid = pool.pids()["run"]
     reply = pool.call("explorer.testing.hooks:no_such_function", num_threads=1)
     assert reply["ok"] is False and "no_such_function" in reply["error"]
