@@ -9,10 +9,10 @@ Not ``multiprocessing``'s forkserver: its children re-run the caller's ``__main_
 a user's script without an ``if __name__ == "__main__"`` guard would run again in every worker.
 
 Protocol, over a ``SOCK_SEQPACKET`` socket pair (one message per worker, never split): the
-caller sends a pickled ``{"module", "argv", "env", "cwd", "cpus"}`` with four descriptors: the
-worker's stdin, stdout and stderr, and the write end of a *status* pipe. The server forks; the
-child runs ``module.main(argv)`` on those streams, environment, folder and cores. On the status
-pipe the server writes the worker's pid, and once it has exited its exit code
+caller sends a pickled ``{"argv", "env", "cwd", "cpus"}`` with four descriptors: the worker's
+stdin, stdout and stderr, and the write end of a *status* pipe. The server forks; the child
+runs the server's module's ``main(argv)`` on those streams, environment, folder and cores. On
+the status pipe the server writes the worker's pid, and once it has exited its exit code
 (``Popen.returncode``'s meaning: ``-N`` for signal ``N``), each an 8-byte signed big-endian
 integer. The caller reads both from its end of the pipe, without a round trip on the socket:
 starting a worker never blocks, even while the server is still importing. The server leaves
@@ -154,10 +154,10 @@ class ForkedProcess:
 
 
 class ForkServer:
-    """The caller's end: a server process that has imported ``preload``."""
+    """The caller's end: a server process that has imported ``module`` and forks it."""
 
-    def __init__(self, preload: str) -> None:
-        self.preload = preload
+    def __init__(self, module: str) -> None:
+        self.module = module
         self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = dict(os.environ)
         # The server must import the same `explorer` as the caller, even from a source
@@ -166,7 +166,7 @@ class ForkServer:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-c", _SERVER, str(theirs.fileno()), preload],
+                [sys.executable, "-c", _SERVER, str(theirs.fileno()), module],
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 env=env,
@@ -177,18 +177,16 @@ class ForkServer:
 
     def start(
         self,
-        module: str,
         argv: list[str],
         env: dict[str, str],
         stdin: int,
         stdout: int,
         stderr: int,
     ) -> ForkedProcess:
-        """Ask for a worker running ``module.main(argv)`` on these descriptors (the caller
-        keeps its copies); raises ``OSError`` if the server is gone."""
+        """Ask for a worker running ``self.module``'s ``main(argv)`` on these descriptors (the
+        caller keeps its copies); raises ``OSError`` if the server is gone."""
         status_r, status_w = os.pipe()
         request = {
-            "module": module,
             "argv": argv,
             "env": env,
             "cwd": os.getcwd(),
@@ -236,7 +234,6 @@ def _close_servers() -> None:
 
 
 def fork_worker(
-    preload: str,
     module: str,
     argv: list[str],
     env: dict[str, str],
@@ -244,26 +241,26 @@ def fork_worker(
     stdout: int,
     stderr: int,
 ) -> ForkedProcess:
-    """Start ``module.main(argv)`` as a fork of this process's server for ``preload``, starting
+    """Start ``module.main(argv)`` as a fork of this process's server for ``module``, starting
     (or restarting) the server as needed."""
     with _lock:
         for attempt in (1, 2):
-            server = _servers.get(preload)
+            server = _servers.get(module)
             # A server belongs to the process that started it (not to a fork of that process).
             if server is None or not server.is_alive or server.owner != os.getpid():
-                server = _servers[preload] = ForkServer(preload)
+                server = _servers[module] = ForkServer(module)
             try:
-                return server.start(module, argv, env, stdin, stdout, stderr)
+                return server.start(argv, env, stdin, stdout, stderr)
             except OSError:
                 if attempt == 2:
                     raise
                 server.close()
-                del _servers[preload]
+                del _servers[module]
     raise AssertionError("unreachable")
 
 
 # -- the server process -------------------------------------------------------------------------
-def _child(request: dict[str, Any], fds: list[int], keep_closed: list[int]) -> None:
+def _child(module: str, request: dict[str, Any], fds: list[int], keep_closed: list[int]) -> None:
     """In the forked child: take the worker's streams and environment, run it, never return."""
     code = 1
     try:
@@ -280,7 +277,7 @@ def _child(request: dict[str, Any], fds: list[int], keep_closed: list[int]) -> N
         os.environ.update(request["env"])
         os.chdir(request["cwd"])
         os.sched_setaffinity(0, request["cpus"])
-        main = importlib.import_module(request["module"]).main
+        main = importlib.import_module(module).main
         code = int(main(request["argv"]) or 0)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
@@ -308,13 +305,13 @@ def _reap(status: dict[int, int]) -> None:
             os.close(fd)
 
 
-def serve(sock: socket.socket, preload: str) -> None:
+def serve(sock: socket.socket, module: str) -> None:
     # A Ctrl-C in the terminal reaches the whole process group: the caller decides.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(
         Exception
     ):  # a broken import fails again, and is reported, per worker
-        importlib.import_module(preload)
+        importlib.import_module(module)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
@@ -336,7 +333,7 @@ def serve(sock: socket.socket, preload: str) -> None:
         request = pickle.loads(data)
         pid = os.fork()
         if pid == 0:
-            _child(request, fds, [sock.fileno(), wake_r, wake_w, *status.values()])
+            _child(module, request, fds, [sock.fileno(), wake_r, wake_w, *status.values()])
         for fd in fds[:3]:
             os.close(fd)
         status[pid] = fds[3]

@@ -95,7 +95,6 @@ class Worker:
         try:
             self._proc = fork_worker(
                 _WORKER_MODULE,
-                _WORKER_MODULE,
                 ["--role", role, "--memory-limit-bytes", str(memory_limit_bytes)],
                 env,
                 stdin=to_worker_r,
