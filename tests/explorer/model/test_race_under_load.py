@@ -68,7 +68,12 @@ def test_a_race_has_a_note_exactly_when_other_processes_kept_the_cores_busy(two_
 def test_a_tune_beside_burners_still_finds_the_fast_convolution(tiny_onnx, measurer, tmp_path):
     """Beside two burners, most calls of a 2-thread convolution wait 4-8 ms for a time slice
     (it runs in 40 us); the build takes each task's fastest reading, where the undisturbed
-    calls show. Before, the tuned network was the untuned one (1.4 ms convolution chosen)."""
+    calls show. Before, the tuned network was the untuned one (1.4 ms convolution chosen).
+
+    How fast the chosen one reads depends on how the machine shares its cores, which no
+    estimator controls: 20-40 us here with two burners (the scheduler's autogroups on or off),
+    0.75 ms on a CI host whose quiet untuned reading was already 1.6x slow (2.2 ms). The
+    promise is the choice: a schedule clearly faster than the untuned one, never that one."""
     from explorer.model import best_schedules
     from explorer.testing.load import cpu_burners
 
@@ -84,4 +89,4 @@ def test_a_tune_beside_burners_still_finds_the_fast_convolution(tiny_onnx, measu
             )  # fmt: skip
         chosen = dict(best_schedules(model, store, tune=tune))
     best = chosen[conv.name].result.fastest_secs
-    assert best is not None and best < conv.untuned_secs / 5, (best, conv.untuned_secs)
+    assert best is not None and best < conv.untuned_secs / 2, (best, conv.untuned_secs)
