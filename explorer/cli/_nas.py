@@ -9,6 +9,7 @@ front of the legal networks and, with ``--json FILE``, writes every network's nu
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -138,8 +139,12 @@ def cmd_nas(args: argparse.Namespace) -> int:
     kinds = _checked_options(args)
     # Step 2. Sample, judge, tune.
     result = _search(args, network, kinds)
-    # Step 3. What was found.
-    return _say_result(args, network, result)
+    # Step 3. What was found; and, when asked, the original and the fastest legal network
+    # built whole.
+    status = _say_result(args, network, result)
+    if args.whole_network and status == EXIT_OK:
+        _say_whole(args, network, result)
+    return status
 
 
 def _checked_options(args: argparse.Namespace) -> tuple[str, ...]:
@@ -159,6 +164,11 @@ def _checked_options(args: argparse.Namespace) -> tuple[str, ...]:
         )
     if args.json:
         check_writable_file(args.json, "--json")
+    if args.whole_network and args.tracker is not None:
+        raise UsageError(
+            "--whole-network builds and races networks on this machine, not on a fleet's "
+            "devices: leave out --tracker, or --whole-network"
+        )
     return kinds
 
 
@@ -253,6 +263,48 @@ def _say_result(args: argparse.Namespace, network: Any, result: Any) -> int:
     return EXIT_OK
 
 
+def _say_whole(args: argparse.Namespace, network: Any, result: Any) -> None:
+    from explorer.storage import get_store
+    from explorer.whole_network import build_whole
+
+    points = [result.original]
+    best = result.fastest_legal
+    if best is not None and best is not result.original:
+        points.append(best)
+
+    def step(text: str) -> None:
+        if not args.quiet:
+            print(text, file=sys.stderr)
+
+    with measurer_for(args) as measurer, get_store(args.db) as store:
+        built = build_whole(
+            network.name, points, store=store, measurer=measurer, target=target_of(args),
+            trials=args.whole_network, strategy=args.strategy, seed=args.tune_seed,
+            on_step=step,
+        )  # fmt: skip
+    print(
+        f"built whole ({args.whole_network} trials a network with {args.strategy}, each "
+        "raced against ONNX Runtime; `explorer model show MODEL` for the rest):"
+    )
+    first = built[0]
+    for whole in built:
+        line = f"  {whole.point:<13}"
+        for label, secs, ref in (
+            ("tuned", whole.tuned_secs, first.tuned_secs),
+            ("ONNX Runtime", whole.onnxruntime_secs, first.onnxruntime_secs),
+            ("sum of convolutions", whole.convs_secs, first.convs_secs),
+        ):
+            ratio = f" ({ref / secs:.2f}x)" if secs and ref and whole is not first else ""
+            line += f"  {label} {format_secs(secs)}{ratio}"
+        print(f"{line}  model {whole.model}")
+        if whole.error:
+            print(f"  {whole.point}: {whole.error}")
+    if args.json:  # beside the search's numbers, written above
+        data = json.loads(Path(args.json).read_text())
+        data["whole_network"] = [dataclasses.asdict(whole) for whole in built]
+        Path(args.json).write_text(json.dumps(data, indent=1))
+
+
 def add_nas_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     p = sub.add_parser(
@@ -319,6 +371,14 @@ def add_nas_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         default=1,
         help="initialisations each Fisher Potential averages (default 1, the paper's; more "
         "makes the verdicts less dependent on one random draw, at that many times the cost)",
+    )
+    p.add_argument(
+        "--whole-network",
+        type=trial_count,
+        default=None,
+        metavar="TRIALS",
+        help="then build the original and the fastest legal network whole: each imported as "
+        "a model, its tasks tuned with TRIALS trials in all, raced against ONNX Runtime",
     )
     p.add_argument("--json", type=file_name, help="write every network's numbers to this file")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")

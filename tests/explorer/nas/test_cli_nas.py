@@ -91,6 +91,11 @@ def test_a_search_stores_its_tunings_prints_the_front_and_runs_again_from_the_da
         ([*TINY, "--strategy", "randm"], "did you mean 'random'"),
         ([*TINY, "--budget", "0"], "--budget: must be at least 1"),
         (["resnet18_cifar", "--batch-size", "5000"], "the data set has 1797 digits"),
+        ([*TINY, "--whole-network", "0"], "--whole-network: must be at least 1"),
+        (
+            [*TINY, "--whole-network", "4", "--tracker", "127.0.0.1:9"],
+            "--whole-network builds and races networks on this machine, not on a fleet's",
+        ),
     ],
 )
 def test_bad_input_is_one_sentence_and_stores_nothing(tmp_path, args, message) -> None:
