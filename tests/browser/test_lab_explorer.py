@@ -38,6 +38,7 @@ from browser_helpers import (
     visible_text,
     write_notebook,
 )
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import expect
 
 pytestmark = pytest.mark.browser
@@ -123,21 +124,34 @@ def code_of(script: str) -> str:
 
 
 def choose_primitive(page: Any, name: str, params: list[str]) -> None:
-    """Pick a primitive and wait until its form (exactly ``params``) replaced the old one."""
-    choose(page, "se-primitive", name)
+    """Pick a primitive and wait until its form (exactly ``params``) replaced the old one.
+
+    Another primitive's form of the same fields (reorder, then fuse: both ``loops``) is the new
+    one only once its fields are new elements: the old ones are marked first. Without the mark,
+    a busy page let the test type into reorder's field just before fuse's replaced it, and the
+    empty form applied nothing (a clean clone's CI, 2026-11-29)."""
+    sel = select_of(page, "se-primitive")
+    before = sel.evaluate("(s) => s.selectedIndex >= 0 ? s.options[s.selectedIndex].text : ''")
+    page.evaluate(
+        """() => { for (const el of document.querySelectorAll('.se-editor [class*="se-param-"]'))
+                     el.dataset.seOld = '1'; }"""
+    )
+    fresh = choose(page, "se-primitive", name) != before
     page.wait_for_function(
-        """(want) => {
+        """([want, fresh]) => {
           const ed = document.querySelector('.se-editor');
           if (!ed) return false;
           const have = new Set();
-          for (const el of ed.querySelectorAll('[class*="se-param-"]'))
+          for (const el of ed.querySelectorAll('[class*="se-param-"]')) {
+            if (fresh && el.dataset.seOld) return false;  // the old form is still there
             for (const c of el.classList) {
               const m = c.match(/^se-param-([a-z_]+)$/);
               if (m) have.add(m[1]);
             }
+          }
           return want.length === have.size && want.every(p => have.has(p));
         }""",
-        arg=params,
+        arg=[params, fresh],
     )
 
 
@@ -151,12 +165,24 @@ def apply_step(page: Any, primitive: str, loop: str, factors: str | None = None)
 
 
 def wait_script_changed(page: Any, before: str, timeout: float = 30_000) -> str:
-    page.wait_for_function(
-        "(b) => { const s = document.querySelector('.se-script');"
-        " return !!s && s.innerText !== b; }",
-        arg=before,
-        timeout=timeout,
-    )
+    try:
+        page.wait_for_function(
+            "(b) => { const s = document.querySelector('.se-script');"
+            " return !!s && s.innerText !== b; }",
+            arg=before,
+            timeout=timeout,
+        )
+    except PlaywrightTimeoutError:
+        banner = page.locator(".se-error").first
+        said = banner.inner_text() if banner.is_visible() else "(no error shown)"
+        fields = page.evaluate(
+            """() => [...document.querySelectorAll('.se-editor [class*="se-param-"] input')]
+                     .map(i => i.value)"""
+        )
+        raise AssertionError(
+            f"the script did not change in {timeout / 1000:.0f} s; the editor says: {said}; "
+            f"the form's fields hold {fields}"
+        ) from None
     return script_text(page)
 
 
@@ -424,7 +450,7 @@ def test_long_fused_loop_names_stay_inside_the_editor(ui):
     before = wait_script_changed(page, before)
     for primitive, names in (("reorder", "i_0, j_0, i_1, j_1"), ("fuse", "i_0, j_0, i_1, j_1")):
         choose_primitive(page, primitive, ["loops"])
-        kernel_settled(page)  # reorder and fuse have the same form: wait for the new one
+        kernel_settled(page)
         set_text(page, "se-param-loops", names)
         page.locator(".se-apply").first.click()
         before = wait_script_changed(page, before)
