@@ -158,6 +158,9 @@ def choose_primitive(page: Any, name: str, params: list[str]) -> None:
 def apply_step(page: Any, primitive: str, loop: str, factors: str | None = None) -> None:
     params = ["loop", "factors"] if factors is not None else ["loop"]
     choose_primitive(page, primitive, params)
+    # The last step's loops reach the picker after its script: a loop chosen before they did
+    # was undone by them (a clean clone's CI split i_0 where the test chose j, 2026-11-29).
+    kernel_settled(page)
     choose(page, "se-param-loop", loop)
     if factors is not None:
         set_text(page, "se-param-factors", factors)
