@@ -50,13 +50,13 @@ class WholeNetwork:
     error: str | None = None
 
 
-def model_name(network_name: str, point: NasPoint, source: bytes, target: Target) -> str:
-    """The stored model's name: the network, the point and a digest of the ONNX file and the
-    target, so the same network built again for the same target finds its model (and its
-    tune) while another sample's "candidate 3" gets its own."""
+def model_name(network_name: str, point_name: str, source: bytes, target: Target) -> str:
+    """The stored model's name (a valid one, whatever the names): the network, the point and a
+    digest of the ONNX file and the target, so the same network built again for the same
+    target finds its model (and its tune) while another sample's "candidate 3" gets its own."""
     digest = hashlib.sha256(source + json.dumps(target.to_json(), sort_keys=True).encode())
-    network, point_name = (re.sub(r"[^A-Za-z0-9]+", "", n) for n in (network_name, point.name))
-    return f"nas.{network[:32]}.{point_name}.{digest.hexdigest()[:8]}"
+    network, point = (re.sub(r"[^A-Za-z0-9]+", "", n) for n in (network_name, point_name))
+    return f"nas.{network[:32]}.{point[:16]}.{digest.hexdigest()[:8]}"
 
 
 def build_whole(
@@ -85,7 +85,7 @@ def build_whole(
     out = []
     for point in points:
         source = network_onnx(point.network).SerializeToString()
-        name = model_name(network_name, point, source, target)
+        name = model_name(network_name, point.name, source, target)
         model = next((m for m in store.models() if m.name == name), None)
         if model is None:
             with tempfile.TemporaryDirectory(prefix="explorer-nas-") as folder:

@@ -9,10 +9,15 @@ import json
 import re
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from test_cli_nas import TINY, run
 
 from explorer.model import MAX_ERROR, ONNXRUNTIME, TUNED
 from explorer.storage import get_store
+from explorer.target import Target
+from explorer.text import format_secs
+from explorer.whole_network import model_name
 
 pytest.importorskip("jax")
 pytest.importorskip("onnxruntime")
@@ -48,7 +53,9 @@ def test_the_original_and_the_fastest_legal_network_are_built_whole_tuned_and_ra
             assert ort is not None and ort.error is None and ort.fastest_secs
             # the printed row is the stored race's reading
             row = next(line for line in out.splitlines() if line.endswith(f"model {name}"))
-            assert "tuned " in row and "ONNX Runtime " in row and "sum of convolutions " in row
+            assert f"tuned {format_secs(tuned.fastest_secs)}" in row, row
+            assert f"ONNX Runtime {format_secs(ort.fastest_secs)}" in row, row
+            assert "sum of convolutions " in row
         stored = store.count_trials()
     written = json.loads(out_json.read_text())["whole_network"]
     assert [(w["point"], w["model"], w["trials"]) for w in written] == [
@@ -64,3 +71,15 @@ def test_the_original_and_the_fastest_legal_network_are_built_whole_tuned_and_ra
         assert store.count_trials() == stored
         assert len(store.models()) == len(rows)
         assert all(len(store.model_races(m.id)) == 2 for m in store.models())
+
+
+@given(st.text(), st.text(), st.binary(max_size=64))
+def test_a_built_network_s_model_name_is_one_a_model_may_have(network, point, source):
+    """Whatever the network and point are called, the name passes ``import_model``'s rule and
+    says which file it was: another file, or another target, gets another name."""
+    target = Target.local_cpu(num_cores=2)
+    name = model_name(network, point, source, target)
+    assert re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name), name
+    assert model_name(network, point, source, target) == name
+    assert model_name(network, point, source + b"x", target) != name
+    assert model_name(network, point, source, Target.local_cpu(num_cores=1)) != name
