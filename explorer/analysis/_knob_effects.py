@@ -14,6 +14,7 @@ order.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
@@ -135,7 +136,7 @@ def knob_effects_info(
     layout = list(families)[fam]
     knobs = [
         knob
-        for p, (label, kind) in enumerate(layout)
+        for p, (label, kind, _) in enumerate(layout)
         if (knob := _effect(p, label, kind, domain_sets[fam][p], table, used, shown, log_latency))
         is not None
     ]
@@ -188,8 +189,9 @@ def _effect(
     )
 
 
-Layout = tuple[tuple[str, str], ...]
-"""A sketch's knobs, as (label, kind) pairs: sketches with one layout form a family."""
+Layout = tuple[tuple[str, str, str], ...]
+"""A sketch's knobs, as (label, kind, attributes as JSON): sketches with one layout form a
+family (a packed matmul sketch's "tile #0" splits rows in 3, MetaSchedule's in 4: two)."""
 
 
 def _families(
@@ -198,7 +200,7 @@ def _families(
     """The sketches' families (layout -> sketches), their members, per family and knob position
     the values its domains allow, and each row's family (-1: a decision of no family)."""
     layouts = [
-        tuple((d.knob.label, d.knob.kind) for d in space.domains[s])
+        tuple((d.knob.label, d.knob.kind, json.dumps(d.knob.attrs)) for d in space.domains[s])
         for s in range(space.num_sketches)
     ]
     families: dict[Layout, list[int]] = {}
@@ -253,7 +255,7 @@ def _keys(values: Iterable[object]) -> list[Hashable]:
 def _family(
     sketch: int | None,
     values: tuple[Hashable, ...],
-    layouts: list[tuple[tuple[str, str], ...]],
+    layouts: list[Layout],
     family_of: dict[int, int],
     domain_sets: list[list[set[Hashable]]],
 ) -> int:

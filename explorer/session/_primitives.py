@@ -310,6 +310,57 @@ def _cache_read(ctx: StepContext) -> None:
     ctx.sch.cache_read(ctx.block("block"), ctx.args["read_index"], ctx.args["storage_scope"])
 
 
+def _transform_layout(ctx: StepContext) -> None:
+    """Store a copied buffer in panels: one dimension split, the position in a panel last.
+
+    Dimension ``axis`` of the buffer the block reads at ``read_index`` is split by ``factor``:
+    the panel number becomes the first dimension and the position in the panel the last.
+
+    This is the packing step of fast GEMM kernels: after ``cache_read`` of matmul's B, splitting
+    its columns (axis 1) by a multiple of the vector width makes each panel's rows contiguous,
+    so the inner loop streams them into vector registers instead of striding N floats per k.
+    The buffer must be allocated in the function (a ``cache_read`` copy): the function's own
+    inputs keep their layout. ``read_index`` counts the block's read buffers; ``factor`` must
+    divide the dimension.
+
+    Rewrite:
+        for k, j:  B_global[k, j] = B[k, j]       for k, j:  B_global[j // 32, k, j % 32] = B[k, j]
+        C[i, j] += A[i, k] * B_global[k, j]  ->  C[i, j] += A[i, k] * B_global[j // 32, k, j % 32]
+        transform_layout(block="C", read_index=1, axis=1, factor=32)
+    """
+    info = ctx.block_info("block")
+    _check_index(ctx, "read_index", info.reads, "reads")
+    block = ctx.block("block")
+    buffer = ctx.sch.get(block).reads[ctx.args["read_index"]].source
+    if any(buffer.same_as(p) for p in ctx.sch.mod["main"].params):
+        raise ctx.fail(
+            "read_index",
+            f"{buffer.name} is an input of the function, whose layout the caller fixes; "
+            f"copy it first with cache_read(block={info.name!r}, "
+            f"read_index={ctx.args['read_index']}) and transform the copy",
+        )
+    shape = [int(n) for n in buffer.shape]
+    axis, factor = ctx.args["axis"], ctx.args["factor"]
+    if axis >= len(shape):
+        raise ctx.fail("axis", f"{buffer.name} has {len(shape)} dimensions: 0..{len(shape) - 1}")
+    if shape[axis] % factor:
+        raise ctx.fail(
+            "factor",
+            f"must divide dimension {axis} of {buffer.name} ({shape[axis]}); "
+            f"divisors: {', '.join(map(str, _divisors(shape[axis])))}",
+        )
+
+    def panels(*axes: Any) -> list[Any]:
+        rest = [a for n, a in enumerate(axes) if n != axis]
+        return [axes[axis] // factor, *rest, axes[axis] % factor]
+
+    ctx.sch.transform_layout(block, ("read", ctx.args["read_index"]), panels)
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
 def _cache_write(ctx: StepContext) -> None:
     """Make the block write into a new buffer, plus a block that copies it to the original.
 
@@ -495,6 +546,16 @@ PRIMITIVES: dict[str, Primitive] = {
             _BLOCK,
             ParamSpec("read_index", "int", default=0, min=0, help="which buffer the block reads"),
             _SCOPE,
+        ),
+        _make(
+            "transform_layout",
+            _transform_layout,
+            _BLOCK,
+            ParamSpec("read_index", "int", default=0, min=0, help="which buffer the block reads"),
+            ParamSpec("axis", "int", min=0, help="the dimension to split into panels"),
+            ParamSpec(
+                "factor", "int", min=1, help="the panel width; it must divide the dimension"
+            ),
         ),
         _make(
             "cache_write",

@@ -52,6 +52,9 @@ _INT64 = 2**63
 _INT32 = 2**31  # TVM's loop extents and tile factors are int32
 _VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _REPLAY_TIMEOUT_SECS = 120.0
+_WITH_INDEX_MAP = "TransformLayout"
+"""The instruction whose input holds an index map, written by TVM as its own JSON graph in a
+string, and whose pad value is ``null`` when there is none."""
 
 
 # -- gate 1: the JSON itself ---------------------------------------------------------------------
@@ -107,7 +110,7 @@ def _check_instruction(index: int, inst: Any, defined: set[str]) -> None:
     for value in _flatten(inputs):
         _check_input(index, kind, value, defined)
     for value in _flatten(attrs):
-        if value is None or isinstance(value, dict):
+        if (value is None and kind != _WITH_INDEX_MAP) or isinstance(value, dict):
             raise TraceError(
                 f"{kind} has an attribute {_short(value)}; attributes are numbers, "
                 "strings, booleans and lists of them",
@@ -144,11 +147,27 @@ def _check_input(index: int, kind: str, value: Any, defined: set[str]) -> None:
         raise TraceError(f"{kind} has an input out of range: {value}", instruction=index)
     if isinstance(value, str):
         is_literal = value == "None" or (len(value) >= 2 and value[0] == value[-1] == '"')
-        if not is_literal and value not in defined:
+        if kind == _WITH_INDEX_MAP and value.startswith("{"):
+            _check_index_map(index, kind, value)
+        elif not is_literal and value not in defined:
             raise TraceError(
                 f"{kind} uses {_short(value)}, which no earlier instruction defines",
                 instruction=index,
             )
+
+
+def _check_index_map(index: int, kind: str, value: str) -> None:
+    # Only the graph's shape is checked here: TVM's replay (gate 2) checks the map itself.
+    try:
+        graph = json.loads(value)
+        root = graph["nodes"][graph["root_index"]]["type"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        root = None
+    if root != "tirx.IndexMap":
+        raise TraceError(
+            f"{kind} has an input {_short(value)} that is not an index map TVM wrote",
+            instruction=index,
+        )
 
 
 def _check_split_factors(index: int, inputs: list[Any]) -> None:

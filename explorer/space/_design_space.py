@@ -21,6 +21,7 @@ import numpy as np
 from explorer import _tvm
 from explorer.core import Candidate
 from explorer.errors import SearchError
+from explorer.space._packing import packed_sketches
 from explorer.target import Target
 from explorer.types import JSON
 from explorer.workloads import Workload
@@ -76,6 +77,11 @@ class DesignSpace:
             num_threads=target.num_cores,
         )
         self._sketches = list(self._context.generate_design_space())
+        if target.kind == "llvm":
+            # After MetaSchedule's own, so a stored point's sketch index keeps its meaning.
+            self._sketches += packed_sketches(
+                workload.mod(), target.to_tvm(), target.vector_lanes_f32, target.num_cores
+            )
         if not self._sketches:
             raise SearchError(f"MetaSchedule derived no design space for {workload.key()}")
         self._postprocs = list(self._context.space_generator.postprocs)

@@ -197,26 +197,26 @@ def _bowls(knobs: KnobSpace, base: dict[int, float]):
 def test_without_a_start_every_sketch_is_descended_fastest_origin_first(space, knobs):
     """MetaSchedule's sketches differ in where stages are computed, which no knob move
     changes: a descent in the first sketch alone ended at 0.85 of the shipped softmax
-    recording's best, which lies in another sketch."""
-    assert knobs.num_sketches == 3
+    recording's best, which lies in another sketch. (Sketch 3 is the packed one.)"""
+    assert knobs.num_sketches == 4
     s = DropletSearch()
-    lookup = _bowls(knobs, {0: 2e-3, 1: 3e-3, 2: 1e-3})
+    lookup = _bowls(knobs, {0: 2e-3, 1: 3e-3, 2: 1e-3, 3: 4e-3})
     s.reset(space, rng=np.random.default_rng(0))
     first = s.ask(8)  # the survey: each sketch's origin, and the descent waits for their times
-    assert [knobs.point_of_candidate(c) for c in first] == [knobs.origin(k) for k in range(3)]
+    assert [knobs.point_of_candidate(c) for c in first] == [knobs.origin(k) for k in range(4)]
     told = _drive(
         s, space, lookup, history=[_record(c, i, lookup(c).run_secs) for i, c in enumerate(first)]
     )
-    sketches = [knobs.point_of_candidate(r.candidate).sketch for r in told[3:]]
-    # sketch 2 (fastest origin) to its end, then 0, then 1: each descended once, in turn
-    assert [k for i, k in enumerate(sketches) if i == 0 or sketches[i - 1] != k] == [2, 0, 1]
+    sketches = [knobs.point_of_candidate(r.candidate).sketch for r in told[4:]]
+    # sketch 2 (fastest origin) to its end, then 0, 1 and 3: each descended once, in turn
+    assert [k for i, k in enumerate(sketches) if i == 0 or sketches[i - 1] != k] == [2, 0, 1, 3]
     assert s.ask(4) == [] and s.is_converged
     keys = [knobs.point_of_candidate(r.candidate).key() for r in told]
     assert len(keys) == len(set(keys))
 
 
 def test_a_resumed_survey_descends_where_it_left_off(space, knobs):
-    lookup = _bowls(knobs, {0: 2e-3, 1: 3e-3, 2: 1e-3})
+    lookup = _bowls(knobs, {0: 2e-3, 1: 3e-3, 2: 1e-3, 3: 4e-3})
     part = _drive(DropletSearch(), space, lookup, max_trials=20)
     assert knobs.point_of_candidate(part[-1].candidate).sketch == 2  # mid-descent
     resumed = DropletSearch()

@@ -34,6 +34,11 @@ def matmul() -> Workload:
 
 
 @pytest.fixture
+def batched() -> Workload:
+    return get_workload("batch_matmul", batch=2, M=32, N=32, K=32)
+
+
+@pytest.fixture
 def mm_relu(session_test_families: None) -> Workload:
     return get_workload("session_mm_relu", N=64)
 

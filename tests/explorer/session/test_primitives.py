@@ -82,6 +82,35 @@ LEGAL = {
             ("storage_align", {"block": "A_global", "axis": 0, "factor": 32, "offset": 1}),
         ],
     ),
+    "transform_layout": (
+        "matmul",
+        [
+            ("cache_read", {"block": "C", "read_index": 1}),
+            ("transform_layout", {"block": "C", "read_index": 1, "axis": 1, "factor": 32}),
+        ],
+    ),
+    "transform_layout_batch": (
+        "batched",
+        [
+            ("cache_read", {"block": "C", "read_index": 1}),
+            ("transform_layout", {"block": "C", "read_index": 1, "axis": 2, "factor": 8}),
+        ],
+    ),
+    "packed_register_tile": (
+        "matmul",
+        [
+            ("cache_read", {"block": "C", "read_index": 1}),
+            ("transform_layout", {"block": "C", "read_index": 1, "axis": 1, "factor": 16}),
+            ("split", {"loop": "C.i", "factors": [None, 8]}),
+            ("split", {"loop": "C.j", "factors": [None, 16]}),
+            ("reorder", {"loops": ["i_0", "j_0", "k", "i_1", "j_1"]}),
+            ("cache_write", {"block": "C"}),
+            ("reverse_compute_at", {"block": "C_global", "loop": "j_0"}),
+            ("parallel", {"loop": "i_0"}),
+            ("unroll", {"loop": "i_1"}),
+            ("vectorize", {"loop": "j_1"}),
+        ],
+    ),
     "field_guide_tiling": (
         "mm_relu",
         [
@@ -244,6 +273,38 @@ ILLEGAL = {
         {"block": "C", "axis": 0, "factor": 8},
         "buffer_index",
         "function argument",
+    ),
+    "transform_layout_of_an_input": bad(
+        "matmul",
+        "transform_layout",
+        {"block": "C", "read_index": 1, "axis": 1, "factor": 32},
+        "read_index",
+        "B is an input of the function",
+        "cache_read",
+    ),
+    "transform_layout_factor": bad(
+        "matmul",
+        "transform_layout",
+        {"block": "C", "read_index": 1, "axis": 1, "factor": 48},
+        "factor",
+        "must divide dimension 1 of B_global (128)",
+        "32, 64, 128",
+        setup=[("cache_read", {"block": "C", "read_index": 1})],
+    ),
+    "transform_layout_axis": bad(
+        "matmul",
+        "transform_layout",
+        {"block": "C", "read_index": 1, "axis": 2, "factor": 4},
+        "axis",
+        "2 dimensions",
+        setup=[("cache_read", {"block": "C", "read_index": 1})],
+    ),
+    "transform_layout_index": bad(
+        "matmul",
+        "transform_layout",
+        {"block": "C", "read_index": 5, "axis": 0, "factor": 4},
+        "read_index",
+        "0..1",
     ),
     "storage_align_axis": bad(
         "matmul",

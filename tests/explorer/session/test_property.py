@@ -85,3 +85,33 @@ def test_random_sequences_never_corrupt_the_session(
         _tvm.apply_trace_json(after.trace_json, replayed)
         assert _tvm.tvm_ffi.structural_equal(replayed.mod, session.mod)
     assert_computes(session)
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(
+    read_index=st.integers(min_value=-1, max_value=3),
+    axis=st.integers(min_value=-1, max_value=3),
+    factor=st.integers(min_value=-1, max_value=70),
+    copied=st.booleans(),
+)
+def test_any_packing_either_computes_or_is_refused_naming_its_argument(
+    read_index: int, axis: int, factor: int, copied: bool
+) -> None:
+    """``transform_layout`` with any numbers, on a copy of B or on the function's own input."""
+    session = ScheduleSession(get_workload("matmul", M=32, N=32, K=32))
+    if copied:
+        session.apply("cache_read", block="C", read_index=1)
+    before = session.snapshot
+    args = {"block": "C", "read_index": read_index, "axis": axis, "factor": factor}
+    try:
+        after = session.apply("transform_layout", **args)
+    except PrimitiveError as err:
+        assert err.arg in args and "\n" not in str(err)
+        assert session.snapshot.trace_json == before.trace_json
+        assert session.snapshot.script == before.script
+        return
+    assert copied and read_index == 1 and 0 <= axis <= 1 and 32 % factor == 0
+    replayed = _tvm.Schedule(session.workload.mod())
+    _tvm.apply_trace_json(after.trace_json, replayed)
+    assert _tvm.tvm_ffi.structural_equal(replayed.mod, session.mod)
+    assert_computes(session)

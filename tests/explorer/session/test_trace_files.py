@@ -128,6 +128,28 @@ def test_instructions_are_counted_before_the_trace_is_copied() -> None:
         check_trace_json(too_many)
 
 
+def test_a_packed_schedule_saved_to_a_file_is_read_back(tmp_path) -> None:
+    """Seen: the best of a tune, a packed schedule, was refused when notebook 02 read it back:
+    TVM writes transform_layout's index map as a JSON graph in a string, and its pad value as
+    null, which the check took for an undefined variable and a bad attribute."""
+    session = ScheduleSession(SMALL)
+    session.apply("cache_read", block="C", read_index=1)
+    session.apply("transform_layout", block="C", read_index=1, axis=1, factor=8)
+    path = tmp_path / "packed.json"
+    path.write_text(json.dumps(session.snapshot.trace_json))
+    assert read_trace_file(path, SMALL).trace == session.snapshot.trace_json
+    assert ScheduleSession(SMALL).load_trace(read_trace_file(path, SMALL).trace).script == (
+        session.snapshot.script
+    )
+
+    trace = json.loads(json.dumps(session.snapshot.trace_json))
+    inst = next(i for i in trace[0] if i[0] == "TransformLayout")
+    for bad in ('{"root_index": 0, "nodes": [{"type": "ir.Var"}]}', "{not json"):
+        inst[1][1] = bad
+        with pytest.raises(TraceError, match="TransformLayout has an input .* not an index map"):
+            check_trace_json(trace)
+
+
 # -- a saved session is read with its steps, and its target ---------------------------------------
 def test_a_session_file_is_read_as_load_reads_it(tmp_path) -> None:
     """Seen: `measure --trace` took a session's trace and ignored its steps, while

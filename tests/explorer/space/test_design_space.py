@@ -9,6 +9,7 @@ import pytest
 
 from explorer import _tvm
 from explorer.space import DesignSpace
+from explorer.space._packing import panel_widths
 from explorer.workloads import get_workload
 
 
@@ -36,9 +37,11 @@ def test_a_sample_replays_to_the_same_schedule_and_computes_the_right_answer(spa
     w = sample.candidate.workload
     replayed = _tvm.Schedule(w.mod())
     _tvm.apply_trace_json(sample.candidate.trace, replayed)
-    # Tile decisions multiply back to the loop extents (64) of the matmul.
-    tiles = [d for d in sample.decisions if isinstance(d, list)]
-    assert tiles and all(int(np.prod(t)) == 64 for t in tiles)
+    # Tile decisions multiply back to the loop extents (64) of the matmul, or to its panels
+    # (64 / bn) in a packed sketch, whose columns are split by the panel width first.
+    tiles = [int(np.prod(d)) for d in sample.decisions if isinstance(d, list)]
+    panels = {64 // bn for bn in panel_widths(64, cpu_target.vector_lanes_f32)}
+    assert tiles and all(t == 64 or t in panels for t in tiles)
     ex = _tvm.compile_mod(replayed.mod, cpu_target.to_tvm())
     ins = w.random_inputs()
     dev = _tvm.tvm.cpu()

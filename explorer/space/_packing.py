@@ -1,0 +1,204 @@
+"""Packed sketches: the layout change fast CPU GEMM kernels make, as a MetaSchedule rule.
+
+MetaSchedule's own CPU rules tile loops but never change a buffer's layout, so a matmul reads B
+one row of N floats apart for every k, and the prefetcher and the TLB pay for the stride. The
+classic fix ("How to optimize GEMM on CPU" in TVM's tutorials, and every BLAS) copies B once into
+panels ``B_pack[j // bn, k, j % bn]``: the inner loop then streams ``bn`` contiguous floats per k
+into vector registers, ``bn`` a multiple of the vector width.
+
+:class:`PackedTiling` does that for every block that reduces a product over a buffer indexed by
+the output's innermost dimension (matmul, dense, batch matmul): it copies that buffer into
+panels of width ``bn`` (``cache_read`` + ``transform_layout``, one sketch per width), tiles the
+block around a register tile of ``rows x bn`` (perfect-tile knobs for every other loop), and
+accumulates the tile in a local copy (``cache_write``). The parallel, vectorize and unroll
+annotations come from MetaSchedule's usual rule, so every strategy searches these sketches with
+the same kinds of knobs as the others, and the traces replay without this module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from explorer import _tvm
+
+PANEL_VECTORS = (2, 1)
+"""Panel widths tried, in vectors of the target's float32 lanes: 2 vectors (32 floats with
+AVX-512) fills more FMA ports per load; 1 keeps more rows in the register tile."""
+
+MAX_TILE_ROWS = 16
+"""The register tile's other dimensions at most: rows x bn accumulators must fit the vector
+registers (32 with AVX-512, 16 with AVX2)."""
+
+
+@dataclass(frozen=True)
+class PackPlan:
+    """What a block's packed sketch copies and tiles."""
+
+    vector_var: int  # index of the block var the output's innermost dimension uses
+    extent: int  # that var's extent
+    reads: tuple[int, ...]  # the read buffers indexed by it and by a reduction var
+    layouts: tuple[tuple[int, ...], ...]  # per read: its dims in packed order (see _new_order)
+
+
+def plan_packing(sch: Any, block: Any) -> PackPlan | None:
+    """How ``block`` would be packed, or ``None`` when it is not a product reduced over a panel.
+
+    Eligible: a reduction block, still one loop per block var, that reduces over two or more
+    buffers (a product), whose output's last index is a spatial block var ``v``, and which reads
+    at least one buffer indexed by ``v`` and by a reduction var, every index a plain block var
+    (``B[k, j]``, ``W[n, k]``, ``B[b, k, j]``).
+    """
+    node = sch.get(block)
+    iters = list(node.iter_vars)
+    if len(sch.get_loops(block)) != len(iters) or len(node.writes) != 1:
+        return None
+
+    def position(expr: Any) -> int | None:
+        # TVM's ``==`` on expressions builds an expression: compare handles instead.
+        if isinstance(expr, _tvm.tirx.Var):
+            return next((n for n, iv in enumerate(iters) if iv.var.same_as(expr)), None)
+        return None
+
+    reduction = {n for n, iv in enumerate(iters) if iv.iter_type == 2}
+    if not reduction or any(iv.iter_type not in (0, 2) for iv in iters):
+        return None
+    v = position(node.writes[0].region[-1].min)
+    if v is None or v in reduction:
+        return None
+    products = [r for r in node.reads if reduction & {position(x.min) for x in r.region}]
+    if len(products) < 2:  # a sum or a max over one buffer, not a product
+        return None
+    reads, layouts = [], []
+    for index, region in enumerate(node.reads):
+        dims = [position(r.min) for r in region.region]
+        if None in dims or v not in dims or not reduction & set(dims):
+            continue
+        reads.append(index)
+        layouts.append(_new_order(dims, v, reduction))  # type: ignore[arg-type]  # None excluded
+    if not reads:
+        return None
+    return PackPlan(v, int(iters[v].dom.extent), tuple(reads), tuple(layouts))
+
+
+def _new_order(dims: list[int], v: int, reduction: set[int]) -> tuple[int, ...]:
+    """The packed buffer's dimensions as positions of the old ones; ``-1`` is ``v // bn``.
+
+    Dims of other spatial vars first (a batch), then the panel index ``v // bn``, then the
+    reduction dims, then ``v % bn`` (the position of ``v`` itself): ``B[k, j]`` becomes
+    ``[j // bn, k, j % bn]``, ``W[n, k]`` becomes ``[n // bn, k, n % bn]``.
+    """
+    at_v = dims.index(v)
+    batch = [p for p, d in enumerate(dims) if d not in reduction and d != v]
+    reduced = [p for p, d in enumerate(dims) if d in reduction]
+    return (*batch, -1, *reduced, at_v)
+
+
+def panel_widths(extent: int, lanes: int) -> tuple[int, ...]:
+    """The panel widths for a vector dimension of ``extent``: multiples of the vector width
+    that divide it (a panel that does not divide the extent would pad the copy)."""
+    widths = [lanes * n for n in PANEL_VECTORS]
+    return tuple(w for w in widths if w > 0 and extent % w == 0)
+
+
+def pack_and_tile(sch: Any, block: Any, plan: PackPlan, bn: int) -> None:
+    """Copy the plan's buffers into panels of ``bn`` and tile ``block`` around them, in place."""
+    for index, order in zip(plan.reads, plan.layouts, strict=True):
+        sch.cache_read(block, index, "global")
+        sch.transform_layout(block, ("read", index), _index_map(order, bn))
+    iters = list(sch.get(block).iter_vars)
+    outer, middle, reduce_outer, reduce_inner, inner = [], [], [], [], []
+    vector_loop = None
+    for n, loop in enumerate(sch.get_loops(block)):
+        if n == plan.vector_var:
+            panels, vector_loop = sch.split(loop, [None, bn])
+            a, b = sch.split(panels, sch.sample_perfect_tile(panels, n=2))
+            outer.append(a)
+            middle.append(b)
+        elif iters[n].iter_type == 2:
+            a, b = sch.split(loop, sch.sample_perfect_tile(loop, n=2, max_innermost_factor=64))
+            reduce_outer.append(a)
+            reduce_inner.append(b)
+        else:
+            tiles = sch.sample_perfect_tile(loop, n=3, max_innermost_factor=MAX_TILE_ROWS)
+            a, b, c = sch.split(loop, tiles)
+            outer.append(a)
+            middle.append(b)
+            inner.append(c)
+    sch.reorder(*outer, *middle, *reduce_outer, *reduce_inner, *inner, vector_loop)
+    # The register tile (inner rows x bn) accumulates in a copy written back once per tile.
+    sch.reverse_compute_at(sch.cache_write(block, 0, "global"), middle[-1])
+
+
+def _index_map(order: tuple[int, ...], bn: int) -> Any:
+    at_v = order[-1]
+
+    def packed(*axes: Any) -> list[Any]:
+        return [
+            axes[at_v] // bn if p == -1 else axes[p] % bn if p == at_v else axes[p] for p in order
+        ]
+
+    return packed  # a callable: TVM builds the map with the block's index type
+
+
+def packed_sketches(mod: Any, target: Any, lanes: int, num_threads: int) -> list[Any]:
+    """The packed sketches of ``mod`` (none when no block is eligible), without postprocessors:
+    the design space runs MetaSchedule's own on every sketch."""
+    ms = _tvm.ms
+    context = ms.TuneContext(
+        mod=mod,
+        target=target,
+        space_generator=ms.space_generator.PostOrderApply(
+            sch_rules=packing_rules(lanes), postprocs=[], mutator_probs={}
+        ),
+        task_name="packed",
+        rand_state=1,
+        num_threads=num_threads,
+    )
+    return [
+        sketch
+        for sketch in context.generate_design_space()
+        if any(inst.kind.name == "TransformLayout" for inst in sketch.trace.insts)
+    ]
+
+
+def packing_rules(lanes: int) -> list[Any]:
+    """MetaSchedule's CPU rules with :class:`PackedTiling` in place of its multi-level tiling
+    (and without its rfactor and random compute-location rules, which would unpick the panels)."""
+    ms = _tvm.ms
+    keep = (ms.schedule_rule.ApplyCustomRule, ms.schedule_rule.InlineConstantScalars,
+            ms.schedule_rule.AutoInline, ms.schedule_rule.ParallelizeVectorizeUnroll)  # fmt: skip
+    rules = []
+    for rule in ms.ScheduleRule.create("llvm"):
+        if isinstance(rule, ms.schedule_rule.MultiLevelTiling):
+            rules.append(_packed_tiling(lanes))
+        elif isinstance(rule, keep):
+            rules.append(rule)
+    return rules
+
+
+def _packed_tiling(lanes: int) -> Any:
+    # TVM is untyped: its classes are Any to mypy, which refuses subclassing them.
+    @_tvm.derived_object
+    class PackedTiling(_tvm.ms.schedule_rule.PyScheduleRule):  # type: ignore[misc]  # TVM's base class is Any
+        """One sketch per panel width for every eligible block; other blocks pass unchanged."""
+
+        def _initialize_with_tune_context(self, context: Any) -> None:
+            pass
+
+        def apply(self, sch: Any, block: Any) -> list[Any]:
+            plan = plan_packing(sch, block)
+            widths = panel_widths(plan.extent, lanes) if plan else ()
+            if plan is None or not widths:
+                return [sch]
+            sketches = []
+            for bn in widths:
+                packed = sch.copy()
+                pack_and_tile(packed, block, plan, bn)
+                sketches.append(packed)
+            return sketches
+
+        def clone(self) -> Any:
+            return _packed_tiling(lanes)
+
+    return PackedTiling()

@@ -1,0 +1,106 @@
+"""Packed sketches: B copied into panels, a register tile around them, for every strategy."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from explorer import _tvm
+from explorer.space import DesignSpace, KnobSpace, Point
+from explorer.space._packing import packing_rules, panel_widths
+from explorer.workloads import get_workload
+
+
+def _packed(space: DesignSpace) -> list[int]:
+    return [
+        s
+        for s in range(space.num_sketches)
+        if any(i.kind.name == "TransformLayout" for i in space.sketch_trace(s).insts)
+    ]
+
+
+def _computes(candidate) -> None:
+    w = candidate.workload
+    sch = _tvm.Schedule(w.mod())
+    _tvm.apply_trace_json(candidate.trace, sch)
+    ex = _tvm.compile_mod(sch.mod, candidate.target.to_tvm())
+    ins = w.random_inputs()
+    dev = _tvm.tvm.cpu()
+    out = _tvm.tvm.runtime.empty(w.output_spec()[0], w.output_spec()[1], dev)
+    ex["main"](*[_tvm.tvm.runtime.tensor(a, dev) for a in ins], out)
+    assert w.check_output(out.numpy(), w.reference(ins)) is None
+    return sch.mod.script()
+
+
+@pytest.mark.parametrize(
+    ("family", "params", "panel_shape"),
+    [
+        # B[k, j] -> [j // bn, k, j % bn]
+        ("matmul", {"M": 64, "N": 64, "K": 48}, lambda bn: (64 // bn, 48, bn)),
+        # dense reads W[n, k]: the panels transpose it, [n // bn, k, n % bn]
+        ("dense_bias_relu", {"M": 16, "N": 64, "K": 32}, lambda bn: (64 // bn, 32, bn)),
+        # the batch stays outermost: B[b, k, j] -> [b, j // bn, k, j % bn]
+        (
+            "batch_matmul",
+            {"batch": 2, "M": 16, "N": 32, "K": 16},
+            lambda bn: (2, 32 // bn, 16, bn),
+        ),
+    ],
+)
+def test_packed_sketches_copy_the_panels_and_compute_the_right_answer(
+    family, params, panel_shape, cpu_target
+):
+    w = get_workload(family, **params)
+    space = DesignSpace(w, cpu_target)
+    packed = _packed(space)
+    widths = panel_widths(int(params["N"]), cpu_target.vector_lanes_f32)
+    assert len(packed) == len(widths) > 0
+    # after MetaSchedule's own sketches, whose indices (stored with every trial) keep meaning
+    assert packed == list(range(space.num_sketches - len(packed), space.num_sketches))
+    knobs = KnobSpace(space)
+    rng = np.random.default_rng(0)
+    for sketch, bn in zip(packed, widths, strict=True):
+        candidate = None
+        while candidate is None:  # a random point of this sketch that TVM builds
+            indices = tuple(int(rng.integers(d)) for d in knobs.dims(sketch))
+            candidate = knobs.materialize(Point(sketch, indices))
+        script = _computes(candidate)
+        shape = ", ".join(map(str, panel_shape(bn)))
+        assert re.search(rf"\w+_global = T\.sblock_alloc_buffer\(\({shape}\)\)", script), script
+
+
+def test_metaschedule_sketches_are_unchanged_before_the_packed_ones(cpu_target):
+    w = get_workload("matmul", M=64, N=64, K=64)
+    space = DesignSpace(w, cpu_target)
+    context = _tvm.ms.TuneContext(
+        mod=w.mod(),
+        target=cpu_target.to_tvm(),
+        space_generator="post-order-apply",
+        task_name="matmul",
+        rand_state=1,
+        num_threads=cpu_target.num_cores,
+    )
+    own = [str(s.trace) for s in context.generate_design_space()]
+    assert [str(space.sketch_trace(s)) for s in range(len(own))] == own
+    assert len(_packed(space)) == space.num_sketches - len(own) > 0
+
+
+@pytest.mark.parametrize(
+    ("family", "params"),
+    [
+        ("softmax", {}),  # no product reduced over a panel
+        ("conv2d", {"N": 1, "CI": 8, "H": 8, "W": 8, "CO": 8}),  # NCHW: no panel on its output
+        ("matmul", {"M": 30, "N": 30, "K": 30}),  # no multiple of the vector width divides 30
+    ],
+)
+def test_no_packed_sketch_where_no_panel_fits(family, params, cpu_target):
+    assert _packed(DesignSpace(get_workload(family, **params), cpu_target)) == []
+
+
+def test_the_rule_replaces_metaschedules_tiling_and_keeps_its_annotations():
+    names = [type(r).__name__ for r in packing_rules(16)]
+    assert "MultiLevelTiling" not in names and "PackedTiling" in names
+    assert "ParallelizeVectorizeUnroll" in names  # parallel, vectorize and unroll knobs
+    assert "RandomComputeLocation" not in names  # it would move the panels' copy into a tile
