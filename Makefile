@@ -109,11 +109,14 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_model.py
 	$(PY) benchmarks/bench_race.py
 	$(PY) benchmarks/bench_transfer.py --quick
+	$(PY) benchmarks/bench_packing.py --quick
 
 ## The runs behind issue 9's targets: matmul 512 in full (3 seeds at 64 trials, 1 at 256, tune_tir
-# at 1000), matmul 1024 with one seed for NumPy and the peak; all printed from one run.
+# at 1000), matmul 1024 with one seed for NumPy and the peak; all printed from one run. Then the
+# packed sketches' goals: matmul 1024 and ResNet-18's 3x3 layers against the peak (~30 min).
 bench-targets: $(STAMP)
 	$(PY) benchmarks/bench_search.py --targets
+	$(PY) benchmarks/bench_packing.py
 
 ## A few-minute variant to run after every change to search or measurement code.
 bench-quick: $(STAMP)

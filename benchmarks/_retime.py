@@ -79,10 +79,9 @@ def retime(
             numpy.append(numpy_secs())
         results = measurer.remeasure([unique[k] for k in keys], rounds=1)
         for k, r in zip(keys, results, strict=True):
-            # A noisy round is a correct result whose repeats spread: pooled like the others
-            # (the rounds are interleaved, so a busy spell hits every row alike). Dropping it
-            # left rows with no timing at all on a busy machine.
-            if (r.is_ok or r.status is MeasureStatus.NOISY) and r.run_secs:
+            # A noisy round (a correct result whose repeats spread) is ok: pooled like the
+            # others (the rounds are interleaved, so a busy spell hits every row alike).
+            if r.is_ok and r.run_secs:
                 pooled[k].extend(r.run_secs)
             else:
                 failed.add(k)  # wrong results or crashes: never a row's best

@@ -77,6 +77,8 @@ class DesignSpace:
             num_threads=target.num_cores,
         )
         self._sketches = list(self._context.generate_design_space())
+        self.num_metaschedule_sketches = len(self._sketches)
+        """MetaSchedule's own sketches come first; the packed ones follow."""
         if target.kind == "llvm":
             # After MetaSchedule's own, so a stored point's sketch index keeps its meaning.
             self._sketches += packed_sketches(
@@ -109,6 +111,14 @@ class DesignSpace:
             raise SearchError("a design space needs at least one point to search")
         view = copy.copy(self)
         view.pool = pool
+        return view
+
+    def metaschedule_only(self) -> DesignSpace:
+        """This space without its packed sketches: MetaSchedule's own, as ``tune_tir`` searches
+        them (what the packed ones add is measured against it: ``benchmarks/bench_packing.py``)."""
+        view = copy.copy(self)
+        view._sketches = self._sketches[: self.num_metaschedule_sketches]
+        view.knobs = self.knobs[: self.num_metaschedule_sketches]
         return view
 
     @property

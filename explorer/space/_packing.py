@@ -35,19 +35,24 @@ registers (32 with AVX-512, 16 with AVX2)."""
 class PackPlan:
     """What a block's packed sketch copies and tiles."""
 
-    vector_var: int  # index of the block var the output's innermost dimension uses
+    vector_var: int  # index of the block var vectorized: a dimension of the output
     extent: int  # that var's extent
     reads: tuple[int, ...]  # the read buffers indexed by it and by a reduction var
     layouts: tuple[tuple[int, ...], ...]  # per read: its dims in packed order (see _new_order)
+    output_dim: int  # the output dimension it indexes
+    output_ndim: int  # when not the last, the tile's copy is blocked too (NCHW -> NCHWc)
 
 
 def plan_packing(sch: Any, block: Any) -> PackPlan | None:
     """How ``block`` would be packed, or ``None`` when it is not a product reduced over a panel.
 
     Eligible: a reduction block, still one loop per block var, that reduces over two or more
-    buffers (a product), whose output's last index is a spatial block var ``v``, and which reads
-    at least one buffer indexed by ``v`` and by a reduction var, every index a plain block var
-    (``B[k, j]``, ``W[n, k]``, ``B[b, k, j]``).
+    buffers (a product), one of which is indexed by a reduction var and by a spatial var ``v``
+    that indexes the output, every index a plain block var: ``B[k, j]`` of a matmul, ``W[n, k]``
+    of a dense layer, ``B[b, k, j]``, or a convolution's weights ``W[co, ci, kh, kw]``. ``v`` is
+    the innermost such dimension of the output: ``j``, or ``co`` of an NCHW output. A ``v`` that
+    another operand reads with a computed index (a depthwise convolution's input, indexed by
+    its channel and by ``h + kh``) is not vectorized: its loads would be gathers.
     """
     node = sch.get(block)
     iters = list(node.iter_vars)
@@ -63,22 +68,28 @@ def plan_packing(sch: Any, block: Any) -> PackPlan | None:
     reduction = {n for n, iv in enumerate(iters) if iv.iter_type == 2}
     if not reduction or any(iv.iter_type not in (0, 2) for iv in iters):
         return None
-    v = position(node.writes[0].region[-1].min)
-    if v is None or v in reduction:
-        return None
     products = [r for r in node.reads if reduction & {position(x.min) for x in r.region}]
     if len(products) < 2:  # a sum or a max over one buffer, not a product
         return None
-    reads, layouts = [], []
-    for index, region in enumerate(node.reads):
-        dims = [position(r.min) for r in region.region]
-        if None in dims or v not in dims or not reduction & set(dims):
+    output = [position(r.min) for r in node.writes[0].region]
+    for output_dim in reversed(range(len(output))):
+        v = output[output_dim]
+        if v is None or v in reduction:
             continue
-        reads.append(index)
-        layouts.append(_new_order(dims, v, reduction))  # type: ignore[arg-type]  # None excluded
-    if not reads:
-        return None
-    return PackPlan(v, int(iters[v].dom.extent), tuple(reads), tuple(layouts))
+        reads, layouts, gathered = [], [], False
+        for index, region in enumerate(node.reads):
+            dims = [position(r.min) for r in region.region]
+            if v not in dims or not reduction & set(dims):
+                continue
+            if None in dims:  # read along v but not packable: a gather (a depthwise input)
+                gathered = True
+                break
+            reads.append(index)
+            layouts.append(_new_order(dims, v, reduction))  # type: ignore[arg-type]  # no None
+        if reads and not gathered:
+            extent = int(iters[v].dom.extent)
+            return PackPlan(v, extent, tuple(reads), tuple(layouts), output_dim, len(output))
+    return None
 
 
 def _new_order(dims: list[int], v: int, reduction: set[int]) -> tuple[int, ...]:
@@ -128,6 +139,11 @@ def pack_and_tile(sch: Any, block: Any, plan: PackPlan, bn: int) -> None:
     sch.reorder(*outer, *middle, *reduce_outer, *reduce_inner, *inner, vector_loop)
     # The register tile (inner rows x bn) accumulates in a copy written back once per tile.
     sch.reverse_compute_at(sch.cache_write(block, 0, "global"), middle[-1])
+    if plan.output_dim != plan.output_ndim - 1:
+        # A channel that is not the output's last dimension: block the copy's layout so the
+        # panel's bn values are its last, contiguous, dimension (NCHW -> NCHWc).
+        blocked = (*range(plan.output_dim), -1, *range(plan.output_dim + 1, plan.output_ndim))
+        sch.transform_layout(block, ("write", 0), _index_map((*blocked, plan.output_dim), bn))
 
 
 def _index_map(order: tuple[int, ...], bn: int) -> Any:
@@ -194,9 +210,12 @@ def _packed_tiling(lanes: int) -> Any:
             sketches = []
             for bn in widths:
                 packed = sch.copy()
-                pack_and_tile(packed, block, plan, bn)
+                try:
+                    pack_and_tile(packed, block, plan, bn)
+                except (_tvm.ScheduleError, ValueError, RuntimeError):
+                    continue  # a block TVM will not pack this way: MetaSchedule's sketches remain
                 sketches.append(packed)
-            return sketches
+            return sketches or [sch]
 
         def clone(self) -> Any:
             return _packed_tiling(lanes)

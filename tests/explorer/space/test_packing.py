@@ -35,27 +35,35 @@ def _computes(candidate) -> None:
 
 
 @pytest.mark.parametrize(
-    ("family", "params", "panel_shape"),
+    ("family", "params", "panels"),
     [
         # B[k, j] -> [j // bn, k, j % bn]
-        ("matmul", {"M": 64, "N": 64, "K": 48}, lambda bn: (64 // bn, 48, bn)),
+        ("matmul", {"M": 64, "N": 64, "K": 48}, lambda bn: [("B", (64 // bn, 48, bn))]),
         # dense reads W[n, k]: the panels transpose it, [n // bn, k, n % bn]
-        ("dense_bias_relu", {"M": 16, "N": 64, "K": 32}, lambda bn: (64 // bn, 32, bn)),
+        ("dense_bias_relu", {"M": 16, "N": 64, "K": 32}, lambda bn: [("W", (64 // bn, 32, bn))]),
         # the batch stays outermost: B[b, k, j] -> [b, j // bn, k, j % bn]
         (
             "batch_matmul",
             {"batch": 2, "M": 16, "N": 32, "K": 16},
-            lambda bn: (2, 32 // bn, 16, bn),
+            lambda bn: [("B", (2, 32 // bn, 16, bn))],
+        ),
+        # NCHW: the output channels are vectorized, the weights blocked OIHW -> OIHWo and the
+        # output tile NCHW -> NCHWc
+        (
+            "conv2d",
+            {"N": 1, "CI": 8, "H": 6, "W": 6, "CO": 32, "padding": 1},
+            lambda bn: [("W", (32 // bn, 8, 3, 3, bn)), ("conv", (1, 32 // bn, 6, 6, bn))],
         ),
     ],
 )
 def test_packed_sketches_copy_the_panels_and_compute_the_right_answer(
-    family, params, panel_shape, cpu_target
+    family, params, panels, cpu_target
 ):
     w = get_workload(family, **params)
     space = DesignSpace(w, cpu_target)
     packed = _packed(space)
-    widths = panel_widths(int(params["N"]), cpu_target.vector_lanes_f32)
+    extent = int(params.get("N") if family != "conv2d" else params["CO"])
+    widths = panel_widths(extent, cpu_target.vector_lanes_f32)
     assert len(packed) == len(widths) > 0
     # after MetaSchedule's own sketches, whose indices (stored with every trial) keep meaning
     assert packed == list(range(space.num_sketches - len(packed), space.num_sketches))
@@ -67,8 +75,9 @@ def test_packed_sketches_copy_the_panels_and_compute_the_right_answer(
             indices = tuple(int(rng.integers(d)) for d in knobs.dims(sketch))
             candidate = knobs.materialize(Point(sketch, indices))
         script = _computes(candidate)
-        shape = ", ".join(map(str, panel_shape(bn)))
-        assert re.search(rf"\w+_global = T\.sblock_alloc_buffer\(\({shape}\)\)", script), script
+        for name, shape in panels(bn):
+            text = ", ".join(map(str, shape))
+            assert re.search(rf"{name}_global = T\.sblock_alloc_buffer\(\({text}\)\)", script)
 
 
 def test_metaschedule_sketches_are_unchanged_before_the_packed_ones(cpu_target):
@@ -91,7 +100,8 @@ def test_metaschedule_sketches_are_unchanged_before_the_packed_ones(cpu_target):
     ("family", "params"),
     [
         ("softmax", {}),  # no product reduced over a panel
-        ("conv2d", {"N": 1, "CI": 8, "H": 8, "W": 8, "CO": 8}),  # NCHW: no panel on its output
+        # its input is read along the channel with computed indices: vector loads would gather
+        ("depthwise_conv2d", {}),
         ("matmul", {"M": 30, "N": 30, "K": 30}),  # no multiple of the vector width divides 30
     ],
 )
@@ -104,3 +114,13 @@ def test_the_rule_replaces_metaschedules_tiling_and_keeps_its_annotations():
     assert "MultiLevelTiling" not in names and "PackedTiling" in names
     assert "ParallelizeVectorizeUnroll" in names  # parallel, vectorize and unroll knobs
     assert "RandomComputeLocation" not in names  # it would move the panels' copy into a tile
+
+
+def test_metaschedule_only_is_the_space_without_its_packed_sketches(cpu_target):
+    space = DesignSpace.of(get_workload("matmul", M=64, N=64, K=64), cpu_target)
+    own = space.metaschedule_only()
+    assert own.num_sketches == space.num_metaschedule_sketches < space.num_sketches
+    assert _packed(own) == [] and own.knobs == space.knobs[: own.num_sketches]
+    sample = own.sample(np.random.default_rng(0))
+    assert sample.sketch < own.num_sketches
+    _computes(sample.candidate)
