@@ -10,7 +10,7 @@ reaches down into another's private modules for a value type:
 * the record types and the ``RecordStore`` contract (``TrialRecord``, ``NewTrial``,
   ``RunInfo``, ``TrialRow``, ...) and the marks a trial's decisions carry (start, baseline);
 * ``ModelRecord``, ``ModelTask``, ``ModelInput``: an imported model as the store keeps it;
-* ``factorizations``: the perfect tilings of a loop;
+* ``factorizations``, ``divisors``: the perfect tilings of a loop, and its factors;
 * the worker-process pool (``_pool``), the timing gate (``_gate``) and the RPC tracker's
   client (``_tracker``: ``TrackerAddress``, ``QueueTimeout``, ...), which measurers, trace
   checks, cost models and the fleet all use.
@@ -45,7 +45,7 @@ from explorer.core._records import (
     text_hash,
     trace_hash,
 )
-from explorer.core._tiles import factorizations
+from explorer.core._tiles import divisors, factorizations
 from explorer.core._tracker import (
     DEVICE_INFO_FUNC,
     PIN_LAUNCHER_FUNC,
@@ -97,6 +97,7 @@ __all__ = [
     "WorkerPool",
     "cpu_heavy",
     "device_info",
+    "divisors",
     "effective_status",
     "factorizations",
     "fastest_round",

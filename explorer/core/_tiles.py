@@ -14,12 +14,13 @@ def factorizations(extent: int, n: int, max_innermost: int) -> tuple[tuple[int, 
     if n == 1:
         return ((extent,),) if max_innermost <= 0 or extent <= max_innermost else ()
     out: list[tuple[int, ...]] = []
-    for d in _divisors(extent):
+    for d in divisors(extent):
         out.extend((d, *rest) for rest in factorizations(extent // d, n - 1, max_innermost))
     return tuple(out)
 
 
 @functools.lru_cache(maxsize=256)
-def _divisors(x: int) -> tuple[int, ...]:
+def divisors(x: int) -> tuple[int, ...]:
+    """The positive divisors of ``x``, ascending (the factors a loop or a dimension splits by)."""
     small = [d for d in range(1, math.isqrt(x) + 1) if x % d == 0]
     return tuple(sorted({*small, *(x // d for d in small)}))

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from explorer.core import divisors
 from explorer.errors import PrimitiveError
 from explorer.session._names import BlockInfo, LoopInfo, NestIndex
 from explorer.session._params import ParamSpec, shown
@@ -347,7 +348,7 @@ def _transform_layout(ctx: StepContext) -> None:
         raise ctx.fail(
             "factor",
             f"must divide dimension {axis} of {buffer.name} ({shape[axis]}); "
-            f"divisors: {', '.join(map(str, _divisors(shape[axis])))}",
+            f"divisors: {', '.join(map(str, divisors(shape[axis])))}",
         )
 
     def panels(*axes: Any) -> list[Any]:
@@ -355,10 +356,6 @@ def _transform_layout(ctx: StepContext) -> None:
         return [axes[axis] // factor, *rest, axes[axis] % factor]
 
     ctx.sch.transform_layout(block, ("read", ctx.args["read_index"]), panels)
-
-
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 def _cache_write(ctx: StepContext) -> None:

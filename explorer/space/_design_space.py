@@ -5,7 +5,7 @@ sampling instructions (``SamplePerfectTile``, ``SampleCategorical``, ``SampleCom
 are the knobs. Replaying a sketch's instructions on a seeded schedule *without* decisions makes TVM
 draw every knob afresh; running the sketch's postprocessors afterwards turns it into a buildable
 schedule. The resulting trace (postprocessors included) replays exactly, so it is what a
-``Candidate`` carries.
+``Candidate`` carries. On a CPU, the packed sketches (``_packing``) follow MetaSchedule's own.
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ class Sample:
 
 
 class DesignSpace:
-    """The sketches and postprocessors MetaSchedule derives for a workload on a target.
+    """The sketches and postprocessors MetaSchedule derives for a workload on a target, then
+    (CPU targets) the packed sketches.
 
     Example:
         >>> from explorer.workloads import get_workload

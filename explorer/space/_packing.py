@@ -6,13 +6,15 @@ classic fix ("How to optimize GEMM on CPU" in TVM's tutorials, and every BLAS) c
 panels ``B_pack[j // bn, k, j % bn]``: the inner loop then streams ``bn`` contiguous floats per k
 into vector registers, ``bn`` a multiple of the vector width.
 
-:class:`PackedTiling` does that for every block that reduces a product over a buffer indexed by
-the output's innermost dimension (matmul, dense, batch matmul): it copies that buffer into
-panels of width ``bn`` (``cache_read`` + ``transform_layout``, one sketch per width), tiles the
-block around a register tile of ``rows x bn`` (perfect-tile knobs for every other loop), and
-accumulates the tile in a local copy (``cache_write``). The parallel, vectorize and unroll
-annotations come from MetaSchedule's usual rule, so every strategy searches these sketches with
-the same kinds of knobs as the others, and the traces replay without this module.
+:class:`PackedTiling` does that for every block that reduces a product over an operand indexed
+by a dimension of its output (matmul, dense, batch matmul, an NCHW convolution's weights by
+output channel): it copies that operand into panels of width ``bn`` (``cache_read`` +
+``transform_layout``, one sketch per width), tiles the block around a register tile of
+``rows x bn`` (perfect-tile knobs for every other loop), and accumulates the tile in a local
+copy (``cache_write``; blocked NCHWc when the channel is not the output's last dimension). The
+parallel, vectorize and unroll annotations come from MetaSchedule's usual rule, so every
+strategy searches these sketches with the same kinds of knobs as the others, and the traces
+replay without this module.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ PANEL_VECTORS = (2, 1)
 AVX-512) fills more FMA ports per load; 1 keeps more rows in the register tile."""
 
 MAX_TILE_ROWS = 16
-"""The register tile's other dimensions at most: rows x bn accumulators must fit the vector
-registers (32 with AVX-512, 16 with AVX2)."""
+"""The register tile's extent in each other dimension at most: its accumulators (rows x bn)
+should fit the vector registers (32 with AVX-512, 16 with AVX2); the search finds which do."""
 
 
 @dataclass(frozen=True)
