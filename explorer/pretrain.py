@@ -128,14 +128,7 @@ def pretrain(
     A ``KeyboardInterrupt`` ends the current run as ``interrupted`` (kept, with its trials) and
     propagates; everything measured is stored.
     """
-    if not (isinstance(seconds, int | float) and seconds > 0 and math.isfinite(seconds)):
-        raise ValueError(f"pretrain: seconds must be > 0 and finite (got {seconds!r})")
-    check_int("pretrain trials_per_run", trials_per_run, minimum=1)
-    if per_preset is not None:
-        check_int("pretrain per_preset", per_preset, minimum=1)
-    if names is not None and not list(names):
-        raise ExplorerError("pretrain: no preset given (names=None pretrains on every one)")
-    names = pretrain_presets(only=list(names or ()))  # checked, in the catalog's order
+    names = _checked(seconds, names, per_preset, trials_per_run)
     start = time.monotonic()
     runs: list[tuple[str, int, int]] = []
     tuner = Tuner(measurer=measurer, store=store, confirm_top=0)
@@ -149,17 +142,10 @@ def pretrain(
         if left <= 0:
             break
         covered = coverage(store, target, names)
-        wanting = [
-            n
-            for n in names
-            if n not in exhausted and (per_preset is None or covered[n] < per_preset)
-        ]
-        if not wanting:
-            why = f"every preset has {per_preset} trials" if per_preset else ""
-            if exhausted:
-                why += " or all its schedules measured" if why else "every schedule measured"
+        name, why_none = _least_covered(names, covered, exhausted, per_preset)
+        if name is None:
+            why = why_none
             break
-        name = min(wanting, key=lambda n: covered[n])  # min keeps the catalog's order on ties
         trials = trials_per_run if per_preset is None else per_preset - covered[name]
         done_before = sum(t for _, _, t in runs)
 
@@ -194,3 +180,33 @@ def pretrain(
     return PretrainResult(
         tuple(runs), sum(t for _, _, t in runs), why, coverage(store, target, names)
     )
+
+
+def _checked(
+    seconds: float, names: Sequence[str] | None, per_preset: int | None, trials_per_run: int
+) -> list[str]:
+    """``pretrain``'s arguments checked; the presets, in the catalog's order."""
+    if not (isinstance(seconds, int | float) and seconds > 0 and math.isfinite(seconds)):
+        raise ValueError(f"pretrain: seconds must be > 0 and finite (got {seconds!r})")
+    check_int("pretrain trials_per_run", trials_per_run, minimum=1)
+    if per_preset is not None:
+        check_int("pretrain per_preset", per_preset, minimum=1)
+    if names is not None and not list(names):
+        raise ExplorerError("pretrain: no preset given (names=None pretrains on every one)")
+    return pretrain_presets(only=list(names or ()))
+
+
+def _least_covered(
+    names: Sequence[str], covered: dict[str, int], exhausted: set[str], per_preset: int | None
+) -> tuple[str | None, str]:
+    """The least covered preset still wanting trials (the first in the catalog on ties), or
+    ``None`` and why none is left."""
+    wanting = [
+        n for n in names if n not in exhausted and (per_preset is None or covered[n] < per_preset)
+    ]
+    if wanting:
+        return min(wanting, key=lambda n: covered[n]), ""
+    why = f"every preset has {per_preset} trials" if per_preset else ""
+    if exhausted:
+        why += " or all its schedules measured" if why else "every schedule measured"
+    return None, why

@@ -10,13 +10,14 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from explorer._tune_budget import RunBudget, check_budget, check_int
 from explorer._tune_result import TuneResult
+from explorer._tune_resume import PRIOR_RUNS, check_same_run, prior_ids_of, strategy_of
 from explorer.core import (
     BASELINE_MARK,
     NewTrial,
@@ -30,12 +31,10 @@ from explorer.core import (
 from explorer.errors import RunInUseError, SearchError
 from explorer.measure import Candidate, Measurer, trace_key
 from explorer.search import (
-    STRATEGIES,
     SearchStrategy,
     baseline_candidate,
     baseline_trial,
     is_baseline,
-    is_object_setting,
     make_strategy,
     start_trial,
 )
@@ -46,8 +45,6 @@ from explorer.workloads import Workload
 
 log = logging.getLogger(__name__)
 
-PRIOR_RUNS = "prior_runs"
-"""The settings key of a run's ``prior_runs`` (see ``Tuner.run``)."""
 POOL = "pool_points"
 """The settings key of how many points a run's space had, when it searched ``within`` some."""
 
@@ -166,14 +163,8 @@ class Tuner:
         prior_ids = [int(r) for r in prior_runs]
         if resume_run_id is not None:
             run = self._get_run(resume_run_id)
-            budget = RunBudget.of(run)
             instance = make_strategy(strategy)
-            self._check_same(run, workload, target, instance, max_trials, max_secs, seed, budget)
-            if prior_ids != _prior_ids(run):
-                raise SearchError(
-                    f"run {run.id} was carried over from runs {_prior_ids(run) or 'none'}, not "
-                    f"{prior_ids or 'none'}: resume it with its own prior runs"
-                )
+            check_same_run(run, workload, target, instance, max_trials, max_secs, seed, prior_ids)
             return self.resume(
                 resume_run_id,
                 # A name means the run's own strategy, hyper-parameters included.
@@ -243,7 +234,7 @@ class Tuner:
         self.run_id = run.id
         try:
             searched = [t for t in self.store.trials(run_id=run.id) if not t.is_remeasure]
-            prior = self._prior_trials(_prior_ids(run), run.workload, run.target)
+            prior = self._prior_trials(prior_ids_of(run), run.workload, run.target)
             if len(searched) < budget.max_trials:
                 history = self._replay(strategy, space, budget, searched, prior)
             else:  # nothing left to ask: no need to rebuild the strategy's state
@@ -459,34 +450,6 @@ class Tuner:
                 where = "this record store"
             raise SearchError(f"there is no run {run_id} in {where}") from None
 
-    @staticmethod
-    def _check_same(
-        run: RunInfo,
-        workload: Workload,
-        target: Target,
-        strategy: SearchStrategy,
-        max_trials: int,
-        max_secs: float | None,
-        seed: int,
-        budget: RunBudget,
-    ) -> None:
-        if run.workload != workload or run.target.key() != target.key():
-            raise SearchError(
-                f"run {run.id} tuned {run.workload.key()} on {run.target.key()}, not "
-                f"{workload.key()} on {target.key()}; it cannot be resumed with these"
-            )
-        if strategy.name and run.strategy != strategy.name:
-            raise SearchError(
-                f"run {run.id} used strategy {run.strategy!r}, not {strategy.name!r}"
-            )
-        given = {"max_trials": max_trials, "max_secs": max_secs, "seed": seed}
-        for name, value in given.items():
-            if value != getattr(budget, name):
-                raise SearchError(
-                    f"run {run.id} has {name}={getattr(budget, name)!r}, not {value!r}; a run "
-                    "resumes with its own settings (start a new run for others)"
-                )
-
     def confirm(self, run_id: int) -> TuneResult:
         """Re-time run ``run_id``'s best candidates, its start and its baseline side by side
         once more (as at the end of a search; this confirmation then decides) and return the
@@ -538,48 +501,9 @@ class Tuner:
             log.warning("re-measuring the best candidates failed: %s", batch[0].result.error_msg)
 
 
-def strategy_of(run: RunInfo, trials: Sequence[TrialRecord] = ()) -> SearchStrategy:
-    """The strategy of a stored run, rebuilt from its settings (its hyper-parameters).
-
-    Raises:
-        SearchError: the run's strategy is not a registered one, or its stored settings do not
-            build it (pass the instance to ``Tuner.resume`` then).
-    """
-    if run.strategy not in STRATEGIES:
-        raise SearchError(
-            f"run {run.id} used strategy {run.strategy!r}, which is not a registered strategy "
-            f"({', '.join(sorted(STRATEGIES))}); it cannot be resumed by name"
-        )
-    accepted = set(STRATEGIES.parameters(run.strategy))
-    params = {k: v for k, v in run.settings.items() if k in accepted and k not in RunBudget.KEYS}
-    objects = sorted(k for k, v in params.items() if is_object_setting(v))
-    if objects:
-        raise SearchError(
-            f"run {run.id} was given {' and '.join(objects)} as Python objects, which its "
-            "record cannot rebuild; pass the strategy itself to Tuner.resume"
-        )
-    start = params.get("start")
-    if isinstance(start, Mapping) and not {"sketch", "point"} <= set(start):
-        # A hand-made start is stored as the run's reference trial, not in the settings: the
-        # strategy gets it back exactly as the user gave it (a bare candidate).
-        reference = start_trial(trials)
-        if reference is not None:
-            params["start"] = Candidate(run.workload, run.target, reference.candidate.trace)
-    try:
-        return make_strategy(run.strategy, **params)
-    except (TypeError, ValueError) as exc:
-        raise SearchError(
-            f"run {run.id}: its stored settings do not rebuild strategy {run.strategy!r} ({exc})"
-        ) from None
-
-
 def _status_after(exc: BaseException | None) -> RunStatus:
     """How a run ends when ``exc`` stops it: Ctrl-C and SIGTERM interrupt, errors fail it."""
     return RunStatus.INTERRUPTED if isinstance(exc, KeyboardInterrupt) else RunStatus.FAILED
-
-
-def _prior_ids(run: RunInfo) -> list[int]:
-    return [int(r) for r in run.settings.get(PRIOR_RUNS) or []]
 
 
 def _unique_traces(trials: Iterable[TrialRecord]) -> list[TrialRecord]:
@@ -604,4 +528,4 @@ def _fastest(records: Sequence[TrialRecord], best: float | None) -> float | None
     return min([*timed, *([best] if best is not None else [])], default=None)
 
 
-__all__ = ["RunBudget", "TuneProgress", "TuneResult", "Tuner", "strategy_of"]
+__all__ = ["POOL", "PRIOR_RUNS", "RunBudget", "TuneProgress", "TuneResult", "Tuner", "strategy_of"]

@@ -247,7 +247,12 @@ def add_model_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "ONNX Runtime",
     )
     cmds = p.add_subparsers(metavar="COMMAND", required=True)
+    _add_example_import_list(cmds)
+    _add_tune(cmds)
+    _add_race_show(cmds)
 
+
+def _add_example_import_list(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ex = cmds.add_parser("example", help="write a shipped network as ONNX")
     ex.add_argument("network", help="tiny, resnet18, mobilenet_v2 or bert_layer")
     ex.add_argument("-o", "--output", type=file_name, required=True, help="the .onnx file")
@@ -274,6 +279,8 @@ def add_model_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     add_common(ls, target=False)
     ls.set_defaults(func=cmd_list)
 
+
+def _add_tune(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     tune = cmds.add_parser(
         "tune",
         help="tune a model's tasks with one budget, then race the network against ONNX Runtime",
@@ -310,6 +317,8 @@ def add_model_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     add_common(tune, target=False)
     tune.set_defaults(func=cmd_tune)
 
+
+def _add_race_show(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     race = cmds.add_parser(
         "race",
         help="build the network with its tasks' best schedules and race it against ONNX "

@@ -306,7 +306,6 @@ def _say_whole(args: argparse.Namespace, network: Any, result: Any) -> None:
 
 
 def add_nas_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-
     p = sub.add_parser(
         "nas",
         help="neural architecture search as program transformation: sample grouped and "
@@ -347,6 +346,16 @@ def add_nas_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         help="what a block may become (default: all of keep, group, depthwise, bottleneck, "
         "bottleneck_group, split_group, unroll_group, spatial_split)",
     )
+    _add_fisher_args(p)
+    p.add_argument("--json", type=file_name, help="write every network's numbers to this file")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    add_common(p)
+    add_tracker_args(p)
+    p.set_defaults(func=cmd_nas)
+
+
+def _add_fisher_args(p: argparse.ArgumentParser) -> None:
+    """The seeds, the Fisher Potential's settings and the whole-network build."""
     p.add_argument(
         "--seed",
         type=non_negative_int,
@@ -380,8 +389,3 @@ def add_nas_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         help="then build the original and the fastest legal network whole: each imported as "
         "a model, its tasks tuned with TRIALS trials in all, raced against ONNX Runtime",
     )
-    p.add_argument("--json", type=file_name, help="write every network's numbers to this file")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    add_common(p)
-    add_tracker_args(p)
-    p.set_defaults(func=cmd_nas)

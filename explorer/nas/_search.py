@@ -283,16 +283,7 @@ def nas_search(
         UnknownPluginError: an unknown strategy.
         MissingExtraError: JAX or scikit-learn is not installed.
     """
-    from explorer.search import make_strategy
-
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-        raise ValueError(f"budget must be an integer >= 1 trials per shape (got {budget!r})")
-    if budget > MAX_TRIALS:
-        raise ValueError(f"budget must be at most {MAX_TRIALS} trials per shape (got {budget})")
-    check_count("samples", samples)
-    check_seed("seed", seed)
-    check_seed("tune_seed", tune_seed)
-    make_strategy(strategy)  # an unknown name fails before the Fisher Potentials are computed
+    _check_search(samples, budget, strategy, seed, tune_seed)
     # Step 1-2. Sample and judge.
     start = time.perf_counter()
     sample = sample_candidates(
@@ -332,6 +323,21 @@ def nas_search(
         tuning_secs,
         stopped,
     )
+
+
+def _check_search(samples: int, budget: int, strategy: str, seed: int, tune_seed: int) -> None:
+    """``nas_search``'s counts, seeds and strategy, before anything is computed or measured
+    (an unknown strategy fails before the Fisher Potentials are computed)."""
+    from explorer.search import make_strategy
+
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        raise ValueError(f"budget must be an integer >= 1 trials per shape (got {budget!r})")
+    if budget > MAX_TRIALS:
+        raise ValueError(f"budget must be at most {MAX_TRIALS} trials per shape (got {budget})")
+    check_count("samples", samples)
+    check_seed("seed", seed)
+    check_seed("tune_seed", tune_seed)
+    make_strategy(strategy)
 
 
 @dataclass(frozen=True)

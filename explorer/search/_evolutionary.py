@@ -238,39 +238,12 @@ class EvolutionarySearch(SearchStrategy):
         population = population_for(self.population_size, per_iter)
         self.resolved_["population_size"] = population
         space = self.space
-        workload, target = space.workload, space.target
+        workload = space.workload
         self.knob_space_ = KnobSpace(space)
         self.matcher_ = TraceMatcher(self.knob_space_)
         self._mod = workload.mod()
-        # Within a pool (a recording of knob-space points), MetaSchedule's fresh random traces
-        # and its compute-location and parallel mutations are schedules the pool cannot hold
-        # (the knob space keeps each sketch's compute locations): the evolution starts from
-        # measured traces only, a random sample of the pool first, and keeps to tile-size and
-        # unroll mutations. The run's settings record the two ratios it ran with.
         pooled = self.knob_space_.pool is not None
-        measured_ratio, min_unmeasured = self.init_measured_ratio, self.init_min_unmeasured
-        if pooled:
-            measured_ratio, min_unmeasured = 1.0, 0
-            self.resolved_.update(init_measured_ratio=1.0, init_min_unmeasured=0)
-        tvm_target = target.to_tvm()
-        self.context_ = ms.TuneContext(
-            mod=self._mod,
-            target=tvm_target,
-            space_generator=_space_generator(tvm_target.kind.name if pooled else None),
-            search_strategy=ms.search_strategy.EvolutionarySearch(
-                population_size=population,
-                init_measured_ratio=measured_ratio,
-                init_min_unmeasured=min_unmeasured,
-                max_fail_count=self.max_fail_count,
-                genetic_num_iters=self.genetic_num_iters,
-                genetic_mutate_prob=self.genetic_mutate_prob,
-                genetic_max_fail_count=self.genetic_max_fail_count,
-                eps_greedy=self.eps_greedy,
-            ),
-            task_name=workload.family,
-            rand_state=int(self.rng.integers(1, 2**31 - 1)),
-            num_threads=self.num_threads,
-        )
+        self.context_ = self._tune_context(population, pooled)
         self.database_ = ms.database.MemoryDatabase()
         self.cost_model_ = ms.cost_model.XGBModel(
             extractor=cached_per_store_feature(),
@@ -281,11 +254,7 @@ class EvolutionarySearch(SearchStrategy):
         if self.transfer_from == "auto":
             self._learn_transfer()
         # Step 1. The sketches are the DesignSpace's, so every strategy searches the same space.
-        sketches = []
-        for s in range(space.num_sketches):
-            sch = _tvm.Schedule(self._mod)
-            space.sketch_trace(s).apply_to_schedule(sch, remove_postproc=True)
-            sketches.append(sch)
+        sketches = [self._sketch_schedule(k) for k in range(space.num_sketches)]
         self._token = self.database_.commit_workload(self._mod)
         self._args_info = ms.arg_info.ArgInfo.from_prim_func(self._mod["main"])
         self.context_.pre_tuning(
@@ -311,6 +280,45 @@ class EvolutionarySearch(SearchStrategy):
         # Step 3. Resuming: what was measured before goes into MetaSchedule's database and cost
         # model first (reset tells it), exactly as tune_tir does when it reopens a database.
         return history
+
+    def _tune_context(self, population: int, pooled: bool) -> Any:
+        """MetaSchedule's tune context for this space, its evolutionary search set as this
+        strategy is."""
+        ms = _tvm.ms
+        # Within a pool (a recording of knob-space points), MetaSchedule's fresh random traces
+        # and its compute-location and parallel mutations are schedules the pool cannot hold
+        # (the knob space keeps each sketch's compute locations): the evolution starts from
+        # measured traces only, a random sample of the pool first, and keeps to tile-size and
+        # unroll mutations. The run's settings record the two ratios it ran with.
+        measured_ratio, min_unmeasured = self.init_measured_ratio, self.init_min_unmeasured
+        if pooled:
+            measured_ratio, min_unmeasured = 1.0, 0
+            self.resolved_.update(init_measured_ratio=1.0, init_min_unmeasured=0)
+        tvm_target = self.space.target.to_tvm()
+        return ms.TuneContext(
+            mod=self._mod,
+            target=tvm_target,
+            space_generator=_space_generator(tvm_target.kind.name if pooled else None),
+            search_strategy=ms.search_strategy.EvolutionarySearch(
+                population_size=population,
+                init_measured_ratio=measured_ratio,
+                init_min_unmeasured=min_unmeasured,
+                max_fail_count=self.max_fail_count,
+                genetic_num_iters=self.genetic_num_iters,
+                genetic_mutate_prob=self.genetic_mutate_prob,
+                genetic_max_fail_count=self.genetic_max_fail_count,
+                eps_greedy=self.eps_greedy,
+            ),
+            task_name=self.space.workload.family,
+            rand_state=int(self.rng.integers(1, 2**31 - 1)),
+            num_threads=self.num_threads,
+        )
+
+    def _sketch_schedule(self, sketch: int) -> Any:
+        """Sketch ``sketch`` of the DesignSpace as a schedule (MetaSchedule's design space)."""
+        sch = _tvm.Schedule(self._mod)
+        self.space.sketch_trace(sketch).apply_to_schedule(sch, remove_postproc=True)
+        return sch
 
     # -- ask/tell -----------------------------------------------------------------------------
     def ask(self, n: int) -> list[Candidate]:

@@ -91,26 +91,7 @@ def check_unchecked(
     unchecked = store.trials(
         run_id=run_id, workload=workload, target=target, status=MeasureStatus.UNCHECKED
     )
-    # Step 1. Group by (workload, target); drop schedules already checked, and repeats.
-    groups: dict[tuple[str, str], list[TrialRecord]] = {}
-    for trial in unchecked:
-        cand = trial.candidate
-        groups.setdefault((cand.workload.key(), cand.target.key()), []).append(trial)
-    todo: list[tuple[list[TrialRecord], list[int]]] = []
-    skipped = 0
-    for trials in groups.values():
-        settled = _settled(store, trials[0].candidate)
-        pending: dict[int, TrialRecord] = {}
-        sources: set[int] = set()
-        for trial in trials:
-            digest = trace_hash(trial.candidate.trace)
-            if digest in settled:
-                skipped += 1
-            else:
-                pending.setdefault(digest, trial)
-                sources.add(trial.run_id)
-        if pending:
-            todo.append((list(pending.values()), sorted(sources)))
+    todo, skipped = _to_check(store, unchecked)
     # Step 2. Measure and store, one check run per group.
     run_ids: list[int] = []
     ok = failed = 0
@@ -139,6 +120,34 @@ def check_unchecked(
         finally:
             store.finish_run(run.id, status)
     return CheckSummary(tuple(run_ids), ok + failed, ok, failed, skipped)
+
+
+def _to_check(
+    store: RecordStore, unchecked: list[TrialRecord]
+) -> tuple[list[tuple[list[TrialRecord], list[int]]], int]:
+    """``unchecked`` grouped by workload and target, without the schedules already checked and
+    repeats: per group, one trial per schedule and the runs they came from; and how many trials
+    were left out as checked already."""
+    groups: dict[tuple[str, str], list[TrialRecord]] = {}
+    for trial in unchecked:
+        cand = trial.candidate
+        groups.setdefault((cand.workload.key(), cand.target.key()), []).append(trial)
+    todo: list[tuple[list[TrialRecord], list[int]]] = []
+    skipped = 0
+    for trials in groups.values():
+        settled = _settled(store, trials[0].candidate)
+        pending: dict[int, TrialRecord] = {}
+        sources: set[int] = set()
+        for trial in trials:
+            digest = trace_hash(trial.candidate.trace)
+            if digest in settled:
+                skipped += 1
+            else:
+                pending.setdefault(digest, trial)
+                sources.add(trial.run_id)
+        if pending:
+            todo.append((list(pending.values()), sorted(sources)))
+    return todo, skipped
 
 
 def _settled(store: RecordStore, cand: Candidate) -> set[int]:

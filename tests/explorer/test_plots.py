@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from explorer import plots
+from explorer import _plots_knobs, plots
 from explorer.analysis import (
     TrialTable,
     convergence_info,
@@ -198,13 +198,15 @@ def test_predicted_vs_measured_says_how_many_trials_have_predictions(store, cand
 def test_knob_axes_label_a_few_spread_values():
     codes = [0, 1, 2, 3, 5, 8, 9, 30, 31, 39]
     labels = [f"{i}x{40 - i}" for i in range(40)]
-    ticks = plots._ticks(codes, labels)
+    ticks = _plots_knobs._ticks(codes, labels)
     vals = ticks["tickvals"]
-    assert len(vals) <= plots.MAX_TICKS and vals[0] == 0
-    assert min(b - a for a, b in zip(vals, vals[1:], strict=False)) >= 39 / (plots.MAX_TICKS - 1)
+    assert len(vals) <= _plots_knobs.MAX_TICKS and vals[0] == 0
+    assert min(b - a for a, b in zip(vals, vals[1:], strict=False)) >= 39 / (
+        _plots_knobs.MAX_TICKS - 1
+    )
     assert ticks["ticktext"] == [labels[v] for v in vals]
     assert set(vals) <= set(codes)  # only values that were tried are labelled
-    assert plots._ticks([0, 1, 2], ["a", "b", "c"])["tickvals"] == [0, 1, 2]
+    assert _plots_knobs._ticks([0, 1, 2], ["a", "b", "c"])["tickvals"] == [0, 1, 2]
 
 
 def test_strategy_comparison_figure(store, filled):
@@ -225,7 +227,7 @@ def test_knob_effects_figure(filled, space):
     parcoords, bars = fig.data
     assert parcoords.type == "parcoords" and bars.type == "bar"
     dims = parcoords.dimensions
-    assert len(dims) == min(len(info.knobs), plots.MAX_PARCOORDS_KNOBS) + 1
+    assert len(dims) == min(len(info.knobs), _plots_knobs.MAX_PARCOORDS_KNOBS) + 1
     assert dims[-1].label == "latency (ms)"
     assert all(len(d.values) == 25 for d in dims)
     assert dims[0].label.startswith(info.knobs[0].label)
