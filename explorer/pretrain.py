@@ -150,11 +150,9 @@ def pretrain(
         done_before = sum(t for _, _, t in runs)
 
         def progress(p: TuneProgress, name: str = name, before: int = done_before) -> None:
+            elapsed, done = time.monotonic() - start, before + p.num_trials
             if on_progress is not None:
-                elapsed = time.monotonic() - start
-                on_progress(
-                    PretrainProgress(elapsed, seconds, name, tuner.run_id, before + p.num_trials)
-                )
+                on_progress(PretrainProgress(elapsed, seconds, name, tuner.run_id, done))
 
         workload = get_workload(name)
         result = tuner.run(

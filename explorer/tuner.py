@@ -156,10 +156,7 @@ class Tuner:
         many points it had (``POOL``); such a run cannot be resumed.
         """
         check_budget(max_trials, max_secs, seed)
-        if space is not None and (space.workload != workload or space.target != target):
-            raise SearchError("the space to search is not of this workload and target")
-        if space is not None and resume_run_id is not None:
-            raise SearchError("a run searching part of a space cannot be resumed")
+        _check_space(space, workload, target, resume_run_id)
         prior_ids = [int(r) for r in prior_runs]
         if resume_run_id is not None:
             run = self._get_run(resume_run_id)
@@ -499,6 +496,15 @@ class Tuner:
         self.store.add_trials(run.id, batch)
         if not any(new.result.is_ok for new in batch):
             log.warning("re-measuring the best candidates failed: %s", batch[0].result.error_msg)
+
+
+def _check_space(
+    space: DesignSpace | None, workload: Workload, target: Target, resume_run_id: int | None
+) -> None:
+    if space is not None and (space.workload != workload or space.target != target):
+        raise SearchError("the space to search is not of this workload and target")
+    if space is not None and resume_run_id is not None:
+        raise SearchError("a run searching part of a space cannot be resumed")
 
 
 def _status_after(exc: BaseException | None) -> RunStatus:

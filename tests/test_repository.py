@@ -3,6 +3,7 @@ benchmarks and docs point to is in the repository (a reader can follow every ref
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 from pathlib import Path
@@ -82,3 +83,30 @@ def test_every_test_module_has_its_own_basename() -> None:
         seen.setdefault(path.name, []).append(path.relative_to(ROOT).as_posix())
     clashes = {name: paths for name, paths in seen.items() if len(paths) > 1}
     assert not clashes, f"test modules sharing a basename: {clashes}"
+
+
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 80  # docstring included
+
+
+def test_modules_and_functions_stay_small_enough_to_read() -> None:
+    # A newcomer reads a module in one sitting and a function on one screen; both grew back
+    # past these bounds between two restructures.
+    sources = [
+        f
+        for f in tracked_files()
+        if f.suffix == ".py" and f.relative_to(ROOT).parts[0] in ("explorer", "widgets")
+    ]
+    assert len(sources) > 100
+    too_long: list[str] = []
+    for path in sources:
+        text = path.read_text()
+        name = path.relative_to(ROOT).as_posix()
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            too_long.append(f"{name}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    too_long.append(f"{name}: {node.name} has {lines} lines")
+    assert not too_long, "split by what they do: " + "; ".join(too_long)

@@ -298,21 +298,12 @@ def nas_search(
         should_stop=should_stop,
     )
     fisher_secs = time.perf_counter() - start
-    # Step 3. Every distinct convolution of the original and the legal candidates, in order.
-    wanted: dict[Conv, None] = dict.fromkeys(network.conv_counts())
-    for cand in sample.legal:
-        wanted.update(dict.fromkeys(cand.network.conv_counts()))
-    start = time.perf_counter()
+    # Step 3. Every distinct convolution tuned, then re-timed together.
     shapes = _ShapeTuner(
         store, measurer, target, strategy, budget, tune_seed, tune_batch, should_stop
     )
-    tunings, stopped = shapes.tune(list(wanted), on_progress)
-    stopped = stopped or sample.stopped
-    if not stopped:
-        tunings = retime_together(store, measurer, tunings)
-    tuning_secs = time.perf_counter() - start
-    if on_progress is not None:
-        on_progress(NasProgress(len(tunings), len(wanted), None, False))
+    wanted = _distinct_convs(network, sample)
+    tunings, stopped, tuning_secs = shapes.tune_and_retime(wanted, sample.stopped, on_progress)
     return NasResult(
         sample,
         tuple(tunings.values()),
@@ -387,6 +378,31 @@ class _ShapeTuner:
             best_id = None if result.best is None else result.best.id
             tunings[conv] = ConvTuning(conv, result.run.id, result.best_secs, False, best_id)
         return tunings, False
+
+    def tune_and_retime(
+        self,
+        convs: Sequence[Conv],
+        stopped: bool,
+        on_progress: Callable[[NasProgress], None] | None,
+    ) -> tuple[dict[Conv, ConvTuning], bool, float]:
+        """``tune``, then every tuning's best re-timed side by side (``retime_together``)
+        unless this or the sampling before (``stopped``) was stopped; and the seconds it took."""
+        start = time.perf_counter()
+        tunings, stopped_here = self.tune(convs, on_progress)
+        stopped = stopped or stopped_here
+        if not stopped:
+            tunings = retime_together(self.store, self.measurer, tunings)
+        if on_progress is not None:
+            on_progress(NasProgress(len(tunings), len(convs), None, False))
+        return tunings, stopped, time.perf_counter() - start
+
+
+def _distinct_convs(network: Network, sample: NasSample) -> list[Conv]:
+    """Every distinct convolution of the original and the legal candidates, in order."""
+    wanted: dict[Conv, None] = dict.fromkeys(network.conv_counts())
+    for cand in sample.legal:
+        wanted.update(dict.fromkeys(cand.network.conv_counts()))
+    return list(wanted)
 
 
 def _ranked_points(

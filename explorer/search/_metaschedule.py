@@ -153,21 +153,10 @@ def run_metaschedule(
             intrinsic in each fresh worker, so it is several times slower.
 
     Returns:
-        The finished run (``status`` ``"finished"``, ``"cancelled"`` or ``"failed"``).
+        The finished run (``status`` ``"finished"``, ``"cancelled"`` or ``"failed"``). Even two
+        trials of a tiny workload take about 10 s: ``tune_tir`` starts MetaSchedule's builder
+        and runner processes.
 
-    Example:
-        Not run with the doctests: ``tune_tir`` starts MetaSchedule's builder and runner
-        processes, about 10 s even for two trials of a tiny workload.
-
-        >>> from explorer.storage import get_store
-        >>> from explorer.workloads import get_workload
-        >>> store = get_store(":memory:")
-        >>> tiny = get_workload("reduce_sum", D0=4, D1=8)
-        >>> run = run_metaschedule(  # doctest: +SKIP
-        ...     tiny, Target.local_cpu(), store, max_trials=2, num_trials_per_iter=2
-        ... )
-        >>> run.status, len(store.trials(run_id=run.id))  # doctest: +SKIP
-        ('finished', 2)
     """
     _tvm.ensure_cpu_intrinsics()
     cores = num_tuning_cores or target.num_cores
@@ -185,6 +174,20 @@ def run_metaschedule(
         "shipped": shipped,
     }
     run = store.create_run(workload, target, "metaschedule", settings=settings)
+    return _tune_into(store, run, settings, cores, should_stop, on_batch)
+
+
+def _tune_into(
+    store: RecordStore,
+    run: RunInfo,
+    settings: dict[str, Any],
+    cores: int,
+    should_stop: Callable[[], bool],
+    on_batch: Callable[[list[TrialRecord]], None] | None,
+) -> RunInfo:
+    """``tune_tir`` streaming into ``run``, which ends finished, cancelled, interrupted (then
+    the ``KeyboardInterrupt`` goes on) or failed."""
+    workload, target, max_secs = run.workload, run.target, settings["max_secs"]
     streamer = _make_streamer(
         store=store,
         run_id=run.id,

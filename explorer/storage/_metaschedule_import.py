@@ -112,15 +112,9 @@ def import_metaschedule(
     """
     path = check_work_dir(work_dir)
     ms_workloads, lines = _read(path)
-    # Step 1. Candidates, explicit ones first; duplicates by key are tried once.
-    runs = store.runs()
-    described, described_targets = _read_sidecar(path)
-    candidates = _unique([*workloads, *described, *(run.workload for run in runs)], Workload.key)
-    known_targets = _unique(
-        [*described_targets, *(run.target for run in runs), Target.local_cpu()], Target.key
-    )
+    candidates, known_targets = _candidates(store, path, workloads)
     match = _WorkloadMatcher(candidates, path)
-    # Step 2. Parse, match and group records by (workload, target), keeping commit order.
+    # Step 1. Parse, match and group records by (workload, target), keeping commit order.
     groups: dict[tuple[str, str], tuple[Workload, Target, list[NewTrial]]] = {}
     unmatched = failed = 0
     for lineno, line in lines:
@@ -141,12 +135,26 @@ def import_metaschedule(
         )
         key = (workload.key(), record_target.key())
         groups.setdefault(key, (workload, record_target, []))[2].append(trial)
-    # Step 3. Leave out what the store already holds (and repeats within the file).
+    # Step 2. Leave out what the store already holds (and repeats within the file).
     duplicates = sum(_drop_known(store, w, t, trials) for w, t, trials in groups.values())
-    # Step 4. One run per group, in batches so a huge database is not one giant transaction.
+    # Step 3. One run per group, in batches so a huge database is not one giant transaction.
     run_ids = [_store_run(store, w, t, trials, path) for w, t, trials in groups.values() if trials]
     imported = sum(len(trials) for _, _, trials in groups.values())
     return ImportSummary(tuple(run_ids), imported, unmatched, failed, duplicates)
+
+
+def _candidates(
+    store: RecordStore, path: Path, workloads: Iterable[Workload]
+) -> tuple[list[Workload], list[Target]]:
+    """The workloads and targets a record may match: the given workloads first, then the
+    work_dir's sidecar's, then the store's runs' (each key tried once)."""
+    runs = store.runs()
+    described, described_targets = _read_sidecar(path)
+    candidates = _unique([*workloads, *described, *(run.workload for run in runs)], Workload.key)
+    known_targets = _unique(
+        [*described_targets, *(run.target for run in runs), Target.local_cpu()], Target.key
+    )
+    return candidates, known_targets
 
 
 def _read_record(line: str, ms_workloads: Sequence[Any]) -> tuple[int, Any]:
