@@ -117,8 +117,9 @@ def panel_widths(extent: int, lanes: int) -> tuple[int, ...]:
 def pack_and_tile(sch: Any, block: Any, plan: PackPlan, bn: int) -> None:
     """Copy the plan's buffers into panels of ``bn`` and tile ``block`` around them, in place."""
     for index, order in zip(plan.reads, plan.layouts, strict=True):
-        sch.cache_read(block, index, "global")
+        copy = sch.cache_read(block, index, "global")
         sch.transform_layout(block, ("read", index), _index_map(order, bn))
+        _copy_in_packed_order(sch, copy, order, bn)
     iters = list(sch.get(block).iter_vars)
     outer, middle, reduce_outer, reduce_inner, inner = [], [], [], [], []
     vector_loop = None
@@ -146,6 +147,21 @@ def pack_and_tile(sch: Any, block: Any, plan: PackPlan, bn: int) -> None:
         # panel's bn values are its last, contiguous, dimension (NCHW -> NCHWc).
         blocked = (*range(plan.output_dim), -1, *range(plan.output_dim + 1, plan.output_ndim))
         sch.transform_layout(block, ("write", 0), _index_map((*blocked, plan.output_dim), bn))
+
+
+def _copy_in_packed_order(sch: Any, copy: Any, order: tuple[int, ...], bn: int) -> None:
+    """Loop over the copy ``copy`` in the packed buffer's order, so that it writes each panel
+    row whole (vectorized) and reads each source line while it is in the cache.
+
+    In the source's order, a convolution's ``W[co, ci, kh, kw]`` copy wrote one float per
+    cache line of ``W_global[co // bn, ci, kh, kw, co % bn]`` and revisited every line ``bn``
+    times: for ResNet-18's 512-channel layers (9.4 MB of weights) each revisit missed the
+    caches, and the copy cost about as much as the convolution's arithmetic.
+    """
+    at_v = order[-1]
+    loops = list(sch.get_loops(copy))
+    panel, lane = sch.split(loops[at_v], [None, bn])
+    sch.reorder(*[panel if p == -1 else lane if p == at_v else loops[p] for p in order])
 
 
 def _index_map(order: tuple[int, ...], bn: int) -> Any:
