@@ -151,9 +151,10 @@ class LocalMeasurer(Measurer):
         """Time candidates side by side: each is built once, then every round times each of
         them in turn, so two readings of one round were taken under the same load.
 
-        After the first round, a candidate ``config.hopeless_ratio`` times slower than that
-        round's fastest is not timed again: no later round can change how they compare (the
-        unscheduled matmul 1024 takes 7 s a call).
+        After a round, a candidate ``config.hopeless_ratio`` times slower than that round's
+        fastest and taking ``CUT_MIN_CALL_SECS`` or more a call is not timed again (the
+        unscheduled matmul 1024 takes 7 s a call); faster ones get every round, since one
+        slow round of theirs may be the machine's load.
 
         Returns:
             Per candidate, its result of each round it was timed in (the first round's is
@@ -457,6 +458,12 @@ class LocalMeasurer(Measurer):
         return MeasureResult(status, error_msg=str(reply.get("error")), **common)
 
 
+CUT_MIN_CALL_SECS = 0.1
+"""Between the rounds of a side-by-side re-timing, only kernels this slow a call are cut as
+hopeless (``_Batch.settled``): far above any scheduler time slice a busy machine makes a
+fast kernel wait (4-12 ms seen), and a round of a faster kernel costs well under a second."""
+
+
 @dataclass
 class _Batch:
     """What one ``measure`` call knows so far, by candidate index."""
@@ -491,9 +498,17 @@ class _Batch:
             self.devices[i] = str(reply["device"])
 
     def settled(self, ratio: float | None) -> set[int]:
-        """The candidates whose latest round (its fastest repeat, as a confirmation reads
-        it) was ``ratio`` times the fastest of that round or slower: more rounds cannot change
-        how they compare."""
+        """The candidates not worth another round: their latest round (its fastest repeat, as
+        a confirmation reads it) was ``ratio`` times the fastest of that round or slower, and
+        a call of theirs takes ``CUT_MIN_CALL_SECS`` or more.
+
+        The cut saves the rounds of kernels that cost seconds (the unscheduled matmul 1024
+        takes 7 s a call). A faster kernel's round costs a fraction of a second, and one slow
+        round of it may be the machine's doing: beside four CPU-bound processes on two cores, a
+        2-thread conv2d of 60 us read 12 ms in every repeat of a round (each call waited for a
+        time slice) and was cut after it, so the re-timing called the 1.1 ms unscheduled
+        program faster; later rounds read it at 60 us again.
+        """
         latest = {
             i: min(rounds[-1])
             for i, rounds in self.round_secs.items()
@@ -501,7 +516,7 @@ class _Batch:
         }
         if ratio is None or not latest:
             return set()
-        bar = ratio * min(latest.values())
+        bar = max(ratio * min(latest.values()), CUT_MIN_CALL_SECS)
         return {i for i, secs in latest.items() if secs >= bar}
 
     def per_round(self, max_spread: float) -> list[list[MeasureResult]]:

@@ -215,11 +215,11 @@ def test_the_launching_thread_keeps_off_them_after_a_one_thread_kernel_ran_first
 
 
 def test_a_schedule_is_cut_between_rounds_by_its_fastest_repeat(mm, target):
-    """Between the rounds of a side-by-side re-timing, schedules hopeless_ratio times slower
-    than the round's fastest are not timed again. The last CI's conv2d beside two burners: the
-    best schedule's repeats read 5.7, 5.9, 0.12, 4.0 and 4.0 ms (its 2-thread calls waited for
-    a burner's time slice), the unscheduled program's 1.17-1.19 ms; read by its median it was
-    cut as hopeless after one round, and the unscheduled program was called the best."""
+    """Between the rounds of a side-by-side re-timing, a schedule is read by its fastest
+    repeat. The last CI's conv2d beside two burners: the best schedule's repeats read 5.7,
+    5.9, 0.12, 4.0 and 4.0 ms (its 2-thread calls waited for a burner's time slice), the
+    unscheduled program's 1.17-1.19 ms; read by its median it was cut as hopeless after one
+    round, and the unscheduled program was called the best."""
     from explorer.measure._local import _Batch
 
     batch = _Batch(cands=[tiled(mm, target), unscheduled(mm, target)])
@@ -227,7 +227,33 @@ def test_a_schedule_is_cut_between_rounds_by_its_fastest_repeat(mm, target):
                           "num_threads": 2})  # fmt: skip
     batch.add_timings(1, {"run_secs": [1.174e-3, 1.185e-3, 1.182e-3], "num_threads": 1})
     assert batch.fastest_secs == 0.121e-3
-    assert batch.settled(3.0) == {1}  # the unscheduled program is the hopeless one
+    assert batch.settled(3.0) == set()  # 1.2 ms a call: another round is cheap
+
+
+def test_only_kernels_that_cost_seconds_are_cut_between_rounds(mm, target):
+    """A clean clone's suite beside two burners (four CPU-bound processes on two cores with
+    the test's own): the chosen 60 us conv2d read 12 ms in every repeat of the re-timing's
+    first round (each 2-thread call waited for a time slice), the unscheduled program 1.1 ms,
+    and the chosen one was cut after that round, so the re-timing called the unscheduled
+    program faster. A kernel is cut only when a call of it takes CUT_MIN_CALL_SECS."""
+    from explorer.measure._local import CUT_MIN_CALL_SECS, _Batch
+
+    batch = _Batch(cands=[tiled(mm, target), unscheduled(mm, target)])
+    batch.add_timings(0, {"run_secs": [11.99e-3, 12.1e-3, 11.9e-3], "num_threads": 2})
+    batch.add_timings(1, {"run_secs": [1.114e-3, 1.112e-3, 1.113e-3], "num_threads": 1})
+    assert batch.settled(3.0) == set()
+    # The unscheduled matmul 1024 (7 s a call) beside a 60 ms schedule: cut.
+    slow = _Batch(cands=[tiled(mm, target), unscheduled(mm, target)])
+    slow.add_timings(0, {"run_secs": [0.06, 0.061], "num_threads": 2})
+    slow.add_timings(1, {"run_secs": [6.9, 7.0], "num_threads": 1})
+    assert slow.settled(3.0) == {1}
+    # Hopeless by the ratio but just under a tenth of a second a call: timed again.
+    edge = _Batch(cands=[tiled(mm, target), unscheduled(mm, target)])
+    edge.add_timings(0, {"run_secs": [0.01], "num_threads": 2})
+    edge.add_timings(1, {"run_secs": [CUT_MIN_CALL_SECS * 0.99], "num_threads": 1})
+    assert edge.settled(3.0) == set()
+    edge.add_timings(1, {"run_secs": [CUT_MIN_CALL_SECS], "num_threads": 1})
+    assert edge.settled(3.0) == {1}
 
 
 def test_a_kernel_for_a_cpu_with_vector_sets_this_one_lacks_is_built_and_not_run(
