@@ -35,8 +35,10 @@ from explorer.model import (
     TUNE_RELAX,
     TUNED,
     UNTUNED,
+    TaskState,
     import_model,
     race_model,
+    task_states,
     tune_model,
 )
 from explorer.storage import environment, get_store
@@ -69,6 +71,7 @@ def main() -> int:
                 ),
             )  # fmt: skip
             tuned_at = time.perf_counter()
+            _print_tasks(task_states(model, store, tune))
             race = race_model(
                 model, store, tune=tune, rounds=args.rounds,
                 tune_relax_trials=0 if args.no_tune_relax else args.trials,
@@ -98,6 +101,20 @@ def main() -> int:
     summary["machine"] = environment()["cpu_model"]
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
     return 0
+
+
+def _print_tasks(states: list[TaskState]) -> None:
+    """Each task after the tune, costliest per inference first: what still dominates (its
+    best time, measured alone and warm, times its calls per inference)."""
+    total = sum(s.task.weight * (s.best_secs or 0.0) for s in states) or 1.0
+    for s in sorted(states, key=lambda s: -s.task.weight * (s.best_secs or 0.0)):
+        ms = s.task.weight * (s.best_secs or 0.0) * 1e3
+        gflops = s.task.flops / s.best_secs / 1e9 if s.best_secs else 0.0
+        print(
+            f"    {s.task.name:32s} x{s.task.weight} {s.trials:4d} trials {ms:7.3f} ms "
+            f"{ms / total / 10:5.1f} % {gflops:6.1f} GFLOPS",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":
