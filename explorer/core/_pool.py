@@ -35,6 +35,7 @@ from typing import Any
 
 import psutil
 
+from explorer._process import owned_temp_dir
 from explorer.core._forkserver import fork_worker
 from explorer.core._protocol import decode_from, encode_message
 from explorer.errors import ExplorerError
@@ -317,7 +318,7 @@ class WorkerPool:
         self.num_build_workers = max(1, int(num_build_workers))
         self.memory_limit_bytes = int(memory_limit_bytes)
         self._own_log_dir = log_dir is None
-        self.log_dir = log_dir or tempfile.mkdtemp(prefix="explorer-workers-")
+        self.log_dir = log_dir or owned_temp_dir("explorer-workers-")
         self._builders: list[Worker | None] = [None] * self.num_build_workers
         # Last in, first out: a build goes to the builder that finished last, which is alive,
         # rather than to a slot whose worker was never started (see ``start``'s num_builders).

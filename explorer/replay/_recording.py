@@ -13,12 +13,12 @@ import atexit
 import contextlib
 import shutil
 import sqlite3
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from explorer._process import owned_temp_dir
 from explorer.core import Candidate, MeasureResult, trace_key
 from explorer.errors import ExplorerError
 from explorer.measure import ReplayMeasurer
@@ -215,7 +215,9 @@ def open_copy(path: str | Path, directory: str | Path | None = None) -> RecordSt
     writing), in ``directory``, or else in a temporary folder removed when this process
     exits."""
     if directory is None:
-        directory = tempfile.mkdtemp(prefix="explorer-replay-")
+        # named after this process: a kernel killed before its exit handlers ran leaves the
+        # copy behind, and the next copy made on this machine removes it
+        directory = owned_temp_dir("explorer-replay-")
         atexit.register(shutil.rmtree, directory, ignore_errors=True)
     copy = Path(directory) / Path(path).name
     # Copied by SQLite, not as a file: closing a descriptor of a database that this process
