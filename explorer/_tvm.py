@@ -231,6 +231,7 @@ def build_relax(
     schedules: Sequence[tuple[Any, Any]] = (),
     *,
     database: Any = None,
+    weights_at_build: bool = True,
 ) -> Any:
     """Compile a lowered Relax module (``lower_relax``) for a CPU target with the schedules
     ``apply_schedules`` puts in place.
@@ -240,7 +241,9 @@ def build_relax(
     """
     from tvm.relax.backend.cpu_generic import pipeline as cpu
 
-    applied = apply_schedules(lowered, target, schedules, database=database)
+    applied = apply_schedules(
+        lowered, target, schedules, database=database, weights_at_build=weights_at_build
+    )
     passes = cpu.dataflow_lower_passes(target) + cpu.finalize_passes(target)
 
     def finish(mod: tvm.IRModule, _ctx: Any) -> tvm.IRModule:
@@ -257,12 +260,15 @@ def apply_schedules(
     schedules: Sequence[tuple[Any, Any]] = (),
     *,
     database: Any = None,
+    weights_at_build: bool = True,
 ) -> tvm.IRModule:
     """``lowered`` with each TIR function for which ``schedules`` holds (the IRModule of a
     task, the JSON trace of its schedule), or ``database`` (a MetaSchedule database:
     ``tune_relax``'s) a record, replaced by that schedule, and every other one left as the
-    default lowering made it; then every copy a schedule makes of a network constant moved to
-    build time (``mark_weight_copies``, TVM's ``SplitLayoutRewritePreproc``, ``FoldConstant``)."""
+    default lowering made it; then (``weights_at_build``) every copy a schedule makes of a
+    network constant moved to build time (``mark_weight_copies``, TVM's
+    ``SplitLayoutRewritePreproc``, ``FoldConstant``); without it, each stays in its kernel and
+    runs in every inference."""
     database = database if database is not None else ms.database.MemoryDatabase()
     for task_mod, trace_json in schedules:
         sch = Schedule(task_mod)
@@ -283,6 +289,8 @@ def apply_schedules(
             relax.transform.SplitLayoutRewritePreproc(),
             relax.transform.FoldConstant(),
         ]
+        if weights_at_build
+        else []
     )
     with target, database, tvm.transform.PassContext(opt_level=3):
         return prepack(relax.transform.MetaScheduleApplyDatabase()(lowered))

@@ -129,8 +129,8 @@ def relax_per_iter(trials: int, num_tasks: int) -> int:
 
 def _tune_relax_build(lowered: Any, target: Any, plan: RacePlan) -> Any:
     """``tune_relax`` as TVM recommends it for CPUs, with its weights' layouts free (its
-    ``cpu_weight_prepack``): at 150 trials on ResNet-18 its build ran 1.18x faster than
-    without (docs/reproduction.md, "Whole networks")."""
+    ``cpu_weight_prepack``): at 150 trials on ResNet-18 its build took 0.885 of the time it
+    took as shipped (``benchmarks/bench_prepack.py``; docs/reproduction.md, "Whole networks")."""
     from explorer import _tvm
 
     free = _tvm.with_weights_layout_free(lowered)

@@ -1,0 +1,113 @@
+"""Weights packed once at build time against in every inference; tune_relax with its weights'
+layouts free against as shipped (issue 23).
+
+Run after ``bench_model.py``: ``python benchmarks/bench_prepack.py [--out bench_results/model]
+[--tune-relax 150] [--rounds 5]``
+
+For each model in ``--out``'s database (``bench_model.py``'s): our best schedules of its tune
+built twice, each packed sketch's weight copy left in its kernel (run in every inference) and
+moved to build time (``build_relax``'s default); with ``--tune-relax N``, TVM's ``tune_relax``
+at N trials twice, as shipped and with the weights' layouts free (its ``cpu_weight_prepack``,
+what the race uses). Every build is checked against ONNX Runtime's output; all are timed with
+ONNX Runtime in interleaved rounds, each read by its fastest call (the race's timer). Printed:
+the ratios within this run. Name the machine beside every number (the first line says which CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnxruntime
+
+from explorer import _tvm
+from explorer.model import MAX_ERROR, best_schedules
+from explorer.model._import import lower_onnx
+from explorer.model._onnx import parse_onnx
+from explorer.model._race_child import _fastest_call, _relative_error, relax_per_iter
+from explorer.storage import environment, get_store
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("bench_results/model"))
+    parser.add_argument("--tune-relax", type=int, default=0)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    print(f"machine: {environment()['cpu_model']}", flush=True)
+    with get_store(args.out / "records.db", read_only=True) as store:
+        models = [(m, store.model_source(m.id), best_schedules(m, store)) for m in store.models()]
+    for model, source, chosen in models:
+        _bench(model, source, chosen, args.tune_relax, args.rounds)
+    return 0
+
+
+def _bench(model, source, chosen, tune_relax, rounds):
+    onnx_file = parse_onnx(source, model.name, {i.name: i.shape for i in model.inputs})
+    lowered = lower_onnx(onnx_file, model.name)
+    target = model.target.to_tvm()
+    schedules = [(t.candidate.workload.mod(), t.candidate.trace) for _, t in chosen]
+    builds = {
+        "ours, copies in kernels": lambda: _tvm.build_relax(
+            lowered, target, schedules, weights_at_build=False
+        ),
+        "ours, copies at build": lambda: _tvm.build_relax(lowered, target, schedules),
+    }
+    if tune_relax:
+        free = _tvm.with_weights_layout_free(lowered)
+        builds["tune_relax as shipped"] = lambda: _tune_relax(lowered, tune_relax, model)
+        builds["tune_relax, layouts free"] = lambda: _tune_relax(free, tune_relax, model)
+    print(f"{model.name}: {len(chosen)} of {len(model.tasks)} tasks scheduled", flush=True)
+    best = _race(onnx_file, source, builds, model.target.num_cores, rounds)
+    ours = best["ours, copies at build"] / best["ours, copies in kernels"]
+    print(f"  ours, copies at build / in kernels: {ours:.3f}")
+    if tune_relax:
+        relax = best["tune_relax, layouts free"] / best["tune_relax as shipped"]
+        print(f"  tune_relax, layouts free / as shipped: {relax:.3f}")
+    for name, secs in best.items():
+        print(f"  {name}: {secs * 1e3:.3f} ms, {secs / best['onnxruntime']:.2f}x ONNX Runtime")
+
+
+def _tune_relax(mod, trials, model):
+    target = model.target.to_tvm()
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="explorer-tune-relax-") as work_dir:
+        per_iter = relax_per_iter(trials, len(model.tasks))
+        database = _tvm.tune_relax(mod, target, work_dir, trials, per_iter=per_iter, seed=0)
+        built = _tvm.build_relax(mod, target, database=database)
+    print(f"  tune_relax, {trials} trials: {time.perf_counter() - start:.0f} s", flush=True)
+    return built
+
+
+def _race(onnx_file, source, builds, threads, rounds):
+    """Every build checked against ONNX Runtime, then all timed in interleaved rounds."""
+    rng = np.random.default_rng(0)
+    feed = {i.name: rng.standard_normal(i.shape).astype(i.dtype) for i in onnx_file.inputs}
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    session = onnxruntime.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+    expected = session.run(None, feed)
+    inputs = list(feed.values())
+    runners = {"onnxruntime": lambda: session.run(None, feed)}
+    for name, build in builds.items():
+        run = _tvm.relax_runner(build())
+        error = _relative_error(run(*inputs), expected)
+        print(f"  {name}: output within {error:.2g} of ONNX Runtime's", flush=True)
+        if error > MAX_ERROR:
+            raise SystemExit(f"{name}: its output differs from ONNX Runtime's by {error:.2g}")
+        runners[name] = lambda run=run: run(*inputs)
+    best = {name: math.inf for name in runners}
+    for r in range(rounds):
+        names = list(runners)
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            best[name] = min(best[name], _fastest_call(runners[name], best[name]))
+    return best
+
+
+if __name__ == "__main__":
+    sys.exit(main())
