@@ -4,9 +4,10 @@ layouts free against as shipped (issue 23).
 Run after ``bench_model.py``: ``python benchmarks/bench_prepack.py [--out bench_results/model]
 [--tune-relax 150] [--rounds 5]``
 
-For each model in ``--out``'s database (``bench_model.py``'s): our best schedules of its tune
-built twice, each packed sketch's weight copy left in its kernel (run in every inference) and
-moved to build time (``build_relax``'s default); with ``--tune-relax N``, TVM's ``tune_relax``
+For each model in ``--out``'s database (``bench_model.py``'s): each task's best schedule in
+the database (``best_schedules``; one tune per ``--out`` in ``bench_model.py``'s use) built
+twice, each packed sketch's weight copy left in its kernel (run in every inference) and moved
+to build time (``build_relax``'s default); with ``--tune-relax N``, TVM's ``tune_relax``
 at N trials twice, as shipped and with the weights' layouts free (its ``cpu_weight_prepack``,
 what the race uses). Every build is checked against ONNX Runtime's output; all are timed with
 ONNX Runtime in interleaved rounds, each read by its fastest call (the race's timer). Printed:
