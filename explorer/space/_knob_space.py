@@ -207,12 +207,23 @@ class KnobSpace:
         )
 
     def point_of_candidate(self, candidate: Candidate) -> Point | None:
-        """Recover the point of a candidate made by ``materialize`` (or ``None``)."""
+        """Recover the point of a candidate made by ``materialize`` (or ``None``).
+
+        A stored point is trusted only when its decisions are still that point's: a candidate
+        stored before its sketch changed (a knob added, removed or re-split) names indices into
+        domains that no longer exist, and read as indices into today's they would name another
+        schedule. Such a candidate is found by its decisions' values, or not at all.
+        """
         d = candidate.decisions
-        if isinstance(d, dict) and "sketch" in d and "point" in d:
-            point = Point(int(d["sketch"]), tuple(int(i) for i in d["point"]))
-            return point if self._valid(point) else None
-        return None
+        if not (isinstance(d, dict) and "sketch" in d and "point" in d):
+            return None
+        point = Point(int(d["sketch"]), tuple(int(i) for i in d["point"]))
+        if not self._valid(point):
+            return None
+        values = d.get("values")
+        if values is None or _tvm.to_plain(self.decisions(point)) == _tvm.to_plain(values):
+            return point
+        return self.point_of(point.sketch, values)
 
     def _valid(self, point: Point) -> bool:
         return (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -150,3 +151,25 @@ def test_the_panels_copy_loops_in_the_panels_order(family, params, copy, panels,
         space.sketch_trace(sketch).apply_to_schedule(sch, remove_postproc=True)
         loops = sch.get_loops(sch.get_sblock(copy))
         assert tuple(int(sch.get(loop).extent) for loop in loops) == panels(bn)
+
+
+def test_a_point_stored_before_its_sketch_changed_is_not_read_as_another(cpu_target):
+    """A stored point names indices into its sketch's domains as they were; read into today's
+    they would name another schedule. Its decisions' values decide."""
+    space = KnobSpace(DesignSpace(get_workload("matmul", M=64, N=64, K=48), cpu_target))
+    sketch = _packed(space.design)[0]
+    point = Point(sketch, tuple(min(1, n - 1) for n in space.dims(sketch)))
+    candidate = space.materialize(point)
+    assert candidate is not None and space.point_of_candidate(candidate) == point
+    origin = space.origin(sketch)
+    # the same point stored under another sketch's domains: the indices of the origin
+    moved = dataclasses.replace(
+        candidate, decisions={**candidate.decisions, "point": list(origin.indices)}
+    )
+    assert space.point_of_candidate(moved) == point  # found by its values
+    # values no domain of today's sketch holds: no point at all
+    stale = dataclasses.replace(
+        candidate,
+        decisions={**candidate.decisions, "values": [[7, 7, 7]] * len(point.indices)},
+    )
+    assert space.point_of_candidate(stale) is None
