@@ -1,7 +1,7 @@
 """Whole networks: our model tune against ONNX Runtime and TVM's own tune_relax (issue 23).
 
 Run: ``python benchmarks/bench_model.py [--networks resnet18,mobilenet_v2,bert_layer]
-[--trials 200] [--strategy evolutionary] [--no-tune-relax]``
+[--trials 200] [--strategy evolutionary] [--transfer] [--seed 0] [--no-tune-relax]``
 
 For each network (the shipped ONNX builders, real shapes, random weights): import it
 (``explorer.model.import_model``), tune it with ``--trials`` trials in all
@@ -13,9 +13,11 @@ against ONNX Runtime's, the four timed in interleaved rounds, each read by its f
 
 Printed per network, from that one race: ours / ONNX Runtime (the issue's goal: <= 1.0),
 tune_relax / ours (>= 1.0: ours is faster at equal trials), the speed-up over untuned, the
-trials and wall time of our tune. Results go to ``--out`` (default ``bench_results/model/``):
-the record database (a second run continues the tunes: raise ``--trials`` to spend more) and
-``summary.json``. Name the machine beside every number (the first line says which CPU).
+trials and wall time of our tune. ``--transfer``: every chunk's strategy learns first from the
+database's trials of the other tasks (``tune_model(transfer=True)``). Results go to ``--out``
+(default ``bench_results/model/``): the record database (a second run continues the tunes:
+raise ``--trials`` to spend more) and ``summary.json``. Name the machine beside every number
+(the first line says which CPU).
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ def main() -> int:
     parser.add_argument("--networks", default="resnet18,mobilenet_v2,bert_layer")
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--strategy", default="evolutionary")
+    parser.add_argument("--transfer", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-tune-relax", action="store_true")
     parser.add_argument("--out", type=Path, default=Path("bench_results/model"))
@@ -66,6 +70,7 @@ def main() -> int:
             imported = time.perf_counter() - start
             tune = tune_model(
                 model, store, measurer, max_trials=args.trials, strategy=args.strategy,
+                seed=args.seed, transfer=args.transfer,
                 on_progress=lambda p, name=name: print(
                     f"  {name} [{p.trials}/{p.max_trials}] {p.task}", flush=True
                 ),

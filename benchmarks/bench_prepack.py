@@ -11,7 +11,10 @@ to build time (``build_relax``'s default); with ``--tune-relax N``, TVM's ``tune
 at N trials twice, as shipped and with the weights' layouts free (its ``cpu_weight_prepack``,
 what the race uses). Every build is checked against ONNX Runtime's output; all are timed with
 ONNX Runtime in interleaved rounds, each read by its fastest call (the race's timer). Printed:
-the ratios within this run. Name the machine beside every number (the first line says which CPU).
+the ratios within this run, and before them each task's kernel as the network runs it (its TIR
+function compiled alone and timed on random inputs, copies in it and at build time) beside its
+measured time in the database, which includes the copy: what the tune optimised against what
+the network runs. Name the machine beside every number (the first line says which CPU).
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ def _bench(model, source, chosen, tune_relax, rounds):
         builds["tune_relax as shipped"] = lambda: _tune_relax(lowered, tune_relax, model)
         builds["tune_relax, layouts free"] = lambda: _tune_relax(free, tune_relax, model)
     print(f"{model.name}: {len(chosen)} of {len(model.tasks)} tasks scheduled", flush=True)
+    _kernels(model, chosen, lowered, target, schedules, rounds)
     best = _race(onnx_file, source, builds, model.target.num_cores, rounds)
     ours = best["ours, copies at build"] / best["ours, copies in kernels"]
     print(f"  ours, copies at build / in kernels: {ours:.3f}")
@@ -72,6 +76,52 @@ def _bench(model, source, chosen, tune_relax, rounds):
         print(f"  tune_relax, layouts free / as shipped: {relax:.3f}")
     for name, secs in best.items():
         print(f"  {name}: {secs * 1e3:.3f} ms, {secs / best['onnxruntime']:.2f}x ONNX Runtime")
+
+
+def _kernels(model, chosen, lowered, target, schedules, rounds):
+    """Each task's kernel as the network runs it: its TIR function in the built network,
+    compiled alone, timed on random inputs (the fastest mean of 10 calls, over ``rounds``
+    interleaved rounds), with its weight copy in the kernel and moved to build time (then the
+    kernel reads the packed weight: TVM names it ``<task>_prepacked``); beside the task's
+    measured time in the database, which includes the copy."""
+    weight = {t.name: t.weight for t in model.tasks}
+    measured = {name: trial.result.fastest_secs for name, trial in chosen}
+    ways = {"in kernels": False, "at build": True}
+    timers = {}
+    for way, at_build in ways.items():
+        applied = _tvm.apply_schedules(lowered, target, schedules, weights_at_build=at_build)
+        for gv, func in applied.functions.items():
+            name = gv.name_hint.removesuffix("_prepacked")
+            if name in measured and isinstance(func, _tvm.tirx.PrimFunc):
+                timers[name, way] = _kernel_timer(func, target)
+    best = dict.fromkeys(timers, math.inf)
+    for _ in range(rounds):
+        for key, timer in timers.items():
+            best[key] = min(best[key], timer())
+    width = max(map(len, measured))
+    print(f"  {'task (per call, ms)':{width}s} calls measured in-kernel at-build")
+    sums = dict.fromkeys(("measured", *ways), 0.0)
+    for name in sorted(measured, key=lambda n: -measured[n] * weight[n]):
+        row = {"measured": measured[name], **{w: best.get((name, w), math.nan) for w in ways}}
+        cells = " ".join(f"{row[k] * 1e3:8.3f}" for k in sums)
+        print(f"  {name:{width}s} {weight[name]:5d} {cells}")
+        for k in sums:
+            sums[k] += weight[name] * row[k]
+    print("  sum over calls (ms): " + ", ".join(f"{k} {v * 1e3:.3f}" for k, v in sums.items()))
+
+
+def _kernel_timer(func, target):
+    tvm = _tvm.tvm
+    dev = tvm.cpu()
+    alone = tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
+    module = _tvm.compile_mod(alone, target)
+    rng = np.random.default_rng(0)
+    args = [
+        tvm.runtime.tensor(rng.random([int(d) for d in a.shape]).astype(str(a.dtype)), dev)
+        for a in _tvm.ms.arg_info.ArgInfo.from_prim_func(func)
+    ]
+    evaluator = module.mod.time_evaluator("main", dev, number=10, repeat=1)
+    return lambda: float(evaluator(*args).results[0])
 
 
 def _tune_relax(mod, trials, model):

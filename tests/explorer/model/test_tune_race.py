@@ -8,8 +8,10 @@ import sqlite3
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from explorer.core import ModelTask
+from explorer.core import ModelRecord, ModelTask
 from explorer.errors import CapabilityError, ModelError, SearchError
 from explorer.measure import trace_key
 from explorer.model import (
@@ -25,9 +27,10 @@ from explorer.model import (
     tune_model,
 )
 from explorer.model._race_child import _relative_error
-from explorer.model._tune import next_task
+from explorer.model._tune import MIN_FIRST_CHUNK, first_chunks, next_task
 from explorer.report import collect_report, render_report
 from explorer.storage import get_store
+from explorer.target import Target
 from explorer.tuner import PRIOR_RUNS
 from explorer.workloads import get_workload
 
@@ -161,6 +164,30 @@ def test_the_gradient_scheduler_gives_trials_where_latency_falls_fastest():
     done = dataclasses.replace(a, exhausted=True)
     assert next_task([done, b], "gradient").task.name == "b"
     assert next_task([done], "gradient") is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    costs=st.lists(st.floats(1e-6, 10.0), min_size=1, max_size=60),
+    max_trials=st.integers(1, 3000),
+    chunk=st.integers(MIN_FIRST_CHUNK, 64),
+)
+def test_every_task_gets_a_first_chunk_the_budget_holds(costs, max_trials, chunk):
+    """MobileNetV2 (33 tasks, 150 trials) once spent its budget on the first chunks of 17 tasks,
+    sized by share alone: 16 tasks, 65 % of the tuned network's time, stayed untuned."""
+    w = get_workload("task")
+    tasks = tuple(ModelTask(f"t{i}", w, 1, 1.0, c) for i, c in enumerate(costs))
+    model = ModelRecord(0, "m", "", (), tasks, Target.local_cpu(), 0.0)
+    first = first_chunks(model, max_trials, chunk)
+    funded = min(len(tasks), max_trials // MIN_FIRST_CHUNK)
+    assert len(first) == funded  # every task, when the budget holds MIN_FIRST_CHUNK each
+    assert all(MIN_FIRST_CHUNK <= n <= chunk for n in first.values())
+    assert sum(first.values()) <= max(max_trials // 2, MIN_FIRST_CHUNK * funded) <= max_trials
+    by_cost = sorted(tasks, key=lambda t: -t.untuned_total_secs)
+    assert set(first) == {t.name for t in by_cost[:funded]}  # the costliest, when not all
+    # a costlier task never gets a smaller first chunk
+    sizes = [first[t.name] for t in by_cost[:funded]]
+    assert sizes == sorted(sizes, reverse=True)
 
 
 def test_the_race_checks_and_times_every_build_against_onnxruntime(tuned):
