@@ -218,12 +218,14 @@ class KnobSpace:
         if not (isinstance(d, dict) and "sketch" in d and "point" in d):
             return None
         point = Point(int(d["sketch"]), tuple(int(i) for i in d["point"]))
-        if not self._valid(point):
-            return None
         values = d.get("values")
-        if values is None or _tvm.to_plain(self.decisions(point)) == _tvm.to_plain(values):
+        if self._valid(point) and (
+            values is None or _tvm.to_plain(self.decisions(point)) == _tvm.to_plain(values)
+        ):
             return point
-        return self.point_of(point.sketch, values)
+        if isinstance(values, list) and 0 <= point.sketch < self.num_sketches:
+            return self.point_of(point.sketch, values)
+        return None
 
     def _valid(self, point: Point) -> bool:
         return (

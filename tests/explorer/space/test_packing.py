@@ -173,3 +173,12 @@ def test_a_point_stored_before_its_sketch_changed_is_not_read_as_another(cpu_tar
         decisions={**candidate.decisions, "values": [[7, 7, 7]] * len(point.indices)},
     )
     assert space.point_of_candidate(stale) is None
+    # a knob added or removed since: the stored indices no longer fit, the values still may
+    resized = dataclasses.replace(
+        candidate, decisions={**candidate.decisions, "point": [*point.indices, 0]}
+    )
+    assert space.point_of_candidate(resized) == point
+    for junk in (7, "x", None, {"a": 1}):  # a hand-edited file: no point, no crash
+        odd = {**candidate.decisions, "point": list(origin.indices), "values": junk}
+        expected = origin if junk is None else None
+        assert space.point_of_candidate(dataclasses.replace(candidate, decisions=odd)) == expected
