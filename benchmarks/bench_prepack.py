@@ -98,8 +98,9 @@ def _kernels(model, chosen, lowered, target, schedules, rounds):
     for _ in range(rounds):
         for key, timer in timers.items():
             best[key] = min(best[key], timer())
-    width = max(map(len, measured))
-    print(f"  {'task (per call, ms)':{width}s} calls measured in-kernel at-build")
+    header = "task (per call, ms)"
+    width = max(len(header), *map(len, measured))
+    print(f"  {header:{width}s} calls measured in-kernel at-build")
     sums = dict.fromkeys(("measured", *ways), 0.0)
     for name in sorted(measured, key=lambda n: -measured[n] * weight[n]):
         row = {"measured": measured[name], **{w: best.get((name, w), math.nan) for w in ways}}
