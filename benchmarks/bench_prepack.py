@@ -13,8 +13,9 @@ what the race uses). Every build is checked against ONNX Runtime's output; all a
 ONNX Runtime in interleaved rounds, each read by its fastest call (the race's timer). Printed:
 the ratios within this run, and before them each task's kernel as the network runs it (its TIR
 function compiled alone and timed on random inputs, copies in it and at build time) beside its
-measured time in the database, which includes the copy: what the tune optimised against what
-the network runs. Name the machine beside every number (the first line says which CPU).
+measured time in the database (with the copy for a model imported before its tasks listed
+their weights, ``lower_onnx``; without it since): what the tune optimised against what the
+network runs. Name the machine beside every number (the first line says which CPU).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import onnxruntime
 
 from explorer import _tvm
 from explorer.model import MAX_ERROR, best_schedules
-from explorer.model._import import lower_onnx
+from explorer.model._import import has_layout_free_tasks, lower_onnx
 from explorer.model._onnx import parse_onnx
 from explorer.model._race_child import _fastest_call, _relative_error, relax_per_iter
 from explorer.storage import environment, get_store
@@ -53,7 +54,8 @@ def main() -> int:
 
 def _bench(model, source, chosen, tune_relax, rounds):
     onnx_file = parse_onnx(source, model.name, {i.name: i.shape for i in model.inputs})
-    lowered = lower_onnx(onnx_file, model.name)
+    plain = lower_onnx(onnx_file, model.name, weights_layout_free=False)
+    lowered = lower_onnx(onnx_file, model.name, weights_layout_free=has_layout_free_tasks(model))
     target = model.target.to_tvm()
     schedules = [(t.candidate.workload.mod(), t.candidate.trace) for _, t in chosen]
     builds = {
@@ -63,8 +65,8 @@ def _bench(model, source, chosen, tune_relax, rounds):
         "ours, copies at build": lambda: _tvm.build_relax(lowered, target, schedules),
     }
     if tune_relax:
-        free = _tvm.with_weights_layout_free(lowered)
-        builds["tune_relax as shipped"] = lambda: _tune_relax(lowered, tune_relax, model)
+        free = _tvm.with_weights_layout_free(plain)
+        builds["tune_relax as shipped"] = lambda: _tune_relax(plain, tune_relax, model)
         builds["tune_relax, layouts free"] = lambda: _tune_relax(free, tune_relax, model)
     print(f"{model.name}: {len(chosen)} of {len(model.tasks)} tasks scheduled", flush=True)
     _kernels(model, chosen, lowered, target, schedules, rounds)
@@ -83,7 +85,7 @@ def _kernels(model, chosen, lowered, target, schedules, rounds):
     compiled alone, timed on random inputs (the fastest mean of 10 calls, over ``rounds``
     interleaved rounds), with its weight copy in the kernel and moved to build time (then the
     kernel reads the packed weight: TVM names it ``<task>_prepacked``); beside the task's
-    measured time in the database, which includes the copy."""
+    measured time in the database."""
     weight = {t.name: t.weight for t in model.tasks}
     measured = {name: trial.result.fastest_secs for name, trial in chosen}
     ways = {"in kernels": False, "at build": True}

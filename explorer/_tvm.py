@@ -32,6 +32,20 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import Schedule, ScheduleError, Trace
 from tvm.s_tir import meta_schedule as ms
 
+from explorer._tvm_relax import (
+    apply_schedules,
+    build_relax,
+    extract_relax_tasks,
+    lower_relax,
+    mark_weight_copies,
+    mark_weights_layout_free,
+    onnx_frontend_operators,
+    relax_from_onnx,
+    relax_runner,
+    split_weight_copies,
+    with_weights_layout_free,
+)
+
 TVM_VERSION: str = tvm.__version__
 FFI_VERSION: str = getattr(tvm_ffi, "__version__", "unknown")
 
@@ -58,6 +72,7 @@ __all__ = [
     "load_json",
     "make_target",
     "mark_weight_copies",
+    "mark_weights_layout_free",
     "metaschedule_logging_guard",
     "ms",
     "lower_relax",
@@ -68,6 +83,7 @@ __all__ = [
     "relax_runner",
     "rpc",
     "save_json",
+    "split_weight_copies",
     "te",
     "tirx",
     "to_plain",
@@ -185,212 +201,6 @@ def estimate_flops(mod: tvm.IRModule) -> float:
     return float(tvm.s_tir.analysis.estimate_tir_flops(mod))
 
 
-def onnx_frontend_operators() -> frozenset[str]:
-    """The ONNX operator types TVM's Relax frontend converts."""
-    from tvm.relax.frontend.onnx import onnx_frontend
-
-    return frozenset(onnx_frontend._get_convert_map()) | {"Constant", "If"}
-
-
-def relax_from_onnx(model: Any, shapes: dict[str, list[int]]) -> tvm.IRModule:
-    """A Relax module from an ``onnx.ModelProto`` with its weights folded in as constants."""
-    from tvm.relax.frontend.onnx import from_onnx
-
-    return from_onnx(model, shape_dict=shapes, keep_params_in_input=False)
-
-
-def lower_relax(mod: tvm.IRModule) -> tvm.IRModule:
-    """The standard lowering that leaves one fused TIR function per task: operators decomposed
-    for inference and legalized to TIR, constants folded, fusable neighbours fused."""
-    relax = tvm.relax
-    passes = tvm.transform.Sequential(
-        [
-            relax.transform.DecomposeOpsForInference(),
-            relax.transform.LegalizeOps(),
-            relax.transform.AnnotateTIROpPattern(),
-            relax.transform.FoldConstant(),
-            relax.transform.FuseOps(),
-            relax.transform.FuseTIR(),
-        ]
-    )
-    return passes(mod)
-
-
-def extract_relax_tasks(
-    mod: tvm.IRModule, target: tvm.target.Target
-) -> list[tuple[str, int, tvm.IRModule]]:
-    """MetaSchedule's tuning tasks of a lowered Relax module: (name, calls per inference, the
-    IRModule of its TIR function as ``main``), in the order MetaSchedule lists them."""
-    tasks = ms.relax_integration.extract_tasks(mod, target=target)
-    return [(str(t.task_name), int(t.weight), t.dispatched[0]) for t in tasks]
-
-
-def build_relax(
-    lowered: tvm.IRModule,
-    target: tvm.target.Target,
-    schedules: Sequence[tuple[Any, Any]] = (),
-    *,
-    database: Any = None,
-    weights_at_build: bool = True,
-) -> Any:
-    """Compile a lowered Relax module (``lower_relax``) for a CPU target with the schedules
-    ``apply_schedules`` puts in place.
-
-    Only the dataflow lowering and finalisation passes run after the schedules are applied:
-    the default pipeline would fuse and legalize again, and tasks would no longer match.
-    """
-    from tvm.relax.backend.cpu_generic import pipeline as cpu
-
-    applied = apply_schedules(
-        lowered, target, schedules, database=database, weights_at_build=weights_at_build
-    )
-    passes = cpu.dataflow_lower_passes(target) + cpu.finalize_passes(target)
-
-    def finish(mod: tvm.IRModule, _ctx: Any) -> tvm.IRModule:
-        return tvm.transform.Sequential(passes)(mod)
-
-    with target, tvm.transform.PassContext(opt_level=3):
-        pipeline = tvm.transform.module_pass(finish, opt_level=3)
-        return tvm.relax.build(applied, target=target, relax_pipeline=pipeline)
-
-
-def apply_schedules(
-    lowered: tvm.IRModule,
-    target: tvm.target.Target,
-    schedules: Sequence[tuple[Any, Any]] = (),
-    *,
-    database: Any = None,
-    weights_at_build: bool = True,
-) -> tvm.IRModule:
-    """``lowered`` with each TIR function for which ``schedules`` holds (the IRModule of a
-    task, the JSON trace of its schedule), or ``database`` (a MetaSchedule database:
-    ``tune_relax``'s) a record, replaced by that schedule, and every other one left as the
-    default lowering made it; then (``weights_at_build``) every copy a schedule makes of a
-    network constant moved to build time (``mark_weight_copies``, TVM's
-    ``SplitLayoutRewritePreproc``, ``FoldConstant``); without it, each stays in its kernel and
-    runs in every inference."""
-    database = database if database is not None else ms.database.MemoryDatabase()
-    for task_mod, trace_json in schedules:
-        sch = Schedule(task_mod)
-        apply_trace_json(trace_json, sch)
-        database.commit_tuning_record(
-            ms.database.TuningRecord(
-                sch.trace,
-                database.commit_workload(task_mod),
-                run_secs=[1.0],  # one record per task: its rank is all that counts
-                target=target,
-                args_info=ms.arg_info.ArgInfo.from_prim_func(task_mod["main"]),
-            )
-        )
-    relax = tvm.relax
-    prepack = tvm.transform.Sequential(
-        [
-            mark_weight_copies(),
-            relax.transform.SplitLayoutRewritePreproc(),
-            relax.transform.FoldConstant(),
-        ]
-        if weights_at_build
-        else []
-    )
-    with target, database, tvm.transform.PassContext(opt_level=3):
-        return prepack(relax.transform.MetaScheduleApplyDatabase()(lowered))
-
-
-PREPACK = "meta_schedule.layout_rewrite_preproc"
-"""TVM's mark of a block that only rearranges a weight: ``SplitLayoutRewritePreproc`` moves it
-into a function of its own, which ``FoldConstant`` runs at build time when the weight is one."""
-
-
-def mark_weight_copies() -> Any:
-    """A Relax pass marking, in every scheduled TIR function ``main`` calls, each block that
-    computes from one constant alone (a packed sketch's copy of a weight into panels): ONNX
-    Runtime packs its weights once, when a session starts, and so does the network built here.
-
-    Marked: a block alone in its loop nest at the function's root, reading only a parameter
-    that every call passes a constant, and writing only a buffer the function allocates; what
-    ``SplitLayoutRewritePreproc`` can move out whole. Copies of the network's input, and copies
-    made inside a loop nest that computes, stay where they are."""
-
-    def mark(mod: tvm.IRModule, _ctx: Any) -> tvm.IRModule:
-        updates = {}
-        for name, constant in _constant_params(mod["main"]).items():
-            gv = mod.get_global_var(name)
-            func = mod[gv]
-            if constant and isinstance(func, tirx.PrimFunc):
-                marked = _mark_copies(func, constant)
-                if marked is not None:
-                    updates[gv] = marked
-        if not updates:
-            return mod
-        mod = mod.clone()
-        for gv, func in updates.items():
-            mod.update_func(gv, func)
-        return mod
-
-    return tvm.transform.module_pass(mark, opt_level=0, name="MarkWeightCopies")
-
-
-def _constant_params(main: Any) -> dict[str, set[int]]:
-    """Per TIR function ``main`` calls: the positions of its arguments that are constants in
-    every call."""
-    call_tir = tvm.ir.Op.get("relax.call_tir")
-    found: dict[str, set[int]] = {}
-    for block in getattr(main.body, "blocks", ()):
-        for binding in block.bindings:
-            call = binding.value
-            if not (isinstance(call, tvm.relax.Call) and call.op.same_as(call_tir)):
-                continue
-            args = getattr(call.args[1], "fields", None)
-            name = str(call.args[0].name_hint)
-            constant = {i for i, a in enumerate(args or ()) if isinstance(a, tvm.ir.expr.Constant)}
-            found[name] = found[name] & constant if name in found else constant
-    return found
-
-
-def _mark_copies(func: Any, constant: set[int]) -> Any:
-    """``func`` with its copies of the parameters at ``constant`` marked, or ``None``: none."""
-    sch = Schedule(func)
-    try:
-        root = sch.get_sblock("root")
-    except (ScheduleError, ValueError, RuntimeError):
-        return None  # not a function of blocks
-    params = list(sch.mod["main"].params)
-    weights = [params[i] for i in sorted(constant)]
-    allocated = list(sch.get(root).alloc_buffers)
-    marked = 0
-    for block in sch.get_child_blocks(root):
-        node = sch.get(block)
-        if PREPACK in node.annotations or node.init is not None:
-            continue
-        if len(node.reads) != 1 or len(node.writes) != 1:
-            continue
-        source, dest = node.reads[0].source, node.writes[0].source
-        if not any(source.same_as(w) for w in weights):
-            continue
-        if not any(dest.same_as(b) for b in allocated):
-            continue
-        loops = sch.get_loops(block)
-        if loops and len(sch.get_child_blocks(loops[0])) != 1:
-            continue  # its loop nest computes too: the split moves whole nests
-        sch.annotate(block, PREPACK, 1)
-        marked += 1
-    return sch.mod["main"] if marked else None
-
-
-def with_weights_layout_free(lowered: tvm.IRModule) -> tvm.IRModule:
-    """``lowered`` with every TIR function told which of its parameters are the network's
-    constants (TVM's ``AttachAttrLayoutFreeBuffers``): MetaSchedule's ``RewriteLayout`` then
-    gives each weight the layout its schedule reads best, times kernels without that copy, and
-    ``apply_schedules`` moves the copy to build time. This is ``tune_relax``'s
-    ``cpu_weight_prepack``, which TVM's pipeline documents as the setting for CPUs."""
-    relax = tvm.relax
-    passes = [
-        relax.transform.CanonicalizeBindings(),
-        relax.transform.AttachAttrLayoutFreeBuffers(),
-    ]
-    return tvm.transform.Sequential(passes)(lowered)
-
-
 def tune_relax(
     lowered: tvm.IRModule,
     target: tvm.target.Target,
@@ -423,22 +233,6 @@ def tune_relax(
             builder=builder,
             seed=seed,
         )
-
-
-def relax_runner(executable: Any) -> Any:
-    """A callable running ``executable``'s ``main`` on the CPU: NumPy arrays in, a list of
-    NumPy arrays out (one per output of the network)."""
-    dev = tvm.cpu()
-    vm = tvm.relax.VirtualMachine(executable, dev)
-    main = vm["main"]
-
-    def run(*arrays: Any) -> list[Any]:
-        out = main(*[tvm.runtime.tensor(a, dev) for a in arrays])
-        if hasattr(out, "numpy"):
-            return [out.numpy()]
-        return [o.numpy() for o in out]
-
-    return run
 
 
 def compile_mod(mod: tvm.IRModule, target: tvm.target.Target) -> Any:

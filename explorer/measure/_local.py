@@ -347,6 +347,7 @@ class LocalMeasurer(Measurer):
             return False
         assert isinstance(reply, dict)
         batch.build_secs[i] = float(reply["build_secs"])
+        batch.prepacked[i] = reply.get("prepacked")
         return True
 
     def _run_batch(self, pool: WorkerPool, batch: _Batch, rounds: int) -> None:
@@ -373,7 +374,7 @@ class LocalMeasurer(Measurer):
                 # Per candidate, so the explorer's own work can run between two kernels.
                 with TIMING_GATE.timing():
                     reply = pool.run(
-                        self._run_request(cand, batch.paths[i], check, self._hopeless_secs(batch)),
+                        self._run_request(cand, batch, i, check, self._hopeless_secs(batch)),
                         num_threads=num_threads,
                         timeout=cfg.run_timeout_secs,
                     )
@@ -395,7 +396,12 @@ class LocalMeasurer(Measurer):
         }
 
     def _run_request(
-        self, cand: Candidate, path: str, check: bool, hopeless_secs: float | None = None
+        self,
+        cand: Candidate,
+        batch: _Batch,
+        i: int,
+        check: bool,
+        hopeless_secs: float | None = None,
     ) -> dict[str, Any]:
         cfg = self.config
         flush = 0
@@ -406,7 +412,8 @@ class LocalMeasurer(Measurer):
             "op": "run",
             "workload": cand.workload.to_json(),
             "family_module": _family_module(cand.workload),
-            "path": path,
+            "path": batch.paths[i],
+            "prepacked": batch.prepacked.get(i),
             "device": "cuda" if cand.target.kind == "cuda" else "cpu",
             "seed": self.seed,
             "check": check,
@@ -478,6 +485,7 @@ class _Batch:
     paths: dict[int, str] = field(default_factory=dict)
     futures: dict[int, Future[dict[str, Any] | WorkerLost]] = field(default_factory=dict)
     build_secs: dict[int, float] = field(default_factory=dict)
+    prepacked: dict[int, Any] = field(default_factory=dict)  # a build's weight copies apart
     round_secs: dict[int, list[list[float]]] = field(default_factory=dict)  # each round's
     threads: dict[int, int] = field(default_factory=dict)
     devices: dict[int, str] = field(default_factory=dict)

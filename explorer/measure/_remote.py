@@ -358,13 +358,14 @@ class RemoteMeasurer(LocalMeasurer):
         # the batch (the key's devices share a target); re-timing has none, so every kernel
         # gets all its repeats.
         first, bar = batch.cands[chunk[0]], self._hopeless_secs(batch)
-        request = self._run_request(first, batch.paths[chunk[0]], False, bar)
-        for key in ("workload", "family_module", "path", "check"):
+        request = self._run_request(first, batch, chunk[0], False, bar)
+        per_item = ("workload", "family_module", "path", "prepacked", "check")
+        for key in per_item:
             request.pop(key, None)
         items = []
         for i in chunk:
-            one = self._run_request(batch.cands[i], batch.paths[i], cfg.check_correctness)
-            items.append({k: one[k] for k in ("workload", "family_module", "path", "check")})
+            one = self._run_request(batch.cands[i], batch, i, cfg.check_correctness)
+            items.append({k: one[k] for k in per_item})
         request.update(
             op="remote_run",
             items=items,

@@ -32,7 +32,7 @@ from explorer.core import (
     open_session,
 )
 from explorer.errors import FleetError
-from explorer.measure._timing import message, time_main
+from explorer.measure._timing import kernel_args, message, time_main
 
 Reference = Callable[[Any, int, bool], tuple[list[Any], Any]]
 
@@ -147,7 +147,7 @@ def _prepare(
     shape, dtype = workload.output_spec()
     fill = np.nan if np.dtype(dtype).kind == "f" else 0  # as local runs: skipped elements show
     out = tvm.runtime.tensor(np.full(shape, fill, dtype=dtype), dev)
-    args = [tvm.runtime.tensor(x, dev) for x in inputs] + [out]
+    args = kernel_args(module, dev, inputs, out, item.get("prepacked"))
     first_call_secs = 0.0
     if check:
         before = time.perf_counter()

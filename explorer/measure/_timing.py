@@ -1,5 +1,6 @@
-"""The timing protocol shared by local and remote runs: warm up, then time rounds of repeats
-until one is tight enough; and how an exception becomes a one-message error."""
+"""The timing protocol shared by local and remote runs: a kernel's arguments, warm up, then
+time rounds of repeats until one is tight enough; and how an exception becomes a one-message
+error."""
 
 from __future__ import annotations
 
@@ -12,7 +13,28 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 MAX_ERROR_CHARS = 16_000  # TVM's diagnostics print the whole module; keep them, within reason
+
+
+def kernel_args(
+    module: Any, dev: Any, inputs: list[np.ndarray], out: Any, prepacked: dict[str, Any] | None
+) -> list[Any]:
+    """The arguments of ``module["main"]`` on ``dev``: the workload's inputs and ``out``; for
+    a kernel built apart from its weight copies (a build's ``prepacked``, see
+    ``split_weight_copies``), with the weights copied once, now, by its ``pack`` function,
+    as a network does at build time."""
+    from explorer import _tvm  # here: importing the measurer must not load TVM (its workers do)
+
+    tensor = _tvm.tvm.runtime.tensor
+    given = [tensor(x, dev) for x in inputs]
+    if not prepacked:
+        return [*given, out]
+    packed = [_tvm.tvm.runtime.empty(shape, dtype, dev) for shape, dtype in prepacked["packed"]]
+    module["pack"](*[given[i] for i in prepacked["pack_inputs"]], *packed)
+    by_kind = {"input": given, "packed": packed}
+    return [*(by_kind[kind][i] for kind, i in prepacked["args"]), out]
 
 
 def warm_up(kernel: Any, args: list[Any], secs: float, *, done_secs: float = 0.0) -> float:

@@ -14,7 +14,10 @@ never charged to a candidate's timeout. Requests (``op``):
 
 * ``build``: rebuild the workload's module (cached by ``Workload.mod``), replay the JSON trace,
   compile for the target and ``export_library`` to ``path``. Reply ``build_secs`` or an error
-  with ``stage`` = ``"apply"`` (the trace does not replay) or ``"compile"``.
+  with ``stage`` = ``"apply"`` (the trace does not replay) or ``"compile"``. A network's task
+  whose schedule copies its weights into another layout is built as the network runs it: the
+  kernel, and the copies apart (``split_weight_copies``); the reply's ``prepacked`` (else
+  ``None``) says how to call them, and the run request passes it on.
 * ``run``: load the shared library (cached) for ``device`` (``"cpu"``, or ``"cuda"``: a CUDA
   target's module holds CUDA source, which TVM compiles for the GPU as it loads), run once on
   ``Workload.random_inputs(seed)`` and compare with the NumPy reference (cached) --
@@ -53,7 +56,7 @@ import threadpoolctl
 
 from explorer import _tvm
 from explorer.core import read_message, write_message
-from explorer.measure._timing import keep_off_worker_cores, time_main
+from explorer.measure._timing import keep_off_worker_cores, kernel_args, time_main
 from explorer.measure._timing import message as _message
 from explorer.measure._timing import warm_up as _warm_up
 from explorer.session import replay_decisions
@@ -130,13 +133,15 @@ class _Worker:
         except Exception as exc:  # noqa: BLE001  (any failure to replay is the candidate's)
             return {"ok": False, "stage": "apply", "error": _message(exc)}
         try:
-            executable = tvm.compile_mod(sch.mod, self.target(req["target"]))
+            split = tvm.split_weight_copies(sch.mod)
+            mod, prepacked = split if split is not None else (sch.mod, None)
+            executable = tvm.compile_mod(mod, self.target(req["target"]))
             if req["target"].get("kind") == "cuda" and not executable.mod.imports:
                 return {"ok": False, "stage": "compile", "error": NO_GPU_KERNEL}
             executable.export_library(req["path"])
         except Exception as exc:  # noqa: BLE001
             return {"ok": False, "stage": "compile", "error": _message(exc)}
-        return {"ok": True, "build_secs": time.perf_counter() - start}
+        return {"ok": True, "build_secs": time.perf_counter() - start, "prepacked": prepacked}
 
     def load(self, path: str) -> Any:
         module = self.modules.pop(path, None)
@@ -172,7 +177,7 @@ class _Worker:
             # NaN (not zeros) in the output buffer, so a kernel that skips elements is caught.
             fill = np.nan if np.dtype(dtype).kind == "f" else 0
             out = tvm.runtime.tensor(np.full(shape, fill, dtype=dtype), dev)
-            args = [tvm.runtime.tensor(x, dev) for x in inputs] + [out]
+            args = kernel_args(module, dev, inputs, out, req.get("prepacked"))
             checked_secs = 0.0
             if check:
                 before = time.perf_counter()

@@ -27,9 +27,15 @@ from explorer.types import MeasureStatus
 from explorer.workloads import Workload, task_workload
 
 
-def lower_onnx(onnx_file: OnnxFile, where: str) -> Any:
+def lower_onnx(onnx_file: OnnxFile, where: str, *, weights_layout_free: bool = True) -> Any:
     """The lowered Relax module of a checked ONNX file; ``ModelError`` when TVM's frontend or
-    the lowering fails (their message's last line, which names the cause)."""
+    the lowering fails (their message's last line, which names the cause).
+
+    ``weights_layout_free``: each TIR function lists which of its parameters are the network's
+    weights (``mark_weights_layout_free``), so a schedule may give them any layout
+    at build time and is timed without that copy (``split_weight_copies``). Models imported
+    before this existed have tasks without the list (``has_layout_free_tasks``): their
+    schedules match a module lowered without it."""
     shapes = {i.name: list(i.shape) for i in onnx_file.inputs}
     try:
         mod = _tvm.relax_from_onnx(onnx_file.proto, shapes)
@@ -38,9 +44,18 @@ def lower_onnx(onnx_file: OnnxFile, where: str) -> Any:
             f"{where}: TVM's ONNX frontend cannot convert it ({last_line(exc)})"
         ) from None
     try:
-        return _tvm.lower_relax(mod)
+        lowered = _tvm.lower_relax(mod)
+        return _tvm.mark_weights_layout_free(lowered) if weights_layout_free else lowered
     except Exception as exc:  # noqa: BLE001
         raise ModelError(f"{where}: lowering it to TIR failed ({last_line(exc)})") from None
+
+
+def has_layout_free_tasks(model: ModelRecord) -> bool:
+    """Whether ``model``'s tasks were lowered with their weights' layouts free (see
+    ``lower_onnx``): a task's text then lists its weights."""
+    return any(
+        "layout_free_buffers" in str(t.workload.param_dict.get("tir", "")) for t in model.tasks
+    )
 
 
 def model_tasks(lowered: Any, target: Target, where: str) -> list[tuple[str, int, Workload]]:

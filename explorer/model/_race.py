@@ -21,6 +21,7 @@ from typing import Any
 
 from explorer.core import ModelRace, ModelRecord, RaceEntry, RecordStore, TrialRecord
 from explorer.errors import ModelError
+from explorer.model._import import has_layout_free_tasks
 from explorer.storage import environment
 from explorer.types import MeasureStatus
 
@@ -44,6 +45,7 @@ class RacePlan:
     seed: int
     untuned: bool
     tune_relax_trials: int  # 0: no tune_relax contender
+    weights_layout_free: bool  # how the model's tasks were lowered (``lower_onnx``)
     num_tasks: int
 
 
@@ -146,6 +148,7 @@ def race_model(
         seed=seed,
         untuned=untuned,
         tune_relax_trials=tune_relax_trials,
+        weights_layout_free=has_layout_free_tasks(model),
         num_tasks=len(model.tasks),
     )
     relax = f", tune_relax with {tune_relax_trials} trials" if tune_relax_trials else ""

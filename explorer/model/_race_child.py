@@ -36,7 +36,9 @@ def race(plan: RacePlan) -> tuple[list[RaceEntry], dict[str, Any]]:
     from explorer.target import Target
 
     onnx_file = parse_onnx(plan.source, "the stored model", plan.shapes)
-    lowered = lower_onnx(onnx_file, "the stored model")
+    lowered = lower_onnx(
+        onnx_file, "the stored model", weights_layout_free=plan.weights_layout_free
+    )
     target = Target.from_json(plan.target_json).to_tvm()
     rng = np.random.default_rng(plan.seed)
     inputs = [_random_input(rng, i.shape, i.dtype) for i in onnx_file.inputs]

@@ -137,10 +137,12 @@ def _check_instruction(index: int, inst: Any, defined: set[str]) -> None:
 
 
 def _check_input(index: int, kind: str, value: Any, defined: set[str]) -> None:
+    if isinstance(value, bool) and kind == "Annotate":
+        return  # an annotation's value: MetaSchedule's RewriteLayout marks its copies with true
     if isinstance(value, bool) or value is None or isinstance(value, dict):
         raise TraceError(
             f'{kind} has an input {_short(value)}; inputs are variables, "None", '
-            "quoted strings and numbers",
+            "quoted strings, numbers and (an annotation's value) booleans",
             instruction=index,
         )
     if isinstance(value, int) and abs(value) >= _INT64:

@@ -115,8 +115,15 @@ def panel_widths(extent: int, lanes: int) -> tuple[int, ...]:
 
 
 def pack_and_tile(sch: Any, block: Any, plan: PackPlan, bn: int) -> None:
-    """Copy the plan's buffers into panels of ``bn`` and tile ``block`` around them, in place."""
+    """Copy the plan's buffers into panels of ``bn`` and tile ``block`` around them, in place.
+
+    A buffer the function lists as layout-free (a network's weight) is not copied here:
+    MetaSchedule's ``RewriteLayout`` postprocessor gives it the layout the tiled loops read,
+    which is these panels, in a copy a network runs once, at build time."""
+    free = _layout_free(sch)
     for index, order in zip(plan.reads, plan.layouts, strict=True):
+        if any(sch.get(block).reads[index].source.same_as(b) for b in free):
+            continue
         copy = sch.cache_read(block, index, "global")
         sch.transform_layout(block, ("read", index), _index_map(order, bn))
         _copy_in_packed_order(sch, copy, order, bn)
@@ -147,6 +154,13 @@ def pack_and_tile(sch: Any, block: Any, plan: PackPlan, bn: int) -> None:
         # panel's bn values are its last, contiguous, dimension (NCHW -> NCHWc).
         blocked = (*range(plan.output_dim), -1, *range(plan.output_dim + 1, plan.output_ndim))
         sch.transform_layout(block, ("write", 0), _index_map((*blocked, plan.output_dim), bn))
+
+
+def _layout_free(sch: Any) -> list[Any]:
+    """The parameters ``main`` lists in its ``layout_free_buffers`` attribute."""
+    func = sch.mod["main"]
+    listed = func.attrs.get("layout_free_buffers", ()) if func.attrs is not None else ()
+    return [func.params[int(i)] for i in listed]
 
 
 def _copy_in_packed_order(sch: Any, copy: Any, order: tuple[int, ...], bn: int) -> None:
@@ -192,7 +206,7 @@ def packed_sketches(mod: Any, target: Any, lanes: int, num_threads: int) -> list
     return [
         sketch
         for sketch in context.generate_design_space()
-        if any(inst.kind.name == "TransformLayout" for inst in sketch.trace.insts)
+        if any(inst.kind.name == "CacheWrite" for inst in sketch.trace.insts)
     ]
 
 

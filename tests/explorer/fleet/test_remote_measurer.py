@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from explorer import _tvm
@@ -426,3 +427,26 @@ def test_a_kernel_for_a_cpu_with_vector_sets_the_devices_lack_is_built_and_not_r
     with RemoteMeasurer(fleet.tracker, "local", FAST) as m:
         (ok,) = m.measure([unscheduled(get_workload("matmul", M=16, N=16, K=16), target)])
     assert ok.is_ok, ok.error_msg
+
+
+def test_a_network_task_split_from_its_weight_copy_runs_on_a_device(
+    fleet: LocalFleet, target: Target
+) -> None:
+    """A packed schedule of a network's convolution is built as the network runs it: the
+    weights' copy apart from the kernel (``split_weight_copies``). The device copies the
+    weights once, then checks and times the kernel; given the ONNX file's weights, the kernel
+    would refuse them (a run error)."""
+    from explorer.model import NETWORKS, lower_onnx, model_tasks, parse_onnx
+    from explorer.space import DesignSpace
+
+    onnx_file = parse_onnx(NETWORKS["tiny"]().SerializeToString(), "tiny.onnx")
+    found = model_tasks(lower_onnx(onnx_file, "tiny.onnx"), target, "tiny.onnx")
+    conv = next(w for name, _, w in found if name == "fused_conv2d1_add_add1_relu")
+    space = DesignSpace.of(conv, target)
+    rng = np.random.default_rng(0)
+    samples = [space.sample(rng) for _ in range(12)]
+    packed = [s.candidate for s in samples if s.sketch >= space.num_metaschedule_sketches][:2]
+    assert packed, "no packed point in 12 draws"
+    with RemoteMeasurer(fleet.tracker, "local", FAST) as m:
+        results = m.measure(packed)
+    assert [r.status for r in results] == [MeasureStatus.OK] * len(packed), results
