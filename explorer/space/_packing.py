@@ -191,7 +191,9 @@ def _index_map(order: tuple[int, ...], bn: int) -> Any:
 
 def packed_sketches(mod: Any, target: Any, lanes: int, num_threads: int) -> list[Any]:
     """The packed sketches of ``mod`` (none when no block is eligible), without postprocessors:
-    the design space runs MetaSchedule's own on every sketch."""
+    the design space runs MetaSchedule's own on every sketch. A packed sketch is one that
+    writes its register tile through a ``cache_write`` (a layout-free weight leaves it no
+    copy of its own to tell it by); the MetaSchedule rules kept beside it never do."""
     ms = _tvm.ms
     context = ms.TuneContext(
         mod=mod,
