@@ -261,7 +261,7 @@ def split_weight_copies(mod: tvm.IRModule) -> tuple[tvm.IRModule, dict[str, Any]
     build time) and ``main`` (the kernel, which runs in every inference, reading the copies).
 
     MetaSchedule's ``RewriteLayout`` gives each parameter listed in ``layout_free_buffers``
-    (the network's constants, ``with_weights_layout_free``) the layout the schedule reads
+    (the network's constants, ``mark_weights_layout_free``) the layout the schedule reads
     best, in a block marked as its copy; TVM's ``SplitLayoutRewritePreproc`` (what
     ``apply_schedules`` runs on a network) moves those blocks into a function of their own.
     Timing the kernel without them ranks schedules by what the network spends: a copy of a
@@ -286,8 +286,7 @@ def split_weight_copies(mod: tvm.IRModule) -> tuple[tvm.IRModule, dict[str, Any]
             result = builder.emit_output(builder.emit(call))
         builder.emit_func_output(result)
     split = relax.transform.SplitLayoutRewritePreproc()(builder.get())
-    names = {gv.name_hint: gv for gv in split.get_global_vars()}
-    if "task_weight_prepack" not in names:
+    if not any(gv.name_hint == "task_weight_prepack" for gv in split.get_global_vars()):
         return None
     # Follow the values: a parameter of main, an element of the copies' result, or a name
     # bound to one of them.
