@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 from test_cli_nas import TINY, run
 
 from explorer.model import MAX_ERROR, ONNXRUNTIME, TUNED
-from explorer.storage import get_store
+from explorer.storage import RunStatus, get_store
 from explorer.target import Target
 from explorer.text import format_secs
 from explorer.whole_network import model_name
+from explorer.workloads import TASK
 
 pytest.importorskip("jax")
 pytest.importorskip("onnxruntime")
@@ -27,19 +28,44 @@ ROW = r"^  (original|candidate \d+) .* model (\S+)$"  # a network built whole, a
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-def test_the_original_and_the_fastest_legal_network_are_built_whole_tuned_and_raced(tmp_path):
+def test_a_search_stores_its_tunings_builds_its_networks_whole_and_runs_again_from_the_database(
+    tmp_path,
+):
     db = tmp_path / "records.db"
     out_json = tmp_path / "nas.json"
-    args = [*TINY, "--samples", "3", "--budget", "1", "--whole-network", "4", "-q"]
+    args = [*TINY, "--samples", "3", "--budget", "1", "--whole-network", "4"]
     args += ["--json", str(out_json)]
     first = run(*args, db=db, timeout=1200)
     assert first.returncode == 0, first.stderr
     out = first.stdout
+    assert "Pareto front" in out and "  original " in out
+    assert "found in the database" not in first.stderr
+    data = json.loads(out_json.read_text())
+    assert data["network"] == "resnet18_cifar(width=2)" and data["budget"] == 1
+    assert [p["name"] for p in data["points"]] == [
+        "original",
+        *(f"candidate {i}" for i in (1, 2, 3)),
+    ]
+    with get_store(db) as store:
+        runs = {r.id: r for r in store.runs() if r.workload.family != TASK}  # not the models'
+    # Every distinct convolution's tuning is a finished run of one trial in the database.
+    assert sorted(runs) == sorted(t["run"] for t in data["tunings"])
+    assert {r.workload.key() for r in runs.values()} == {t["workload"] for t in data["tunings"]}
+    assert all(
+        r.status is RunStatus.FINISHED and r.settings["max_trials"] == 1 for r in runs.values()
+    )
+    front = [p for p in data["points"] if p["on_front"]]
+    assert front and all(p["legal"] and p["latency_secs"] for p in front)
+    for p in front:
+        assert f"  {p['name']} " in out
+    if data["speedup"] > 1:
+        assert "x faster than the original" in out
+
+    # The original, and the fastest legal network when a candidate beat it, built whole.
     assert "built whole (4 trials a network with random" in out, out
     rows = re.findall(ROW, out, re.MULTILINE)
     assert rows and rows[0][0] == "original", out
     fastest = re.search(r"fastest legal: (candidate \d+)", out)
-    # the original, and the fastest legal network when a candidate beat it
     assert [name for name, _ in rows] == ["original", *([fastest.group(1)] if fastest else [])]
     with get_store(db) as store:
         for point, name in rows:
@@ -56,19 +82,30 @@ def test_the_original_and_the_fastest_legal_network_are_built_whole_tuned_and_ra
             assert f"tuned {format_secs(tuned.fastest_secs)}" in row, row
             assert f"ONNX Runtime {format_secs(ort.fastest_secs)}" in row, row
             assert "sum of convolutions " in row
-        stored = store.count_trials()
-    written = json.loads(out_json.read_text())["whole_network"]
+        stored, all_runs = store.count_trials(), sorted(r.id for r in store.runs())
+    written = data["whole_network"]
     assert [(w["point"], w["model"], w["trials"]) for w in written] == [
         (point, name, 4) for point, name in rows
     ]
     assert all(w["tuned_secs"] and w["onnxruntime_secs"] for w in written)
-    # Again: every network's model and tune are found, nothing is tuned again; each is raced
-    # once more (a race is a reading of now).
-    second = run(*args, db=db, timeout=1200)
+
+    # Again: no convolution is tuned, every shape is found in the database with the same best;
+    # the bests are re-timed together again (networks are compared with readings taken at
+    # once). Every network's model and tune are found, nothing is tuned again; each is raced
+    # once more (a race is a reading of now). Nothing is added to the database but the races.
+    second = run(*args, "-q", db=db, timeout=1200)
     assert second.returncode == 0, second.stderr
+    assert "0 tuned in" in second.stdout
+    again = json.loads(out_json.read_text())
+    assert all(t["cached"] for t in again["tunings"])
+    assert [t["best_secs"] for t in again["tunings"]] == [t["best_secs"] for t in data["tunings"]]
+    assert all(t["paired_secs"] for t in again["tunings"])
+    for before, after in zip(data["points"], again["points"], strict=True):
+        assert (after["latency_secs"] is None) == (before["latency_secs"] is None)
     assert re.findall(ROW, second.stdout, re.MULTILINE) == rows, second.stdout
     with get_store(db) as store:
         assert store.count_trials() == stored
+        assert sorted(r.id for r in store.runs()) == all_runs
         assert len(store.models()) == len(rows)
         assert all(len(store.model_races(m.id)) == 2 for m in store.models())
 
