@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from explorer import workloads
 from explorer._urls import redact
 from explorer.errors import ExplorerError, UnknownPluginError, WorkloadError
 from explorer.types import MAX_SECS, MAX_TRIALS, TOO_LONG, TOO_MANY_TRIALS
@@ -226,6 +225,8 @@ def _refuse_disguised_number(where: str, text: str) -> None:
 def parse_shapes(items: Sequence[str]) -> dict[str, tuple[int, ...]]:
     """``--shape NAME=DxD`` options as a dict (each in the expression builder's grammar,
     ``explorer.workloads.parse_shapes``); a name given twice is refused."""
+    from explorer import workloads  # here: the parser and --help must not load TVM
+
     shapes: dict[str, tuple[int, ...]] = {}
     for item in items:
         try:

@@ -34,3 +34,31 @@ def test_explorer_imports_and_builds_a_workload_with_ui_packages_absent():
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def test_the_command_line_s_help_does_not_load_tvm():
+    """``explorer --help`` and each command's ``--help`` answer without importing TVM (two
+    seconds of a two-second answer when the argument parser imported the workload catalog)."""
+    script = textwrap.dedent(
+        """
+        import contextlib, io, sys
+        from explorer.__main__ import run
+        for argv in (["--help"], ["tune", "--help"], ["model", "tune", "--help"],
+                     ["nas", "--help"], ["fleet", "--help"], ["measure", "--help"]):
+            sys.argv = ["explorer", *argv]
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                try:
+                    run()
+                except SystemExit as e:
+                    assert e.code == 0, (argv, e.code)
+            assert "usage: explorer" in out.getvalue(), argv
+            assert "tvm" not in sys.modules, argv
+        print("ok")
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
