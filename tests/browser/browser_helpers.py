@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from playwright.sync_api import Locator, Page
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
@@ -338,6 +339,32 @@ def show_tab(page: Page, tab: str) -> None:
     if panel is not None:
         page.locator(f".se-explorer {panel}").first.wait_for(state="visible", timeout=60_000)
     settle(page, 0)
+
+
+_CLICK_SEEN_JS = """e => {
+  window.__seClickSeen = false;
+  e.addEventListener('click', () => { window.__seClickSeen = true; }, {capture: true, once: true});
+}"""
+
+
+def click_delivered(loc: Locator, tries: int = 3, wait_ms: float = 10_000) -> None:
+    """Click ``loc`` like a user, and again if the browser never gave it a click event.
+
+    On a loaded machine the page can move between the pointer's press and its release (an
+    output arrives, a panel grows): the release lands on another element and no click happens
+    at all, for a user as for Playwright, and a user clicks again (seen once in a clean-clone
+    CI: the Measure button never heard of the click, the kernel sat idle, the panel still said
+    "press Measure"). A click the element received and the explorer ignored is not retried:
+    the caller's wait for its effect fails."""
+    for attempt in range(1, tries + 1):
+        loc.evaluate(_CLICK_SEEN_JS)
+        loc.click()
+        try:
+            loc.page.wait_for_function("() => window.__seClickSeen", timeout=wait_ms)
+            return
+        except PlaywrightTimeoutError:
+            print(f"click {attempt} of {tries} on {loc} never reached it")
+    raise AssertionError(f"{tries} clicks on {loc} never reached it")
 
 
 def reveal(page: Page, loc: Locator) -> None:

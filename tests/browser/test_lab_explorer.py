@@ -18,6 +18,7 @@ import pytest
 from browser_helpers import (
     assert_page_clean,
     choose,
+    click_delivered,
     full_shot,
     kernel_eval,
     kernel_settled,
@@ -337,7 +338,7 @@ def test_measure_shows_a_latency(ui):
         }"""
     )
     t0 = time.monotonic()
-    button.click()
+    click_delivered(button)
     page.wait_for_function(
         """() => {
           const t = (document.querySelector('.se-latency') || {}).innerText || '';
