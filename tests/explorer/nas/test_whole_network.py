@@ -1,7 +1,9 @@
 """``explorer nas --whole-network`` (issue 23, NAS on real networks): the search's original and
 fastest legal networks built whole from their ONNX export, each tuned as a model and raced
-against ONNX Runtime, beside the search's sum of convolutions. Run as a user runs it: a real
-process, a real database, real TVM builds and a real ONNX Runtime."""
+against ONNX Runtime, beside the search's sum of convolutions. The same search also carries
+``explorer nas``'s own checks (issue 12): its tunings stored, its front printed, and a second
+run served from the database. Run as a user runs it: a real process, a real database, real
+TVM builds and a real ONNX Runtime."""
 
 from __future__ import annotations
 
