@@ -15,7 +15,12 @@ the ratios within this run, and before them each task's kernel as the network ru
 function compiled alone and timed on random inputs, copies in it and at build time) beside its
 measured time in the database (with the copy for a model imported before its tasks listed
 their weights, ``lower_onnx``; without it since): what the tune optimised against what the
-network runs. Name the machine beside every number (the first line says which CPU).
+network runs. Two more columns: each kernel alone with the caches flushed before each call,
+and inside the built network (copies at build), as the network calls it after the kernel
+before it; the network's fastest call, timed in the same rounds, less those kernels is what
+the network spends outside them (the virtual machine's calls, its allocations, the thread
+pool between kernels).
+Name the machine beside every number (the first line says which CPU).
 """
 
 from __future__ import annotations
@@ -31,10 +36,16 @@ import numpy as np
 import onnxruntime
 
 from explorer import _tvm
+from explorer.measure import keep_off_worker_cores
 from explorer.model import MAX_ERROR, best_schedules
 from explorer.model._import import has_layout_free_tasks, lower_onnx
 from explorer.model._onnx import parse_onnx
-from explorer.model._race_child import _fastest_call, _relative_error, relax_per_iter
+from explorer.model._race_child import (
+    ROUND_SECS,
+    _fastest_call,
+    _relative_error,
+    relax_per_iter,
+)
 from explorer.storage import environment, get_store
 
 
@@ -53,16 +64,20 @@ def main() -> int:
 
 
 def _bench(model, source, chosen, tune_relax, rounds):
+    # first: ONNX Runtime's threads take the CPUs of the thread that creates them, and timing
+    # TVM's kernels binds this thread to one core (``keep_off_worker_cores``)
+    session = _onnxruntime(source, model.target.num_cores)
     onnx_file = parse_onnx(source, model.name, {i.name: i.shape for i in model.inputs})
     listed = has_layout_free_tasks(model)
     lowered = lower_onnx(onnx_file, model.name, weights_layout_free=listed)
     target = model.target.to_tvm()
     schedules = [(t.candidate.workload.mod(), t.candidate.trace) for _, t in chosen]
+    ours = _tvm.build_relax(lowered, target, schedules)
     builds = {
         "ours, copies in kernels": lambda: _tvm.build_relax(
             lowered, target, schedules, weights_at_build=False
         ),
-        "ours, copies at build": lambda: _tvm.build_relax(lowered, target, schedules),
+        "ours, copies at build": lambda: ours,
     }
     if tune_relax:  # tune_relax from the plain lowering, as a user of TVM starts
         plain = lower_onnx(onnx_file, model.name, weights_layout_free=False) if listed else lowered
@@ -70,8 +85,8 @@ def _bench(model, source, chosen, tune_relax, rounds):
         builds["tune_relax as shipped"] = lambda: _tune_relax(plain, tune_relax, model)
         builds["tune_relax, layouts free"] = lambda: _tune_relax(free, tune_relax, model)
     print(f"{model.name}: {len(chosen)} of {len(model.tasks)} tasks scheduled", flush=True)
-    _kernels(model, chosen, lowered, target, schedules, rounds)
-    best = _race(onnx_file, source, builds, model.target.num_cores, rounds)
+    _kernels(model, chosen, lowered, target, schedules, rounds, ours, onnx_file)
+    best = _race(onnx_file, session, builds, rounds)
     ours = best["ours, copies at build"] / best["ours, copies in kernels"]
     print(f"  ours, copies at build / in kernels: {ours:.3f}")
     if tune_relax:
@@ -81,12 +96,14 @@ def _bench(model, source, chosen, tune_relax, rounds):
         print(f"  {name}: {secs * 1e3:.3f} ms, {secs / best['onnxruntime']:.2f}x ONNX Runtime")
 
 
-def _kernels(model, chosen, lowered, target, schedules, rounds):
+def _kernels(model, chosen, lowered, target, schedules, rounds, built, onnx_file):
     """Each task's kernel as the network runs it: its TIR function in the built network,
-    compiled alone, timed on random inputs (the fastest mean of 10 calls, over ``rounds``
+    compiled alone, timed on random inputs (the fastest of 10 calls, over ``rounds``
     interleaved rounds), with its weight copy in the kernel and moved to build time (then the
-    kernel reads the packed weight: TVM names it ``<task>_prepacked``); beside the task's
-    measured time in the database."""
+    kernel reads the packed weight: TVM names it ``<task>_prepacked``), and at build time
+    with the caches flushed of every argument but the first before each call (as Ansor times
+    a network's tasks); beside the task's measured time in the database, and inside
+    ``built``, the network (``_InNetwork``)."""
     weight = {t.name: t.weight for t in model.tasks}
     measured = {name: trial.result.fastest_secs for name, trial in chosen}
     ways = {"in kernels": False, "at build": True}
@@ -97,24 +114,93 @@ def _kernels(model, chosen, lowered, target, schedules, rounds):
             name = gv.name_hint.removesuffix("_prepacked")
             if name in measured and isinstance(func, _tvm.tirx.PrimFunc):
                 timers[name, way] = _kernel_timer(func, target)
+                if at_build:
+                    timers[name, "flushed"] = _kernel_timer(func, target, flush=True)
+    ways = {**ways, "flushed": True}
+    network = _InNetwork(built, onnx_file)
     best = dict.fromkeys(timers, math.inf)
     for _ in range(rounds):
         for key, timer in timers.items():
             best[key] = min(best[key], timer())
+        network.round()
+    inside = network.per_call()
     header = "task (per call, ms)"
     width = max(len(header), *map(len, measured))
-    print(f"  {header:{width}s} calls measured in-kernel at-build")
-    sums = dict.fromkeys(("measured", *ways), 0.0)
+    print(f"  {header:{width}s} calls measured in-kernel at-build  flushed in-network")
+    sums = dict.fromkeys(("measured", *ways, "in network"), 0.0)
     for name in sorted(measured, key=lambda n: -measured[n] * weight[n]):
-        row = {"measured": measured[name], **{w: best.get((name, w), math.nan) for w in ways}}
+        row = {
+            "measured": measured[name],
+            **{w: best.get((name, w), math.nan) for w in ways},
+            "in network": inside.get(name, math.nan),  # nan: no kernel (a reshape is a view)
+        }
         cells = " ".join(f"{row[k] * 1e3:8.3f}" for k in sums)
         print(f"  {name:{width}s} {weight[name]:5d} {cells}")
         for k in sums:
-            sums[k] += weight[name] * row[k]
+            sums[k] += weight[name] * row[k] if math.isfinite(row[k]) else 0.0
     print("  sum over calls (ms): " + ", ".join(f"{k} {v * 1e3:.3f}" for k, v in sums.items()))
+    kernels = math.fsum(network.calls.values())
+    print(
+        f"  the network's fastest call {network.fastest * 1e3:.3f} ms: its kernels inside it "
+        f"{kernels * 1e3:.3f} ms, outside them {(network.fastest - kernels) * 1e3:.3f} ms",
+        flush=True,
+    )
 
 
-def _kernel_timer(func, target):
+class _InNetwork:
+    """The built network run in rounds of ``ROUND_SECS``: its fastest call, and each kernel's
+    fastest call inside it, timed between the virtual machine's calls before and after it
+    (``set_instrument``; a few microseconds of the instrument's own are in each). A kernel
+    the network calls twice is two entries (each call its own neighbours and caches)."""
+
+    def __init__(self, built, onnx_file):
+        tvm = _tvm.tvm
+        self.vm = tvm.relax.VirtualMachine(built, tvm.cpu())
+        rng = np.random.default_rng(0)
+        self.inputs = [
+            tvm.runtime.tensor(rng.standard_normal(i.shape).astype(i.dtype), tvm.cpu())
+            for i in onnx_file.inputs
+        ]
+        self.main = self.vm["main"]
+        self.main(*self.inputs)  # TVM's thread pool exists after a call
+        keep_off_worker_cores()
+        self.fastest = math.inf
+        self.calls: dict[tuple[str, int], float] = {}
+        self._run: list[tuple[str, float]] = []
+        self._started = 0.0
+
+    def _instrument(self, _func, name, before_run, _ret, *_args):
+        now = time.perf_counter()
+        if before_run:
+            self._started = now
+        elif not name.startswith("vm.builtin."):
+            self._run.append((name.removesuffix("_prepacked"), now - self._started))
+        return 0  # carry on
+
+    def round(self):
+        self.vm.set_instrument(lambda *_: 0)
+        self.fastest = min(self.fastest, _fastest_call(lambda: self.main(*self.inputs)))
+        self.vm.set_instrument(self._instrument)
+        start = time.perf_counter()
+        while time.perf_counter() - start < ROUND_SECS:
+            self._run.clear()
+            self.main(*self.inputs)
+            seen: dict[str, int] = {}
+            for name, secs in self._run:
+                key = (name, seen.setdefault(name, 0))
+                seen[name] += 1
+                self.calls[key] = min(self.calls.get(key, math.inf), secs)
+        self.vm.set_instrument(lambda *_: 0)
+
+    def per_call(self) -> dict[str, float]:
+        """Each kernel's fastest time inside the network, the mean over its calls."""
+        by_name: dict[str, list[float]] = {}
+        for (name, _), secs in self.calls.items():
+            by_name.setdefault(name, []).append(secs)
+        return {name: math.fsum(secs) / len(secs) for name, secs in by_name.items()}
+
+
+def _kernel_timer(func, target, *, flush=False):
     tvm = _tvm.tvm
     dev = tvm.cpu()
     alone = tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
@@ -124,8 +210,10 @@ def _kernel_timer(func, target):
         tvm.runtime.tensor(rng.random([int(d) for d in a.shape]).astype(str(a.dtype)), dev)
         for a in _tvm.ms.arg_info.ArgInfo.from_prim_func(func)
     ]
-    evaluator = module.mod.time_evaluator("main", dev, number=10, repeat=1)
-    return lambda: float(evaluator(*args).results[0])
+    # one call a repeat, the fastest of 10; with ``flush``, the caches flushed before each
+    flushing = {"f_preproc": "cache_flush_cpu_non_first_arg"} if flush else {}
+    evaluator = module.mod.time_evaluator("main", dev, number=1, repeat=10, **flushing)
+    return lambda: min(evaluator(*args).results)
 
 
 def _tune_relax(mod, trials, model):
@@ -139,13 +227,16 @@ def _tune_relax(mod, trials, model):
     return built
 
 
-def _race(onnx_file, source, builds, threads, rounds):
+def _onnxruntime(source, threads):
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    return onnxruntime.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+
+
+def _race(onnx_file, session, builds, rounds):
     """Every build checked against ONNX Runtime, then all timed in interleaved rounds."""
     rng = np.random.default_rng(0)
     feed = {i.name: rng.standard_normal(i.shape).astype(i.dtype) for i in onnx_file.inputs}
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-    session = onnxruntime.InferenceSession(source, options, providers=["CPUExecutionProvider"])
     expected = session.run(None, feed)
     inputs = list(feed.values())
     runners = {"onnxruntime": lambda: session.run(None, feed)}
@@ -156,6 +247,7 @@ def _race(onnx_file, source, builds, threads, rounds):
         if error > MAX_ERROR:
             raise SystemExit(f"{name}: its output differs from ONNX Runtime's by {error:.2g}")
         runners[name] = lambda run=run: run(*inputs)
+    keep_off_worker_cores()  # as the race does: TVM's pool exists now
     best = {name: math.inf for name in runners}
     for r in range(rounds):
         names = list(runners)

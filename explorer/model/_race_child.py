@@ -77,7 +77,9 @@ def race(plan: RacePlan) -> tuple[list[RaceEntry], dict[str, Any]]:
                 f"its output differs from ONNX Runtime's by {max_error[name]:.2g} of the "
                 f"largest value (at most {MAX_ERROR:g} is a float32 rounding difference)"
             )
-    keep_off_worker_cores()  # as the measurer does: TVM's pool exists now
+    # as the measurer does, now that TVM's pool exists; and after ONNX Runtime's session
+    # exists: threads it created later would share this thread's one core
+    keep_off_worker_cores()
     timed = [n for n in runners if n not in errors]
     round_secs: dict[str, list[float]] = {n: [] for n in timed}
     before = _cpu_seconds()
