@@ -14,6 +14,7 @@ import time
 import psutil
 import pytest
 
+from explorer import cli
 from explorer.testing.ports import free_port
 
 
@@ -92,23 +93,29 @@ def test_up_status_tune_measure_down(tmp_path) -> None:
     assert again.returncode == 1 and "no fleet is running" in again.stdout
 
 
-def test_misuse_is_one_sentence(tmp_path) -> None:
+def test_misuse_is_one_sentence(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("EXPLORER_FLEET_STATE", str(tmp_path / "fleet.json"))
+
+    def refused(*args: str, message: str, code: int = 2) -> None:
+        assert cli.main(list(args)) == code
+        out, err = capsys.readouterr()
+        assert out == "" and len(err.strip().splitlines()) == 1 and message in err, err
+
+    refused("fleet", "up", "--host", "0.0.0.0", message="no authentication")
+    assert not (tmp_path / "fleet.json").exists()
+    for command in (("measure", "matmul"), ("peak",)):
+        refused(*command, "--key", "local", message="--key needs --tracker")
+    # a blank key is refused, not silently 'local'
+    refused("peak", "--tracker", "127.0.0.1:9", "--key", "", message="device key")
+    refused("peak", "--tracker", "127.0.0.1:9", "--threads", "1", message="the threads its server")
+    refused("measure", "matmul", "--tracker", "nowhere", message="HOST:PORT")
+    nobody = "no tracker answers at 127.0.0.1:9"
+    refused("measure", "matmul", "--tracker", "127.0.0.1:9", message=nobody, code=3)
+    # and as a real process: its exit code and its one line on stderr
     env = {**os.environ, "EXPLORER_FLEET_STATE": str(tmp_path / "fleet.json")}
     wide = explorer("fleet", "up", "--host", "0.0.0.0", env=env)
     assert wide.returncode == 2 and "no authentication" in wide.stderr
-    assert not (tmp_path / "fleet.json").exists()
-    for command in (("measure", "matmul"), ("peak",)):
-        key_alone = explorer(*command, "--key", "local", env=env)
-        assert key_alone.returncode == 2 and "--key needs --tracker" in key_alone.stderr
-    blank = explorer("peak", "--tracker", "127.0.0.1:9", "--key", "", env=env)
-    assert blank.returncode == 2 and "device key" in blank.stderr  # not silently 'local'
-    threads = explorer("peak", "--tracker", "127.0.0.1:9", "--threads", "1", env=env)
-    assert threads.returncode == 2 and "the threads its server runs" in threads.stderr
-    bad = explorer("measure", "matmul", "--tracker", "nowhere", env=env)
-    assert bad.returncode == 2 and "HOST:PORT" in bad.stderr
-    nobody = explorer("measure", "matmul", "--tracker", "127.0.0.1:9", env=env)
-    assert nobody.returncode != 0 and "no tracker answers at 127.0.0.1:9" in nobody.stderr
-    assert len(nobody.stderr.strip().splitlines()) == 1
+    assert len(wide.stderr.strip().splitlines()) == 1
 
 
 # -- a fleet's processes are never forgotten (issue 21) -----------------------------------------
