@@ -66,7 +66,7 @@ def test_bad_input_is_one_sentence_and_stores_nothing(tmp_path, capsys, args, me
     assert not db.exists()
 
 
-# an argument the parser refuses, one the catalog refuses, one a check after them refuses
+# a name the registry refuses, a width the network refuses, a pairing the command refuses
 @pytest.mark.parametrize(("args", "message"), [BAD[0], BAD[6], BAD[-1]])
 def test_bad_input_as_a_real_process(tmp_path, args, message) -> None:
     db = tmp_path / "records.db"
