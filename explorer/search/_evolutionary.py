@@ -253,8 +253,12 @@ class EvolutionarySearch(SearchStrategy):
         )
         if self.transfer_from == "auto":
             self._learn_transfer()
-        # Step 1. The sketches are the DesignSpace's, so every strategy searches the same space.
-        sketches = [self._sketch_schedule(k) for k in range(space.num_sketches)]
+        # Step 1. The sketches are the DesignSpace's, so every strategy searches the same space;
+        # each listed as often as its share of valid random draws asks (``sampling_copies``).
+        copies = (1,) * space.num_sketches if pooled else space.sampling_copies
+        sketches = [
+            self._sketch_schedule(k) for k in range(space.num_sketches) for _ in range(copies[k])
+        ]
         self._token = self.database_.commit_workload(self._mod)
         self._args_info = ms.arg_info.ArgInfo.from_prim_func(self._mod["main"])
         self.context_.pre_tuning(
@@ -298,7 +302,7 @@ class EvolutionarySearch(SearchStrategy):
         return ms.TuneContext(
             mod=self._mod,
             target=tvm_target,
-            space_generator=_space_generator(tvm_target.kind.name if pooled else None),
+            space_generator=_space_generator(self.space.postprocs, tvm_target.kind.name, pooled),
             search_strategy=ms.search_strategy.EvolutionarySearch(
                 population_size=population,
                 init_measured_ratio=measured_ratio,
@@ -479,19 +483,15 @@ class EvolutionarySearch(SearchStrategy):
                 )
 
 
-def _space_generator(pooled_kind: str | None) -> Any:
-    """MetaSchedule's own space generator; within a pool (``pooled_kind``: the target's kind),
-    without the mutators whose schedules a pool of knob-space points cannot hold."""
-    if pooled_kind is None:
-        return "post-order-apply"
+def _space_generator(postprocs: list[Any], kind: str, pooled: bool) -> Any:
+    """MetaSchedule's own space generator with the design space's postprocessors; within a
+    pool, without the mutators whose schedules a pool of knob-space points cannot hold."""
     ms = _tvm.ms
-    outside = (ms.mutator.MutateComputeLocation, ms.mutator.MutateParallel)
-    probs = {
-        m: p
-        for m, p in ms.mutator.Mutator.create(pooled_kind).items()
-        if not isinstance(m, outside)
-    }
-    return ms.space_generator.PostOrderApply(mutator_probs=probs)
+    probs = ms.mutator.Mutator.create(kind)
+    if pooled:
+        outside = (ms.mutator.MutateComputeLocation, ms.mutator.MutateParallel)
+        probs = {m: p for m, p in probs.items() if not isinstance(m, outside)}
+    return ms.space_generator.PostOrderApply(postprocs=postprocs, mutator_probs=probs)
 
 
 def _runner_result(result: MeasureResult) -> tuple[Any, bool]:

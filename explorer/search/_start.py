@@ -131,7 +131,10 @@ def plan_start(
         )
     point_candidate = space.materialize(mapping.point)
     if point_candidate is None:
-        raise SearchError(f"start: TVM refuses to build the point {mapping.point.key()}")
+        raise SearchError(
+            f"start: the point {mapping.point.key()} is not a schedule of this space "
+            "(TVM refuses to build it, or its register tile does not fit the vector registers)"
+        )
     mark = {START_MARK: True, "notes": list(mapping.notes)}
     if mapping.exact:
         # The schedule is the point: one candidate is both the reference and the start.

@@ -21,7 +21,7 @@ import numpy as np
 from explorer import _tvm
 from explorer.core import Candidate
 from explorer.errors import SearchError
-from explorer.space._packing import packed_sketches
+from explorer.space._packing import packed_sketches, register_tile_check, register_tile_share
 from explorer.target import Target
 from explorer.types import JSON
 from explorer.workloads import Workload
@@ -88,6 +88,9 @@ class DesignSpace:
         if not self._sketches:
             raise SearchError(f"MetaSchedule derived no design space for {workload.key()}")
         self._postprocs = list(self._context.space_generator.postprocs)
+        if target.kind == "llvm":
+            # First: it reads the sketch's decisions only, and refuses before the others run.
+            self._postprocs.insert(0, register_tile_check(target.vector_lanes_f32))
         self.knobs: tuple[tuple[Knob, ...], ...] = tuple(
             _knobs_of(i, sk.trace) for i, sk in enumerate(self._sketches)
         )
@@ -156,6 +159,31 @@ class DesignSpace:
         raise SearchError(
             f"no valid schedule of {self.workload.key()} found in {max_tries} random draws"
         )
+
+    @functools.cached_property
+    def sampling_copies(self) -> tuple[int, ...]:
+        """How many times MetaSchedule's evolution should list each sketch.
+
+        It draws its random population by picking a sketch, then its decisions, and drops what
+        the postprocessors refuse: a packed sketch whose register tile fits in a third of its
+        draws would give a third of the others' share of the population. Listed ``1 / share``
+        times (at most 4), every sketch gets about the same share of valid schedules.
+        """
+        lanes = self.target.vector_lanes_f32
+        copies = []
+        for sketch in range(self.num_sketches):
+            if sketch < self.num_metaschedule_sketches or self.target.kind != "llvm":
+                copies.append(1)
+                continue
+            share = register_tile_share(self.workload.mod(), self.sketch_trace(sketch), lanes)
+            copies.append(min(4, max(1, round(1 / share))) if share > 0 else 1)
+        return tuple(copies)
+
+    @property
+    def postprocs(self) -> list[Any]:
+        """The postprocessors every sampling of this space runs: MetaSchedule's for the
+        target, and on a CPU first the packed sketches' register-tile check."""
+        return list(self._postprocs)
 
     def apply_postprocs(self, sch: Any) -> bool:
         """Run the sketch postprocessors on ``sch`` in place; ``False`` if any refuses."""

@@ -67,7 +67,7 @@ class KnobSpace:
         >>> matmul = get_workload("matmul", M=16, N=16, K=16)
         >>> space = KnobSpace.of(matmul, Target.local_cpu())
         >>> point = space.random_point(np.random.default_rng(0))
-        >>> candidate = space.materialize(point)  # None when TVM refuses to build the point
+        >>> candidate = space.materialize(point)  # None when the space refuses the point
         >>> candidate is None or space.point_of_candidate(candidate) == point
         True
     """

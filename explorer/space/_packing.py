@@ -14,11 +14,13 @@ output channel): it copies that operand into panels of width ``bn`` (``cache_rea
 copy (``cache_write``; blocked NCHWc when the channel is not the output's last dimension). The
 parallel, vectorize and unroll annotations come from MetaSchedule's usual rule, so every
 strategy searches these sketches with the same kinds of knobs as the others, and the traces
-replay without this module.
+replay without this module. A postprocessor (:func:`register_tile_check`) refuses the tiles
+whose accumulators cannot keep the FMA units busy or do not fit the vector registers.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,8 +31,20 @@ PANEL_VECTORS = (2, 1)
 AVX-512) fills more FMA ports per load; 1 keeps more rows in the register tile."""
 
 MAX_TILE_ROWS = 16
-"""The register tile's extent in each other dimension at most: its accumulators (rows x bn)
-should fit the vector registers (32 with AVX-512, 16 with AVX2); the search finds which do."""
+"""The register tile's extent in each other dimension at most."""
+
+MIN_ACCUMULATORS = 8
+"""Vector accumulators a register tile keeps at least, where its shape allows: an FMA waits
+about 4 cycles for the previous one into the same register, and a core issues up to 2 a cycle,
+so fewer than 8 independent accumulators leave the FMA units idle. ResNet-18's 7x7 layers
+show it (one search, same machine): a 1 x 32 tile (2 accumulators) ran at 47-92 GFLOPS, 7 x 16
+(7) at 133-159 and 7 x 32 (14) at up to 205. Without this bound a search at a small budget
+could spend every trial on 1-row tiles, since only ``rows`` in {1, 7, 49} divide 7 x 7."""
+
+_ROW_LEVELS = 3
+"""The packed tiling splits each row dimension in three (outer, middle, register tile);
+MetaSchedule's CPU tiling splits spatial loops in four and reductions in two, so a three-way
+``SamplePerfectTile`` in a trace is one of ours."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +155,9 @@ def pack_and_tile(sch: Any, block: Any, plan: PackPlan, bn: int) -> None:
             reduce_outer.append(a)
             reduce_inner.append(b)
         else:
-            tiles = sch.sample_perfect_tile(loop, n=3, max_innermost_factor=MAX_TILE_ROWS)
+            tiles = sch.sample_perfect_tile(
+                loop, n=_ROW_LEVELS, max_innermost_factor=MAX_TILE_ROWS
+            )
             a, b, c = sch.split(loop, tiles)
             outer.append(a)
             middle.append(b)
@@ -168,6 +184,86 @@ def _fuse_epilogue(sch: Any, write_back: Any) -> None:
             sch.reverse_compute_inline(consumers[0])
         except _tvm.ScheduleError:
             return  # not elementwise (a reduction, a pooling window): it stays apart
+
+
+def vector_registers(lanes: int) -> int:
+    """The float vector registers of a CPU with ``lanes`` float32 lanes: 32 with AVX-512, 16
+    with AVX2 or SSE (an AArch64 core has 32 of 4 lanes: 16 is the cautious side there)."""
+    return 32 if lanes >= 16 else 16
+
+
+@dataclass(frozen=True)
+class RegisterTile:
+    """A packed schedule's register tile, read off its trace's decisions."""
+
+    rows: int  # the product of the row dimensions' innermost tiles
+    vectors: int  # the panel's width in vectors: each row accumulates this many
+    choices: tuple[int, ...]  # every ``rows`` the row dimensions' extents allow
+
+    @property
+    def accumulators(self) -> int:
+        return self.rows * self.vectors
+
+    def fits(self, registers: int) -> bool:
+        """Whether the tile's accumulators fit ``registers`` (beside the panel's own vectors)
+        and are enough to keep the FMA units busy, or as many as the tile's shape allows."""
+        most = registers - self.vectors
+        allowed = [r * self.vectors for r in self.choices if r * self.vectors <= most]
+        least = min(MIN_ACCUMULATORS, max(allowed, default=self.vectors))
+        return least <= self.accumulators <= most
+
+
+def register_tile(trace: Any, lanes: int) -> RegisterTile | None:
+    """The register tile of a schedule of a packed sketch, or ``None`` for any other schedule.
+
+    The panel width is the one ``Split`` by a literal factor; the rows come from the three-way
+    tiles (``_ROW_LEVELS``), each a factorisation of its loop's extent.
+    """
+    rows, bn, choices = 1, None, {1}
+    for inst in trace.insts:
+        kind = inst.kind.name
+        if kind == "Split" and isinstance(inst.inputs[-1], _tvm.tirx.IntImm):
+            bn = int(inst.inputs[-1])
+        elif kind == "SamplePerfectTile" and int(inst.attrs[0]) == _ROW_LEVELS:
+            tile = [int(x) for x in trace.get_decision(inst)]
+            extent, most = math.prod(tile), int(inst.attrs[1])
+            divisors = [d for d in range(1, min(extent, most) + 1) if extent % d == 0]
+            choices = {c * d for c in choices for d in divisors}
+            rows *= tile[-1]
+    if bn is None or bn % lanes:
+        return None
+    return RegisterTile(rows, bn // lanes, tuple(sorted(choices)))
+
+
+def register_tile_share(mod: Any, sketch: Any, lanes: int, draws: int = 64) -> float:
+    """The share of random replays of the packed ``sketch`` (a trace) whose register tile fits:
+    the postprocessor refuses the others, so a sampler that picks a sketch, then draws its
+    decisions, gets this share of its draws of the sketch back."""
+    insts, fit = list(sketch.insts), 0
+    for seed in range(1, draws + 1):  # fixed seeds: the same share every time
+        sch = _tvm.Schedule(mod, seed=seed)
+        _tvm.Trace(insts, {}).apply_to_schedule(sch, remove_postproc=True)
+        fit += _fits(sch.trace, lanes)
+    return fit / draws
+
+
+def register_tile_check(lanes: int) -> Any:
+    """A MetaSchedule postprocessor that refuses a packed schedule whose register tile does not
+    fit (``RegisterTile.fits``). Every sampling of the space runs the postprocessors, so no
+    strategy, MetaSchedule's evolution included, spends a trial on such a tile."""
+
+    @_tvm.derived_object
+    class RegisterTileFits(_tvm.ms.postproc.PyPostproc):  # type: ignore[misc]  # TVM's base class is Any
+        def _initialize_with_tune_context(self, context: Any) -> None:
+            pass
+
+        def apply(self, sch: Any) -> bool:
+            return _fits(sch.trace, lanes)
+
+        def clone(self) -> Any:
+            return register_tile_check(lanes)
+
+    return RegisterTileFits()
 
 
 def _layout_free(sch: Any) -> list[Any]:
@@ -220,10 +316,28 @@ def packed_sketches(mod: Any, target: Any, lanes: int, num_threads: int) -> list
         num_threads=num_threads,
     )
     return [
-        sketch
+        _with_a_fitting_tile(mod, sketch, lanes)
         for sketch in context.generate_design_space()
         if any(inst.kind.name == "CacheWrite" for inst in sketch.trace.insts)
     ]
+
+
+def _with_a_fitting_tile(mod: Any, sketch: Any, lanes: int) -> Any:
+    """``sketch``, its own decisions redrawn (fixed seeds) until its register tile fits: a
+    search that starts from a sketch's own decisions (Droplet's origin, the knob space's
+    index 0) must not start from a schedule the postprocessor refuses."""
+    insts = list(sketch.trace.insts)
+    for seed in range(1, 257):
+        if _fits(sketch.trace, lanes):
+            return sketch
+        sketch = _tvm.Schedule(mod, seed=seed)
+        _tvm.Trace(insts, {}).apply_to_schedule(sketch, remove_postproc=True)
+    return sketch  # no fitting draw: the postprocessor refuses its schedules too
+
+
+def _fits(trace: Any, lanes: int) -> bool:
+    tile = register_tile(trace, lanes)
+    return tile is None or tile.fits(vector_registers(lanes))
 
 
 def packing_rules(lanes: int) -> list[Any]:

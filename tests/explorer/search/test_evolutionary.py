@@ -188,3 +188,27 @@ def test_cached_features_are_metaschedules_own_and_each_program_is_read_once(spa
     before = len(reads)
     cached.extract_from(s.context_, programs)
     assert len(reads) == before  # read once a process, whichever extractor asks
+
+
+def test_the_first_round_draws_packed_sketches_and_only_tiles_that_fit(cpu_target):
+    """MetaSchedule's evolution picks a sketch, then its decisions, and drops what a
+    postprocessor refuses: a packed sketch of a 7x7 layer fits in under half its draws, so it
+    is listed as often as that asks, and the packed schedules keep their share of the round."""
+    from explorer.space._packing import register_tile, vector_registers
+
+    w = get_workload("conv2d", N=1, CI=16, H=7, W=7, CO=32, padding=1)
+    space = DesignSpace.of(w, cpu_target)
+    packed = range(space.num_metaschedule_sketches, space.num_sketches)
+    assert all(space.sampling_copies[k] >= 2 for k in packed)
+    assert all(space.sampling_copies[k] == 1 for k in range(space.num_metaschedule_sketches))
+    s = _small(population_size=64, num_trials_per_iter=16, num_warmup_samples=16)
+    s.reset(space, rng=np.random.default_rng(0), history=[])
+    lanes = cpu_target.vector_lanes_f32
+    tiles = []
+    for candidate in s.ask(16):
+        sch = _tvm.Schedule(w.mod())
+        _tvm.apply_trace_json(candidate.trace, sch)
+        tiles.append(register_tile(sch.trace, lanes))
+    fitting = [t for t in tiles if t is not None]
+    assert len(fitting) >= 4  # 6 of 16 expected: two packed sketches of five, each listed twice
+    assert all(t.fits(vector_registers(lanes)) for t in fitting)

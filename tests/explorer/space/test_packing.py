@@ -10,7 +10,13 @@ import pytest
 
 from explorer import _tvm
 from explorer.space import DesignSpace, KnobSpace, Point
-from explorer.space._packing import packing_rules, panel_widths
+from explorer.space._packing import (
+    RegisterTile,
+    packing_rules,
+    panel_widths,
+    register_tile,
+    vector_registers,
+)
 from explorer.workloads import get_workload
 
 
@@ -158,10 +164,15 @@ def test_a_point_stored_before_its_sketch_changed_is_not_read_as_another(cpu_tar
     they would name another schedule. Its decisions' values decide."""
     space = KnobSpace(DesignSpace(get_workload("matmul", M=64, N=64, K=48), cpu_target))
     sketch = _packed(space.design)[0]
-    point = Point(sketch, tuple(min(1, n - 1) for n in space.dims(sketch)))
-    candidate = space.materialize(point)
-    assert candidate is not None and space.point_of_candidate(candidate) == point
     origin = space.origin(sketch)
+    rng = np.random.default_rng(0)
+    points = (
+        Point(sketch, tuple(int(rng.integers(n)) for n in space.dims(sketch))) for _ in range(99)
+    )
+    point, candidate = next(
+        (p, c) for p in points if p != origin and (c := space.materialize(p)) is not None
+    )
+    assert space.point_of_candidate(candidate) == point
     # the same point stored under another sketch's domains: the indices of the origin
     moved = dataclasses.replace(
         candidate, decisions={**candidate.decisions, "point": list(origin.indices)}
@@ -198,3 +209,67 @@ def test_the_tile_s_write_back_computes_the_epilogue(cpu_target):
         name = func.params[-1].name
         stores = re.findall(rf"^\s*{name}\[[^\]]*\] = (.*)$", sch.mod.script(), flags=re.M)
         assert len(stores) == 1 and "_global[" in stores[0], stores
+
+
+@pytest.mark.parametrize(
+    "rows, vectors, choices, fits",
+    [
+        (7, 2, (1, 7, 49), True),  # a 7x7 layer's 7 x 32 tile on AVX-512: 14 accumulators
+        (1, 2, (1, 7, 49), False),  # 2 accumulators: each FMA waits on the one before
+        (49, 2, (1, 7, 49), False),  # 98 accumulators: spilled to memory
+        (7, 1, (1, 7, 49), True),  # 7 x 16: the most this shape allows under 8
+        (1, 1, (1,), True),  # a single row (a matrix-vector product) has no other choice
+        (15, 2, tuple(range(1, 17)), True),  # 30 accumulators and the panel's 2 vectors
+        (16, 2, tuple(range(1, 17)), False),  # 32 and 2 more: one register short
+        (2, 2, tuple(range(1, 17)), False),
+    ],
+)
+def test_a_register_tile_fits_the_registers_and_keeps_the_fma_units_busy(
+    rows, vectors, choices, fits
+):
+    assert RegisterTile(rows, vectors, choices).fits(32) is fits
+
+
+def _tile_of(candidate, lanes):
+    sch = _tvm.Schedule(candidate.workload.mod())
+    _tvm.apply_trace_json(candidate.trace, sch)
+    return register_tile(sch.trace, lanes)
+
+
+def test_no_schedule_of_a_7x7_layer_has_a_one_row_register_tile(cpu_target):
+    """ResNet-18's 7x7 layers landed at 80-95 GFLOPS in search after search where a 7-row tile
+    reached 180-210: only rows in {1, 7, 49} divide 7 x 7, and a search could spend its whole
+    budget on 1-row tiles. The space now refuses every tile that does not fit."""
+    w = get_workload("conv2d", N=1, CI=16, H=7, W=7, CO=32, padding=1)
+    space = DesignSpace(w, cpu_target)
+    lanes = cpu_target.vector_lanes_f32
+    knobs = KnobSpace(space)
+    rng = np.random.default_rng(0)
+    refused = kept = 0
+    for sketch in _packed(space):
+        for _ in range(24):
+            point = Point(sketch, tuple(int(rng.integers(n)) for n in knobs.dims(sketch)))
+            candidate = knobs.materialize(point)
+            rows = [v[-1] for v in knobs.decisions(point) if isinstance(v, list) and len(v) == 3]
+            if np.prod(rows) != 7:  # 1 or 49 rows: too few accumulators or too many
+                assert candidate is None
+                refused += 1
+                continue
+            tile = _tile_of(candidate, lanes)
+            assert tile is not None and tile.rows == 7 and tile.fits(vector_registers(lanes))
+            kept += 1
+    assert refused and kept
+    # What a strategy draws at random lies in the space that is left.
+    samples = [space.sample(rng) for _ in range(12)]
+    tiles = [_tile_of(s.candidate, lanes) for s in samples if s.sketch in _packed(space)]
+    assert tiles and all(t is not None and t.rows == 7 for t in tiles)
+
+
+def test_a_packed_sketch_s_own_decisions_are_a_tile_that_fits(cpu_target):
+    """Droplet starts from each sketch's own decisions (index 0 of every knob): a refused
+    origin would leave it nothing to measure there."""
+    for params in ({"H": 7, "W": 7}, {"H": 14, "W": 14}, {"H": 28, "W": 28}):
+        w = get_workload("conv2d", N=1, CI=16, CO=32, padding=1, **params)
+        space = KnobSpace(DesignSpace(w, cpu_target))
+        for sketch in _packed(space.design):
+            assert space.materialize(space.origin(sketch)) is not None
