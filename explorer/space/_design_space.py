@@ -170,11 +170,8 @@ class DesignSpace:
         times (at most 4), every sketch gets about the same share of valid schedules.
         """
         lanes = self.target.vector_lanes_f32
-        copies = []
-        for sketch in range(self.num_sketches):
-            if sketch < self.num_metaschedule_sketches or self.target.kind != "llvm":
-                copies.append(1)
-                continue
+        copies = [1] * self.num_metaschedule_sketches
+        for sketch in range(self.num_metaschedule_sketches, self.num_sketches):  # packed ones
             share = register_tile_share(self.workload.mod(), self.sketch_trace(sketch), lanes)
             copies.append(min(4, max(1, round(1 / share))) if share > 0 else 1)
         return tuple(copies)

@@ -37,7 +37,7 @@ MIN_ACCUMULATORS = 8
 """Vector accumulators a register tile keeps at least, where its shape allows: an FMA waits
 about 4 cycles for the previous one into the same register, and a core issues up to 2 a cycle,
 so fewer than 8 independent accumulators leave the FMA units idle. ResNet-18's 7x7 layers
-show it (one search, same machine): a 1 x 32 tile (2 accumulators) ran at 47-92 GFLOPS, 7 x 16
+show it (one search on a 2-core Zen 4): a 1 x 32 tile (2 accumulators) ran at 47-92 GFLOPS, 7 x 16
 (7) at 133-159 and 7 x 32 (14) at up to 205. Without this bound a search at a small budget
 could spend every trial on 1-row tiles, since only ``rows`` in {1, 7, 49} divide 7 x 7."""
 
@@ -239,11 +239,8 @@ def register_tile_share(mod: Any, sketch: Any, lanes: int, draws: int = 64) -> f
     """The share of random replays of the packed ``sketch`` (a trace) whose register tile fits:
     the postprocessor refuses the others, so a sampler that picks a sketch, then draws its
     decisions, gets this share of its draws of the sketch back."""
-    insts, fit = list(sketch.insts), 0
-    for seed in range(1, draws + 1):  # fixed seeds: the same share every time
-        sch = _tvm.Schedule(mod, seed=seed)
-        _tvm.Trace(insts, {}).apply_to_schedule(sch, remove_postproc=True)
-        fit += _fits(sch.trace, lanes)
+    # fixed seeds: the same share every time
+    fit = sum(_fits(_redraw(mod, sketch, seed).trace, lanes) for seed in range(1, draws + 1))
     return fit / draws
 
 
@@ -326,13 +323,19 @@ def _with_a_fitting_tile(mod: Any, sketch: Any, lanes: int) -> Any:
     """``sketch``, its own decisions redrawn (fixed seeds) until its register tile fits: a
     search that starts from a sketch's own decisions (Droplet's origin, the knob space's
     index 0) must not start from a schedule the postprocessor refuses."""
-    insts = list(sketch.trace.insts)
+    trace = sketch.trace
     for seed in range(1, 257):
         if _fits(sketch.trace, lanes):
             return sketch
-        sketch = _tvm.Schedule(mod, seed=seed)
-        _tvm.Trace(insts, {}).apply_to_schedule(sketch, remove_postproc=True)
+        sketch = _redraw(mod, trace, seed)
     return sketch  # no fitting draw: the postprocessor refuses its schedules too
+
+
+def _redraw(mod: Any, sketch: Any, seed: int) -> Any:
+    """The sketch's instructions (a trace) replayed on ``mod`` with every decision drawn anew."""
+    sch = _tvm.Schedule(mod, seed=seed)
+    _tvm.Trace(list(sketch.insts), {}).apply_to_schedule(sch, remove_postproc=True)
+    return sch
 
 
 def _fits(trace: Any, lanes: int) -> bool:
