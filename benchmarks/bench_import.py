@@ -1,6 +1,8 @@
 """Start-up costs, against `import tvm` (their floor) measured in the same run.
 
 * `import explorer`: target under 2 s.
+* `import ml_dtypes` (after NumPy), the part of `import tvm` a dependency's release once
+  slowed by 0.5 s (pinned below 0.7 in pyproject.toml).
 * `explorer measure matmul -p M=64 -p N=64 -p K=64` (build, check and time one tiny kernel, then
   store it): target under 2 s. It needs at least two TVM imports (this process and the worker
   that builds and runs the kernel); on a 2-core machine they run side by side, so its floor is
@@ -73,6 +75,8 @@ def _worker_start_secs(rounds: int = 5) -> tuple[float, float]:
 def main() -> None:
     base = _time_import("pass")
     tvm = _time_import("import tvm")
+    # TVM imports ml_dtypes: 0.7.0 took 0.5 s of it on a 2-core Xeon (0.6.0: 0.01 s).
+    ml_dtypes = _time_import("import numpy, ml_dtypes") - _time_import("import numpy")
     explorer = _time_import("import explorer")
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, EXPLORER_DB=os.path.join(tmp, "bench.db"))
@@ -80,6 +84,7 @@ def main() -> None:
         measure = _median_secs([EXPLORER, *tiny], env=env)
     print(f"python start      {base:6.2f} s")
     print(f"import tvm        {tvm:6.2f} s")
+    print(f"  of it ml_dtypes {ml_dtypes:6.2f} s   share of import tvm: {ml_dtypes / tvm:.2f}")
     print(f"import explorer   {explorer:6.2f} s   ratio to import tvm: {explorer / tvm:.2f}x")
     print(f"explorer measure  {measure:6.2f} s   ratio to import tvm: {measure / tvm:.2f}x")
     forked, started = _worker_start_secs()
