@@ -20,12 +20,18 @@ Four parts, each printed with the machine's CPU:
 4. **Correct kernels exit 0**: ``explorer measure`` on several workloads beside the burners.
    Target: 0 non-zero exits.
 
+The burners have sessions of their own (another terminal's build); ``--shared-session`` starts
+them in this process's session, where Linux's autogroup scheduling makes them compete with its
+threads one by one (a build started from the same shell, a test suite's other workers).
+
     python benchmarks/bench_load.py [--tunes 20] [--trials 8] [--burners 2] [--quick]
+                                     [--shared-session]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import statistics
@@ -118,6 +124,15 @@ MEASURES = [
 ]
 
 
+# --shared-session: the burners in this process's session, so on Linux (autogroup) they compete
+# with the explorer's threads one by one, as a build started from the same shell does.
+SHARED_SESSION = False
+
+
+def busy(n: int) -> contextlib.AbstractContextManager[list[int]]:
+    return cpu_burners(n, shared_session=SHARED_SESSION)
+
+
 def part_estimators(burners: int, times: int) -> None:
     print(f"\n== 1. Estimators with plain TVM, {times} readings each ==", flush=True)
     for n in (256, 1024):
@@ -136,7 +151,7 @@ def part_estimators(burners: int, times: int) -> None:
 
 def _estimate(n: int, times: int, burners: int) -> dict[str, list[float]]:
     cmd = [sys.executable, "-c", _ESTIMATORS, str(n), str(times), json.dumps(SCHEDULE)]
-    with cpu_burners(burners):
+    with busy(burners):
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -155,7 +170,7 @@ def part_same_schedule(burners: int, times: int) -> float:
         for n in (256, 1024):
             cand = scheduled(n)
             m.measure([cand])  # built and warm before the burners start
-            with cpu_burners(burners):
+            with busy(burners):
                 secs = [m.measure([cand])[0].median_secs or math.nan for _ in range(times)]
             ratio = max(secs) / min(secs)
             worst = max(worst, ratio) if n == 256 else worst
@@ -179,7 +194,7 @@ def part_tunes(burners: int, num_tunes: int, trials: int) -> int:
         for i in range(num_tunes):
             w = TUNES[i % len(TUNES)]
             seed = i // len(TUNES)
-            with cpu_burners(burners):
+            with busy(burners):
                 start = time.perf_counter()
                 result = Tuner(measurer=m, store=store, batch_size=8).run(
                     w, target, "random", max_trials=trials, seed=seed
@@ -233,7 +248,7 @@ def _secs(results: list) -> float:
 def part_exit_codes(burners: int, times: int) -> int:
     print(f"\n== 4. explorer measure beside {burners} burners, {times} runs each ==", flush=True)
     failed = 0
-    with tempfile.TemporaryDirectory() as tmp, cpu_burners(burners):
+    with tempfile.TemporaryDirectory() as tmp, busy(burners):
         for family, shape in MEASURES:
             params = [a for k, v in shape.items() for a in ("-p", f"{k}={v}")]
             codes = [
@@ -257,10 +272,20 @@ def main() -> None:
     p.add_argument("--trials", type=int, default=8)
     p.add_argument("--times", type=int, default=10)
     p.add_argument("--quick", action="store_true", help="4 tunes, 3 readings, 2 exits each")
+    p.add_argument(
+        "--shared-session", action="store_true",
+        help="burners in this process's session (its scheduling group) instead of their own",
+    )  # fmt: skip
     args = p.parse_args()
+    global SHARED_SESSION
+    SHARED_SESSION = args.shared_session
     if args.quick:
         args.tunes, args.times = 4, 3
-    print(f"machine: {cpu_model()}, {Target.local_cpu().num_cores} cores; {args.burners} burners")
+    where = "this process's session" if args.shared_session else "sessions of their own"
+    print(
+        f"machine: {cpu_model()}, {Target.local_cpu().num_cores} cores; "
+        f"{args.burners} burners in {where}"
+    )
     part_estimators(args.burners, args.times)
     worst = part_same_schedule(args.burners, args.times)
     wrong = part_tunes(args.burners, args.tunes, args.trials)

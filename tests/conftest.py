@@ -58,3 +58,14 @@ def burners():
 
     with cpu_burners(2) as pids:
         yield pids
+
+
+@pytest.fixture
+def shared_burners():
+    """``burners`` in the test's own session: its scheduling group on Linux, where they
+    compete with the explorer's threads one by one (a suite's other workers, a build started
+    from the same shell)."""
+    from explorer.testing.load import cpu_burners
+
+    with cpu_burners(2, shared_session=True) as pids:
+        yield pids

@@ -11,7 +11,8 @@ reaches down into another's private modules for a value type:
   ``RunInfo``, ``TrialRow``, ...) and the marks a trial's decisions carry (start, baseline);
 * ``ModelRecord``, ``ModelTask``, ``ModelInput``: an imported model as the store keeps it;
 * ``factorizations``, ``divisors``: the perfect tilings of a loop, and its factors;
-* the worker-process pool (``_pool``), the timing gate (``_gate``) and the RPC tracker's
+* the worker-process pool (``_pool``), the timing gate (``_gate``), ``leave_session`` (a
+  process that times kernels takes a scheduling group of its own) and the RPC tracker's
   client (``_tracker``: ``TrackerAddress``, ``QueueTimeout``, ...), which measurers, trace
   checks, cost models and the fleet all use.
 """
@@ -45,6 +46,7 @@ from explorer.core._records import (
     text_hash,
     trace_hash,
 )
+from explorer.core._sched import leave_session
 from explorer.core._tiles import divisors, factorizations
 from explorer.core._tracker import (
     DEVICE_INFO_FUNC,
@@ -103,6 +105,7 @@ __all__ = [
     "fastest_round",
     "has_mark",
     "keep_launcher_off_workers",
+    "leave_session",
     "open_session",
     "pool_results",
     "read_message",

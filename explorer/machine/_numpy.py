@@ -109,6 +109,7 @@ class NumpyTimer:
             stderr=self._stderr,
             env=env,
             text=True,
+            start_new_session=True,  # a scheduling group of its own (explorer.core._sched)
         )
 
     def time(self, workload: Any, *, repeat: int = 5, min_secs: float = 0.05) -> NumpyBaseline:

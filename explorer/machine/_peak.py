@@ -227,6 +227,7 @@ def measure_peak(target: Target, device: FleetDevice | None = None) -> MachinePe
             text=True,
             env=env,
             timeout=MEASURE_TIMEOUT_SECS,
+            start_new_session=True,  # a scheduling group of its own (explorer.core._sched)
         )
     except subprocess.TimeoutExpired:
         raise PeakMeasureError(

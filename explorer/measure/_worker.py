@@ -55,7 +55,7 @@ import numpy as np
 import threadpoolctl
 
 from explorer import _tvm
-from explorer.core import read_message, write_message
+from explorer.core import leave_session, read_message, write_message
 from explorer.measure._timing import keep_off_worker_cores, kernel_args, time_main
 from explorer.measure._timing import message as _message
 from explorer.measure._timing import warm_up as _warm_up
@@ -272,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     if os.environ.get("OMP_NUM_THREADS", "").isdigit():
         threadpoolctl.threadpool_limits(int(os.environ["OMP_NUM_THREADS"]))
 
+    if opts.role == "run":  # its kernels' threads share the cores as a group of their own
+        leave_session()
     worker = _Worker(opts.role, opts.memory_limit_bytes)
     _limit_memory(opts.memory_limit_bytes)
     write_message(proto_out, {"ok": True, "ready": True, "pid": os.getpid()})

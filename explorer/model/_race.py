@@ -183,6 +183,7 @@ def _run_child(
             # TVM's thread pool reads its size once, when it starts: the target's, from the
             # first kernel on (ONNX Runtime's is set on its session)
             env={**os.environ, "TVM_NUM_THREADS": str(plan.num_threads)},
+            start_new_session=True,  # a scheduling group of its own (explorer.core._sched)
         )  # fmt: skip
     except subprocess.TimeoutExpired:
         raise ModelError(f"racing {name} took more than {timeout_secs:.0f} s") from None

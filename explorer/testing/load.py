@@ -9,6 +9,13 @@ the tests that assert them and the load benchmark run beside ``cpu_burners``::
 
 Each burner is a separate Python process spinning in a loop, started in a process group of its
 own and killed with it when the block ends, however it ends: nothing outlives the block.
+
+Where they run matters on Linux, whose autogroup scheduling (on in most distributions'
+kernels) shares the cores between sessions first and between a session's threads second. By
+default each burner has a session of its own, like another user's job or a build in another
+terminal; ``shared_session=True`` keeps them in the caller's session, competing with its
+threads one by one, like a test suite's other workers or a build started from the same shell
+(and like any CPU hog where autogroup is off).
 """
 
 from __future__ import annotations
@@ -20,12 +27,23 @@ import subprocess
 import sys
 from collections.abc import Iterator
 
-_SPIN = "while True:\n    pass\n"
+# Spins until its parent is gone (looked at every few milliseconds): a burner outlives
+# nothing, even a parent killed outright.
+_SPIN = """
+import os, sys
+parent = int(sys.argv[1])  # not its own getppid(): the parent may be gone before it runs
+while os.getppid() == parent:
+    for _ in range(100_000):
+        pass
+"""
 
 
 @contextlib.contextmanager
-def cpu_burners(n: int) -> Iterator[list[int]]:
-    """Run ``n`` CPU-bound processes for the duration of the block; yields their pids."""
+def cpu_burners(n: int, *, shared_session: bool = False) -> Iterator[list[int]]:
+    """Run ``n`` CPU-bound processes for the duration of the block; yields their pids.
+
+    ``shared_session``: in the caller's session (its scheduling group) rather than each in
+    one of its own; each is its own process group either way."""
     if n < 0:
         raise ValueError(f"the number of burners must be >= 0 (got {n})")
     procs: list[subprocess.Popen[bytes]] = []
@@ -33,11 +51,13 @@ def cpu_burners(n: int) -> Iterator[list[int]]:
         for _ in range(n):
             procs.append(
                 subprocess.Popen(
-                    [sys.executable, "-c", _SPIN],
+                    [sys.executable, "-c", _SPIN, str(os.getpid())],
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
-                    start_new_session=True,  # its own process group, killed whole below
+                    # Its own process group either way, killed whole below.
+                    start_new_session=not shared_session,
+                    preexec_fn=os.setpgrp if shared_session else None,
                 )
             )
         yield [p.pid for p in procs]
