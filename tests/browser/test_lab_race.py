@@ -28,11 +28,11 @@ from playwright.sync_api import expect
 pytestmark = pytest.mark.browser
 
 CELLS = [
-    "import pathlib, tempfile\n"
+    "import pathlib\n"
     "from explorer.replay import EXAMPLE, open_copy\n"
     "from explorer.workloads import get_workload\n"
     "from widgets import Explorer\n"
-    "folder = tempfile.mkdtemp()\n"
+    "folder = {folder!r}\n"  # the test's own: a folder of the system's would outlive it
     "open_copy(EXAMPLE, folder).close()\n"
     "recording = str(pathlib.Path(folder) / EXAMPLE.name)\n"
     "ex = Explorer(get_workload('softmax', M=64, N=256), store=':memory:')",
@@ -43,8 +43,15 @@ UI = 60_000
 
 
 @pytest.fixture(scope="module")
-def ui(jupyter_lab: Any, browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
-    with explorer_page(jupyter_lab, browser, request, "race.ipynb", CELLS) as page:
+def ui(
+    jupyter_lab: Any,
+    browser: Any,
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Any]:
+    folder = str(tmp_path_factory.mktemp("recording"))
+    cells = [CELLS[0].format(folder=folder), *CELLS[1:]]
+    with explorer_page(jupyter_lab, browser, request, "race.ipynb", cells) as page:
         yield page
         kernel_eval(page, "ex.close()")
 
