@@ -37,7 +37,7 @@ from pathlib import Path
 import psutil
 
 import explorer
-from explorer._process import ProcessIdentity
+from explorer._process import ProcessIdentity, remove_stale_temp_dirs
 from explorer.core import TrackerAddress, tracker_summary, wait_for_devices
 from explorer.errors import FleetError
 from explorer.target import KNOWN_MCPUS, available_cores
@@ -282,6 +282,7 @@ def stop_fleet(state: str | os.PathLike[str] | None = None) -> int:
             return 0
         alive = [p for p in fleet.processes if p.is_alive()]
         _stop(alive)
+        remove_stale_temp_dirs(WORK_PREFIX)  # the stopped servers' sessions' kernels
         file.unlink(missing_ok=True)
     return len(alive)
 
@@ -299,6 +300,9 @@ def _check_same_place(fleet: LocalFleet, host: str, port: int | None) -> None:
 
 
 # -- processes ----------------------------------------------------------------------------------
+WORK_PREFIX = "explorer-device-"  # a server's temp folder (``_server``)
+
+
 def _env() -> dict[str, str]:
     env = dict(os.environ)
     root = str(Path(explorer.__file__).resolve().parent.parent)

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,6 +29,7 @@ from explorer.fleet import (
     tracker_summary,
     wait_for_devices,
 )
+from explorer.fleet._local import WORK_PREFIX
 from explorer.machine import CACHE_ENV, measure_peak
 from explorer.measure import Candidate, MeasureConfig, RemoteMeasurer
 from explorer.measure._remote import NoSuchKey, TargetNotReported
@@ -141,7 +145,21 @@ def test_a_wrong_result_a_crash_and_a_hang_are_results_and_the_fleet_survives(
     assert len(wait_for_devices(fleet.tracker, "local", 2, timeout=30).servers) == 2
 
 
+def sent_kernels() -> set[Path]:
+    """The kernels TVM's device sessions keep in temp folders of the system's (the measurer
+    names each by 32 hex digits)."""
+    return {
+        f for f in Path(tempfile.gettempdir()).glob("tmp*/*.so")
+        if re.fullmatch(r"[0-9a-f]{32}\.so", f.name)
+    }  # fmt: skip
+
+
 def test_a_server_killed_mid_batch_loses_nothing(tmp_path) -> None:
+    # TVM's sessions keep the kernels they are sent in a temp folder that only a session which
+    # exits normally removes: the victim's session left its folder in the system's, once for
+    # every run of this test. A server's sessions use a folder of the server's own, removed
+    # by `fleet down` once the server is gone.
+    before = sent_kernels()
     state = tmp_path / "fleet.json"
     fleet = start_fleet(
         [ServerSpec("kill", 1, (0,)), ServerSpec("kill", 1, (1,))], state=state, port=free_port()
@@ -176,6 +194,9 @@ def test_a_server_killed_mid_batch_loses_nothing(tmp_path) -> None:
         assert by.count(survivor) >= 2 and set(by) <= {survivor, killed}, by
     finally:
         stop_fleet(state)
+    left = sent_kernels() - before
+    assert not left, sorted(map(str, left))
+    assert not list(Path(tempfile.gettempdir()).glob(f"{WORK_PREFIX}*-{victim.identity.pid}-*"))
 
 
 def test_a_key_whose_devices_all_went_away_is_said_within_seconds(tmp_path) -> None:
