@@ -48,6 +48,20 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _own_temp_folder() -> None:
+    """Each session keeps the kernels it is sent in a folder of TVM's that the session removes
+    as it exits: one killed with its server (`fleet down` mid-session, a server killed
+    outright) left its folder in the system's temp folder. The sessions' folders go into the
+    server's own, named after it, which `fleet down` (or the next server started here) removes
+    once the server is gone."""
+    from explorer._process import owned_temp_dir
+    from explorer.fleet._local import WORK_PREFIX
+
+    work = owned_temp_dir(WORK_PREFIX)
+    tempfile.tempdir = work  # forked sessions inherit it
+    os.environ["TMPDIR"] = work  # and anything started afresh reads it
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     # Before TVM starts: TVM's thread pool reads the variable once, and the affinity is
@@ -58,17 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["TVM_NUM_THREADS"] = str(threads)
     os.environ["OMP_NUM_THREADS"] = str(threads)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # `fleet down` stops it, not a terminal's Ctrl-C
-    # Each session keeps the kernels it is sent in a folder of TVM's that the session removes
-    # as it exits: one killed with its server (`fleet down` mid-session, a server killed
-    # outright) left its folder in the system's temp folder. The sessions' folders go into the
-    # server's own, named after it, which `fleet down` (or the next server started here)
-    # removes once the server is gone.
-    from explorer._process import owned_temp_dir
-    from explorer.fleet._local import WORK_PREFIX
-
-    work = owned_temp_dir(WORK_PREFIX)
-    tempfile.tempdir = work  # forked sessions inherit it
-    os.environ["TMPDIR"] = work  # and anything started afresh reads it
+    _own_temp_folder()
 
     from explorer import _tvm
     from explorer.core import DEVICE_INFO_FUNC, PIN_LAUNCHER_FUNC, TrackerAddress
