@@ -58,7 +58,7 @@ postgresql:
 # Two test files at a time (pytest-xdist; a file's tests stay together, so its module fixtures
 # are set up once; a third at a time was no faster: the two cores are busy). All of `make test`,
 # coverage included, took 26-28 minutes on a clean clone on the 2-core Intel Xeon of 2026-11-27
-# (the parallel part 22) and 25 on the one of 2026-12-02 (parallel part 20.5, serial 3.5), and
+# (the parallel part 22) and 24 on the one of 2026-12-02 (parallel part 19.5, serial 3.5), and
 # 40 on the 2-core AMD EPYC of 2026-11-28 (parallel part 33, serial part 6). The timing-sensitive
 # tests (marker
 # `serial`: the measured peak, noisy timings, the baseline) then run alone. Coverage is measured
