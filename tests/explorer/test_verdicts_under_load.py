@@ -118,7 +118,7 @@ def test_a_2_thread_kernel_reads_its_cost_beside_burners_of_its_own_session(shar
     """Burners in the caller's session (its scheduling group under Linux's autogroup) took
     turns with the kernel's worker thread: this schedule of matmul 256 read 0.31 ms in one
     measurement and 4-5 ms in the next, 0.29 ms quiet (the runner now has a session of its
-    own). The burners start with the test; the quiet reading is taken before them."""
+    own). The quiet reading is taken with the burners stopped (SIGSTOP), then they run."""
     session = ScheduleSession(get_workload("matmul", M=256, N=256, K=256))
     session.apply("split", loop="i", factors=[None, 32])
     session.apply("split", loop="j", factors=[None, 64])
