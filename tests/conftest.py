@@ -2,11 +2,39 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from explorer.machine import CACHE_ENV as PEAK_CACHE_ENV
+
 GOLDEN_DIR = Path(__file__).parent / "golden"
+# The machine's measured peak is kept in the user's cache (explorer.machine). A suite measures
+# it under its own load (two test processes, CPU burners), and its notebooks measure fleet
+# devices' peaks: neither reading may become the user's. The suite keeps its own, in a folder
+# made by the first process (the controller: xdist's workers inherit its environment) and
+# removed with it.
+_OWN_CACHE_FOLDER = "EXPLORER_TESTS_CACHE_FOLDER"
+_cache_folder_key = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get(_OWN_CACHE_FOLDER):  # an xdist worker: the controller made it
+        return
+    folder = tempfile.mkdtemp(prefix="explorer-tests-cache-")
+    os.environ[_OWN_CACHE_FOLDER] = folder
+    os.environ[PEAK_CACHE_ENV] = os.path.join(folder, "peak.json")
+    config.stash[_cache_folder_key] = folder
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = config.stash.get(_cache_folder_key, None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.environ.pop(_OWN_CACHE_FOLDER, None)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
