@@ -57,8 +57,10 @@ def measurement(store: RecordStore, record: TrialRecord, label: str) -> Measurem
     rank = store.rank_of(record) if result.is_ok and result.median_secs else None
     peak, note = None, ""
     if candidate.target.kind == "llvm":
+        secs = result.median_secs if result.is_ok else None
+        reached = candidate.workload.flops() / secs / 1e9 if secs else None
         try:
-            peak = measured_peak(candidate.target)
+            peak = measured_peak(candidate.target, at_least=reached)
         except PeakMeasureError as exc:
             note = str(exc)
     if rank is None:

@@ -49,8 +49,9 @@ CACHE_ENV = "SCHEDULE_EXPLORER_PEAK_CACHE"
 MEASURE_TIMEOUT_SECS = 300.0
 REMEASURE_HINT = "re-measure it with `explorer peak --remeasure`"
 BUSY = 0.25  # as _peak_kernels.QUIET
-# A peak kept from a busy machine is measured again when asked for, but at most this often: the
-# cost panel asks at every Measure, and on a machine that stays busy each attempt cost ~18 s.
+# A peak kept from a busy machine, or below a rate a kernel reached, is measured again when asked
+# for, but at most this often: the cost panel asks at every Measure, and on a machine that stays
+# busy each attempt cost ~18 s.
 BUSY_RETRY_SECS = 600.0
 
 
@@ -169,26 +170,34 @@ def cache_path() -> Path:
 
 
 def measured_peak(
-    target: Target, *, remeasure: bool = False, device: FleetDevice | None = None
+    target: Target,
+    *,
+    remeasure: bool = False,
+    device: FleetDevice | None = None,
+    at_least: float | None = None,
 ) -> MachinePeak:
     """The measured peak of ``target`` (a CPU), from the cache or else measured now (seconds),
     on this machine or on ``device``.
 
     ``remeasure=True`` measures even when a cached value exists and replaces it. A kept value
-    measured while other processes kept the CPUs busy (``was_busy``) is measured again too when
-    it is asked for, at most once every ``BUSY_RETRY_SECS``, until a quieter attempt; the
-    better of the two is kept.
+    measured while other processes kept the CPUs busy (``was_busy``), or below ``at_least``
+    GFLOPS (a rate a kernel was just measured at on the same target), is measured again too
+    when it is asked for, at most once every ``BUSY_RETRY_SECS``; the better of the two is
+    kept. A peak below what a kernel reached was measured in a slow minute that nothing here
+    could see (a virtual machine's host busy with other guests shows no steal time in some
+    hypervisors), and every roofline would say so until it is measured again.
     """
     _check_cpu(target)
     cached = None if remeasure else cached_peak(target, device)
     if cached is not None:
         recent = time.time() - cached.measured_at < BUSY_RETRY_SECS
-        if not cached.was_busy or recent:
+        exceeded = at_least is not None and at_least > cached.gflops_f32
+        if not (cached.was_busy or exceeded) or recent:
             return cached
     peak = measure_peak(target, device)
     if cached is not None:
-        # Kept while other processes were busy: measured again now, and the best of both kept
-        # (a peak is the fastest sustained rate; a disturbed attempt only errs low).
+        # Kept from a busy or slow minute: measured again now, and the best of both kept (a
+        # peak is the fastest sustained rate; a disturbed attempt only errs low).
         peak = replace(
             peak,
             gflops_f32=max(peak.gflops_f32, cached.gflops_f32),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
 
 import pytest
@@ -137,6 +138,11 @@ def test_a_peak_kept_from_a_busy_machine_is_measured_again_and_the_best_kept(
     assert again.measured_at > 0 and again.gflops_f32 > 1.0  # measured again, now
     assert again.bandwidth_gbs == 1e6  # the better of the two attempts is kept
     assert cached_peak(target) == again
-    quiet = replace(first, gflops_f32=1.0, busy_elsewhere=0.0)
+    quiet = replace(first, gflops_f32=1.0, busy_elsewhere=0.0, measured_at=time.time())
     _write_cache({_cache_key(target): quiet})
     assert measured_peak(target) == quiet  # a quiet measurement is kept as it is
+    # a rate above it: measured in a slow minute, measured again (unless measured just now)
+    assert measured_peak(target, at_least=2.0) == quiet
+    _write_cache({_cache_key(target): replace(quiet, measured_at=0)})
+    assert measured_peak(target, at_least=0.5).measured_at == 0
+    assert measured_peak(target, at_least=2.0).gflops_f32 > 1.0
