@@ -94,9 +94,12 @@ def as_typed(text: object, limit: int = 40) -> str:
     return shown if len(shown) <= limit else shown[: limit - 3] + "..."
 
 
-def parse_whole(field: str, text: object, least: int, at_least: str) -> int | str:
-    """``text`` (what a box holds) as a whole number of at least ``least``, or why not: one
-    sentence naming ``field``. Never rounded.
+def parse_whole(
+    field: str, text: object, least: int, at_least: str, most: int | None = None, why: str = ""
+) -> int | str:
+    """``text`` (what a box holds) as a whole number of at least ``least`` (and at most
+    ``most``, where given; ``why`` says why, after the limit), or why not: one sentence naming
+    ``field``. Never rounded, never clipped.
 
     Example:
         >>> parse_whole("Samples", " 6 ", 1, "at least 1 candidate")
@@ -105,6 +108,8 @@ def parse_whole(field: str, text: object, least: int, at_least: str) -> int | st
         'Samples must be a whole number (got 2.5).'
         >>> parse_whole("Seed", "-1", 0, "a whole number >= 0")
         'Seed must be a whole number >= 0 (got -1).'
+        >>> parse_whole("Trials", "1000000000", 1, "at least 1", 10**6, ": that takes days")
+        'Trials must be at most 1000000: that takes days (got 1000000000).'
     """
     n = whole_number(text)
     if n is None:
@@ -112,4 +117,6 @@ def parse_whole(field: str, text: object, least: int, at_least: str) -> int | st
         return f"{field} must be a whole number (got {shown or 'an empty box'})."
     if n < least:
         return f"{field} must be {at_least} (got {n})."
+    if most is not None and n > most:
+        return f"{field} must be at most {most}{why} (got {n})."
     return n

@@ -40,6 +40,7 @@ from explorer.plots import make_model_race_figure, make_model_tasks_figure
 from explorer.search import STRATEGIES
 from explorer.session import ScheduleSession
 from explorer.text import error_text, format_secs, plural
+from explorer.types import MAX_TRIALS, TOO_MANY_TRIALS
 from widgets import _ui
 from widgets._context import Context
 from widgets._jobs import Job, JobState
@@ -188,18 +189,27 @@ class ModelPanel(Panel):
             self._say("Not imported: give the ONNX file's path (on the kernel's machine).")
             return None
 
+        stored = {model.id for model in self.ctx.store.models()}
+
         def work(_job: Job) -> ModelRecord:
             return import_model(
                 path, self.ctx.store, inputs=shapes, target=self.ctx.target,
                 on_step=lambda step: _ui.call_soon(self._say, f"Importing {path}: {step}..."),
             )  # fmt: skip
 
-        return self._submit("Model import", work, self._on_imported, f"Importing {path}...")
+        return self._submit(
+            "Model import",
+            work,
+            lambda model: self._on_imported(model, again=model.id in stored),
+            f"Importing {path}...",
+        )
 
     def tune(self) -> Job | None:
         """Tune the shown model's tasks with the panel's budget, strategy and scheduler."""
         model = self._need_model("tune")
-        trials = parse_whole("Trials", self.trials.value, 1, "at least 1 trial")
+        trials = parse_whole(
+            "Trials", self.trials.value, 1, "at least 1 trial", MAX_TRIALS, TOO_MANY_TRIALS
+        )
         if model is None:
             return None
         if isinstance(trials, str):
@@ -299,11 +309,17 @@ class ModelPanel(Panel):
             button.disabled = running
         self.stop_button.disabled = not running
 
-    def _on_imported(self, model: ModelRecord) -> None:
+    def _on_imported(self, model: ModelRecord, again: bool = False) -> None:
         self.refresh_models(select=model.id)
+        said = (
+            f"{model.name} is already stored (the same file)"
+            if again
+            else f"Imported {model.name}"
+        )
+        untuned = sum(t.untuned_total_secs or 0.0 for t in model.tasks)
         self._say(
-            f"Imported {model.name}: {plural(len(model.tasks), 'task')}, untuned "
-            f"{format_secs(sum(t.untuned_total_secs or 0.0 for t in model.tasks))} per inference."
+            f"{said}: {plural(len(model.tasks), 'task')}, untuned {format_secs(untuned)} per "
+            "inference."
         )
 
     def _on_progress(self, p: ModelTuneProgress) -> None:
@@ -318,7 +334,13 @@ class ModelPanel(Panel):
         stopped = self.job is not None and self.job.is_cancelled()
         self.progress.bar_style = "warning" if stopped else "success"
         self._show_tasks()
-        self._say(f"Tune {tune} {'stopped' if stopped else 'done'}; racing the network...")
+        if stopped:  # a stop stops: the race is the user's call (Race builds what was found)
+            self._say(
+                f"Tune {tune} stopped (every measured trial is kept); Race builds the network "
+                "with the best schedules found so far."
+            )
+            return
+        self._say(f"Tune {tune} done; racing the network...")
         self._submit_race_after(tune)
 
     def _submit_race_after(self, tune: str) -> None:
@@ -397,7 +419,7 @@ def _race_html(race: ModelRace) -> str:
         f"<tr><td>{html.escape(e.name)}</td><td>"
         + (html.escape(e.error) if e.error else format_secs(e.fastest_secs))
         + "</td><td>"
-        + ("" if e.max_error is None or e.name == "onnxruntime" else f"{e.max_error:.1g}")
+        + ("" if e.max_error is None else f"{e.max_error:.1g}")
         + "</td></tr>"
         for e in race.entries
     )

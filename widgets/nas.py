@@ -44,6 +44,7 @@ from explorer.search import STRATEGIES
 from explorer.session import ScheduleSession
 from explorer.storage import name_trial, summarize_run
 from explorer.text import error_text
+from explorer.types import MAX_TRIALS, TOO_MANY_TRIALS
 from widgets import _nas_views, _ui
 from widgets._context import Context
 from widgets._jobs import Job, JobState
@@ -435,7 +436,9 @@ class NasPanel(Panel):
         samples = parse_whole("Samples", self.samples.value, 1, "at least 1 candidate")
         if isinstance(samples, str):
             return samples
-        budget = parse_whole("Trials/shape", self.budget.value, 1, "at least 1")
+        budget = parse_whole(
+            "Trials/shape", self.budget.value, 1, "at least 1", MAX_TRIALS, TOO_MANY_TRIALS
+        )
         if isinstance(budget, str):
             return budget
         seed = parse_whole("Seed", self.seed.value, 0, "a whole number >= 0")

@@ -23,6 +23,7 @@ from explorer.replay import DEFAULT_STRATEGIES, MAX_SEEDS, RaceProgress, Recordi
 from explorer.search import STRATEGIES
 from explorer.storage import get_store, is_postgres_url
 from explorer.text import format_secs, plural, share
+from explorer.types import MAX_TRIALS, TOO_MANY_TRIALS
 from widgets import _ui
 from widgets._context import Context
 from widgets._jobs import Job, JobState
@@ -111,7 +112,9 @@ class RacePanel(Panel):
         seeds = parse_whole("Seeds", self.seeds.value, 1, f"between 1 and {MAX_SEEDS}")
         if isinstance(seeds, int) and seeds > MAX_SEEDS:
             seeds = f"Seeds must be between 1 and {MAX_SEEDS} (got {seeds})."
-        trials = parse_whole("Trials each", self.trials.value, 1, "at least 1")
+        trials = parse_whole(
+            "Trials each", self.trials.value, 1, "at least 1", MAX_TRIALS, TOO_MANY_TRIALS
+        )
         for parsed in (seeds, trials):  # the first field at fault
             if isinstance(parsed, str):
                 self._say(parsed)

@@ -41,6 +41,7 @@ from explorer.storage import trial_name
 from explorer.target import Target
 from explorer.text import format_secs
 from explorer.tuner import TuneProgress, Tuner, TuneResult
+from explorer.types import MAX_TRIALS, TOO_MANY_TRIALS
 from explorer.workloads import Workload
 from widgets import _ui
 from widgets._context import Context
@@ -273,7 +274,9 @@ class SearchPanel(Panel):
 
     def _request(self, session: ScheduleSession) -> _Request | str:
         """The search the settings ask for, or why they ask for none (one sentence)."""
-        max_trials = parse_whole("Max trials", self.trials.value, 1, "at least 1")
+        max_trials = parse_whole(
+            "Max trials", self.trials.value, 1, "at least 1", MAX_TRIALS, TOO_MANY_TRIALS
+        )
         if isinstance(max_trials, str):
             return max_trials
         seed = parse_whole("Seed", self.seed.value, 0, "a whole number >= 0")

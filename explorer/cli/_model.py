@@ -188,9 +188,10 @@ def _print_race(race: Any) -> None:
     from explorer.model import ONNXRUNTIME, TUNE_RELAX, TUNED, UNTUNED, busy_note
 
     env = race.environment
+    scheduled = plural(int(env.get("tasks_scheduled") or 0), "task")
     print(
         f"race {race.id} on {env.get('cpu_model', 'this CPU')}, {env.get('num_threads')} "
-        f"threads, {plural(race.trials, 'trial')} spent, {env.get('tasks_scheduled')} tasks "
+        f"threads, {plural(race.trials, 'trial')} spent, {scheduled} "
         f"scheduled (ONNX Runtime {env.get('onnxruntime_version')}):"
     )
     for e in race.entries:
@@ -198,7 +199,7 @@ def _print_race(race: Any) -> None:
             print(f"  {e.name:12s} {e.error}")
             continue
         check = (
-            "" if e.name == ONNXRUNTIME else f", output within {e.max_error:.1g} of ONNX Runtime's"
+            "" if e.max_error is None else f", output within {e.max_error:.1g} of ONNX Runtime's"
         )
         rounds = " ".join(format_secs(x) for x in e.round_secs)
         print(f"  {e.name:12s} {format_secs(e.fastest_secs)} (rounds: {rounds}){check}")

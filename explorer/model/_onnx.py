@@ -41,11 +41,13 @@ def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
     """``name=1x3x224x224`` as (name, shape); ``ModelError`` saying what is wrong."""
     match = re.fullmatch(r"\s*([^=\s]+)\s*=\s*(\d+(?:\s*[x,]\s*\d+)*)\s*", text)
     if match is None:
-        raise ModelError(f"--input must be NAME=DIMxDIMx... such as x=1x3x224x224 (got {text!r})")
+        raise ModelError(
+            f"an input's size must be NAME=DIMxDIMx... such as x=1x3x224x224 (got {text!r})"
+        )
     dims = tuple(int(d) for d in re.split(r"\s*[x,]\s*", match.group(2)))
     if any(d < 1 or d > MAX_INPUT_DIM for d in dims):
         raise ModelError(
-            f"--input {match.group(1)}: every dimension must be in [1, {MAX_INPUT_DIM}] "
+            f"input {match.group(1)}: every dimension must be in [1, {MAX_INPUT_DIM}] "
             f"(got {'x'.join(map(str, dims))})"
         )
     return match.group(1), dims
@@ -60,6 +62,8 @@ def read_onnx(path: str | os.PathLike[str], shapes: Mapping[str, Sequence[int]] 
     """
     require("onnx", "importing an ONNX model", "model")
     file = Path(path)
+    if file.is_dir():
+        raise ModelError(f"{file} is a folder: give the path of an ONNX file in it")
     if not file.is_file():
         raise ModelError(f"{file}: no such file")
     size = file.stat().st_size
@@ -79,10 +83,10 @@ def parse_onnx(data: bytes, where: str, shapes: Mapping[str, Sequence[int]] = {}
     file = where
     try:
         proto = onnx.load_model_from_string(data)
-    except Exception as exc:  # noqa: BLE001  (protobuf's DecodeError, or anything it raises)
-        raise ModelError(f"{file} is not an ONNX model (it cannot be parsed: {exc})") from None
+    except Exception:  # noqa: BLE001  (protobuf's DecodeError, or anything it raises)
+        raise _unreadable(file, data) from None
     if not proto.graph.node:
-        raise ModelError(f"{file} is not an ONNX model (it holds no graph nodes)")
+        raise ModelError(f"{file} holds no ONNX graph nodes (an empty model, or one cut short)")
     _check_weights_inside(file, proto)
     try:
         onnx.checker.check_model(proto)
@@ -99,6 +103,17 @@ def parse_onnx(data: bytes, where: str, shapes: Mapping[str, Sequence[int]] = {}
         )
     inputs = _inputs(file, proto, shapes)
     return OnnxFile(proto, data, hashlib.sha256(data).hexdigest(), inputs, int(opset))
+
+
+def _unreadable(file: str, data: bytes) -> ModelError:
+    # onnx.save writes ir_version (field 1, a small varint) first: a file that starts so and
+    # cannot be parsed was an ONNX model once, cut short or damaged since.
+    if len(data) >= 2 and data[0] == 0x08 and 1 <= data[1] <= 0x7F:
+        return ModelError(
+            f"{file} is cut short or damaged: it starts as an ONNX model, but its "
+            f"{len(data)} bytes cannot be read as one"
+        )
+    return ModelError(f"{file} is not an ONNX model (its bytes cannot be read as one)")
 
 
 def _check_weights_inside(file: str, proto: Any) -> None:

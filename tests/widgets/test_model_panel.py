@@ -66,6 +66,28 @@ def test_import_tune_race_and_open_a_task(local_ctx, tiny_onnx) -> None:
     assert list(panel.race_figure.data[1].y) == [ort, ort]
     assert "tuned" in panel.tasks_table.value or "best" in panel.tasks_table.value
 
+    # The same file again: found in the store, and said so.
+    panel.import_button.click()
+    settle(panel)
+    assert panel.status.value.startswith("tiny is already stored (the same file): 5 tasks")
+    assert len(panel.ctx.store.models()) == 1
+
+    # A budget past the core's limit is refused (it is a slip of the keyboard), not started.
+    panel.trials.value = "1000000000"
+    assert panel.tune() is None
+    assert panel.status.value.startswith("Not started: Trials must be at most 1000000: ")
+    # A stopped tune stops: no race starts by itself.
+    races = len(panel.ctx.store.model_races(panel.model.id))
+    panel.trials.value = "100000"
+    stopped = panel.tune()
+    assert stopped is not None
+    panel.stop_button.click()
+    assert stopped.wait(WAIT) and stopped.state is JobState.CANCELLED, stopped.exception
+    assert panel.job is stopped and not panel.tune_button.disabled
+    said = panel.status.value
+    assert said.startswith("Tune random/seed0/round-robin stopped"), said
+    assert len(panel.ctx.store.model_races(panel.model.id)) == races
+
     session = panel.open_task()
     task = panel.model.task(str(panel.task.value))
     assert session is not None and session.workload == task.workload
@@ -80,6 +102,13 @@ def test_what_it_refuses_before_any_work(local_ctx, tmp_path) -> None:
     assert panel.import_file() is None and "give the ONNX file's path" in panel.status.value
     panel.path.value, panel.inputs.value = "x.onnx", "x=1x0"
     assert panel.import_file() is None and "every dimension must be in" in panel.status.value
+    # the box is named Inputs: no command-line flag in what the panel says
+    panel.inputs.value = "abc"
+    assert panel.import_file() is None and "--input" not in panel.status.value
+    panel.path.value, panel.inputs.value = str(tmp_path), ""
+    job = panel.import_file()
+    assert job is not None and job.wait(WAIT) and job.state is JobState.ERROR
+    assert f"{tmp_path} is a folder" in panel.status.value
     bad = tmp_path / "bad.onnx"
     bad.write_text("not a network")
     panel.path.value, panel.inputs.value = str(bad), ""

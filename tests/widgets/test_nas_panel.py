@@ -287,6 +287,7 @@ def _when(condition: Callable[[], bool]) -> threading.Event:
         ("samples", "2.5", "Not started: Samples must be a whole number (got 2.5)."),
         ("width", "4.5", "Not started: Width must be a whole number (got 4.5)."),
         ("budget", "1.5", "Not started: Trials/shape must be a whole number (got 1.5)."),
+        ("budget", "2000000", "Not started: Trials/shape must be at most 1000000: a million "),
         ("seed", "one", "Not started: Seed must be a whole number (got one)."),
         ("packages", ("jax", "no_such_nas_module"), "Not started: the NAS search needs "),
     ],

@@ -135,6 +135,7 @@ _SEEDS = st.one_of(
 _TRIALS = st.one_of(
     st.integers(1, 10**6).map(lambda n: (str(n), True)),
     st.integers(-(10**6), 0).map(lambda n: (str(n), False)),
+    st.integers(10**6 + 1, 10**20).map(lambda n: (str(n), False)),  # days of measuring
     _NOT_A_NUMBER.map(lambda s: (s, False)),
 )
 

@@ -178,6 +178,12 @@ def test_errors_are_shown_as_text(make_panel):
     for box, typed, said in [
         (panel.trials, "2.5", "Max trials must be a whole number (got 2.5)."),
         (panel.trials, "", "Max trials must be a whole number (got an empty box)."),
+        (
+            panel.trials,
+            "1000000000",
+            "Max trials must be at most 1000000: a million trials take days; split the work "
+            "into several runs (got 1000000000).",
+        ),
         (panel.seed, "-1", "Seed must be a whole number >= 0 (got -1)."),
     ]:
         panel.trials.value, panel.seed.value = 4, 0

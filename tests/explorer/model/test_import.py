@@ -126,14 +126,21 @@ def test_a_file_that_is_not_onnx_is_refused(tmp_path):
     _assert_refused(path, "is not an ONNX model", tmp_path)
 
 
-def test_a_truncated_file_is_refused(tiny_onnx, tmp_path):
+def test_a_truncated_file_is_refused_as_cut_short(tiny_onnx, tmp_path):
+    data = tiny_onnx.read_bytes()
     path = tmp_path / "cut.onnx"
-    path.write_bytes(tiny_onnx.read_bytes()[:-200])
-    _assert_refused(path, "is not (an|a valid) ONNX model", tmp_path)
+    path.write_bytes(data[:-200])
+    _assert_refused(path, "cut.onnx is cut short or damaged: it starts as an ONNX model", tmp_path)
+    for cut in range(2, len(data), 97):  # wherever a copy stopped (fails before any TVM work)
+        path.write_bytes(data[:cut])
+        # the file's bytes end in a field (no graph at all) or inside one
+        with pytest.raises(ModelError, match="is cut short or damaged|or one cut short"):
+            read_onnx(path)
 
 
-def test_a_missing_file_is_refused(tmp_path):
+def test_a_missing_file_or_a_folder_is_refused(tmp_path):
     _assert_refused(tmp_path / "nowhere.onnx", "no such file", tmp_path)
+    _assert_refused(tmp_path, f"{tmp_path} is a folder: give the path of an ONNX file", tmp_path)
 
 
 def test_an_operator_tvm_cannot_convert_is_named_with_its_node(tmp_path):

@@ -99,6 +99,7 @@ def test_tune_then_race_from_the_command_line(imported):
         (["model", "import", "{bad}"], "is not an ONNX model"),
         (["model", "import", "{bad}", "--input", "x=1x0"], "every dimension must be in"),
         (["model", "import", "{bad}", "--input", "x"], "must be NAME=DIMxDIMx"),
+        (["model", "import", "{dir}"], "is a folder: give the path of an ONNX file in it"),
         (["model", "example", "resnet19", "-o", "{bad}"], "resnet18"),
     ],
 )
@@ -107,7 +108,8 @@ def test_bad_input_is_one_sentence_and_exit_2(args, message, tmp_path):
     bad.write_text("not a network")
     db = tmp_path / "records.db"
     db_args = ["--db", str(db)] if args[1] == "import" else []
-    out = explorer(*[a.replace("{bad}", str(bad)) for a in args], *db_args)
+    args = [a.replace("{bad}", str(bad)).replace("{dir}", str(tmp_path)) for a in args]
+    out = explorer(*args, *db_args)
     assert out.returncode == 2, out.stdout + out.stderr
     assert message in out.stderr and out.stderr.count("\n") == 1, out.stderr
     assert not db.exists() or get_store(db, read_only=True).models() == []

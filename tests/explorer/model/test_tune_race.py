@@ -201,8 +201,9 @@ def test_the_race_checks_and_times_every_build_against_onnxruntime(tuned):
     for entry in race.entries:
         assert entry.error is None, entry
         assert len(entry.round_secs) == 2 and entry.fastest_secs > 0
-        assert entry.max_error is not None and entry.max_error <= MAX_ERROR
-    assert race.entry(ONNXRUNTIME).max_error == 0.0
+        if entry.name != ONNXRUNTIME:
+            assert entry.max_error is not None and entry.max_error <= MAX_ERROR
+    assert race.entry(ONNXRUNTIME).max_error is None  # the reference, never compared with itself
     # the tuned convolution is ~50x faster than its default lowering, which is ~98% of the
     # untuned network's time: the tuned network must be faster than the untuned one
     assert race.entry(TUNED).fastest_secs < race.entry(UNTUNED).fastest_secs
