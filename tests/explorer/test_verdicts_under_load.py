@@ -145,7 +145,9 @@ def test_a_tiny_tune_beside_burners_of_its_own_session_reads_tight_repeats(
 ):
     """`explorer tune matmul 8 --trials 2` beside burners of its own session took 50 s
     instead of 5 and stored repeats of one 0.8 us schedule at 1.6 us to 4 ms: each 2-thread
-    call waited for a burner's time slice. Every reading's repeats must agree within 2x."""
+    call waited for a burner's time slice. Every reading's repeats must agree within 2x, give
+    or take a microsecond: a wait for a time slice costs far more, while a 30 ns baseline's
+    repeats once read 29-65 ns on a slow 2-core VM (a cache miss, not a wait)."""
     db = tmp_path / "records.db"
     out = explorer(
         "tune", "matmul", *params({"M": 8, "N": 8, "K": 8}), "--trials", "2", "--batch", "2",
@@ -155,4 +157,4 @@ def test_a_tiny_tune_beside_burners_of_its_own_session_reads_tight_repeats(
     with get_store(db, read_only=True) as store:
         rows = [r for r in store.trial_rows() if r.run_secs]
     assert len(rows) >= 4, rows_of(db)  # 2 trials, the baseline and their re-timing
-    assert all(max(r.run_secs) <= 2 * min(r.run_secs) for r in rows), rows_of(db)
+    assert all(max(r.run_secs) <= 2 * min(r.run_secs) + 1e-6 for r in rows), rows_of(db)
