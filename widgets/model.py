@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import html
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -189,7 +190,7 @@ class ModelPanel(Panel):
             self._say("Not imported: give the ONNX file's path (on the kernel's machine).")
             return None
 
-        stored = {model.id for model in self.ctx.store.models()}
+        started = time.time()
 
         def work(_job: Job) -> ModelRecord:
             return import_model(
@@ -200,7 +201,8 @@ class ModelPanel(Panel):
         return self._submit(
             "Model import",
             work,
-            lambda model: self._on_imported(model, again=model.id in stored),
+            # a model stored before this import began: the same file, found in the store
+            lambda model: self._on_imported(model, again=model.created_at < started),
             f"Importing {path}...",
         )
 

@@ -127,7 +127,8 @@ class RaceEntry:
     """One contender of a model race: the network built one way (``untuned``, ``tuned``,
     ``tune_relax``) or ONNX Runtime. ``round_secs``: its fastest call in each interleaved
     round; ``max_error``: its largest difference from ONNX Runtime's output, relative to the
-    largest output; ``error``: why it could not run (then nothing was timed)."""
+    largest output (``None`` for ONNX Runtime, the reference); ``error``: why it could not run
+    (then nothing was timed)."""
 
     name: str
     round_secs: tuple[float, ...]
@@ -144,7 +145,8 @@ class RaceEntry:
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> RaceEntry:
-        error = data.get("max_error")
+        # races stored before 2026-12-03 compared ONNX Runtime with itself (0.0)
+        error = None if data["name"] == "onnxruntime" else data.get("max_error")
         return RaceEntry(
             str(data["name"]), tuple(float(x) for x in data["round_secs"]),
             None if error is None else float(error), data.get("error"),

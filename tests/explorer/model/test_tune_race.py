@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from explorer.core import ModelRecord, ModelTask
+from explorer.core import ModelRecord, ModelTask, RaceEntry
 from explorer.errors import CapabilityError, ModelError, SearchError
 from explorer.measure import trace_key
 from explorer.model import (
@@ -234,6 +234,15 @@ def test_a_damaged_stored_model_is_one_sentence_and_no_race(tuned, tmp_path):
             race_model(model, store, rounds=1)
         assert "\n" not in str(info.value)
         assert store.model_races(model.id) == before
+
+
+def test_a_race_stored_before_reads_onnx_runtime_without_an_error_against_itself():
+    """Races stored before 2026-12-03 compared ONNX Runtime's output with itself (0.0), which
+    the CLI, the Model tab and notebook 07 printed as "0 from ONNX Runtime"."""
+    stored = {"name": ONNXRUNTIME, "round_secs": [8e-5], "max_error": 0.0, "error": None}
+    assert RaceEntry.from_json(stored).max_error is None
+    tuned = {"name": "tuned", "round_secs": [1e-4], "max_error": 3e-7, "error": None}
+    assert RaceEntry.from_json(tuned).max_error == 3e-7
 
 
 def test_relative_error_compares_shapes_and_scales_by_the_largest_value():
