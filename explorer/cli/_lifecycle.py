@@ -35,6 +35,7 @@ def sigterm_interrupts() -> Iterator[None]:
     """While inside, SIGTERM raises ``Terminated`` in the main thread (elsewhere: no change)."""
 
     def on_sigterm(signum: int, frame: Any) -> None:
+        _terminate_requested.set()  # raised where TVM may swallow it, as Ctrl-C can be
         raise Terminated()
 
     try:
@@ -73,6 +74,7 @@ def deliver_swallowed_interrupts() -> None:
 
 
 _interrupt_requested = threading.Event()
+_terminate_requested = threading.Event()
 
 
 def remember_interrupts() -> None:
@@ -94,15 +96,19 @@ def remember_interrupts() -> None:
 
 
 def raise_unanswered_interrupt() -> None:
-    """Raise ``KeyboardInterrupt`` if Ctrl-C was pressed (``remember_interrupts``): called where
-    a command would go on, so a Ctrl-C swallowed on its way still ends it."""
+    """Raise ``Terminated`` if SIGTERM came (``sigterm_interrupts``), else ``KeyboardInterrupt``
+    if Ctrl-C was pressed (``remember_interrupts``): called where a command would go on, so an
+    interrupt swallowed on its way still ends it."""
+    if _terminate_requested.is_set():
+        raise Terminated
     if _interrupt_requested.is_set():
         raise KeyboardInterrupt
 
 
 def forget_interrupts() -> None:
-    """A new command starts: no Ctrl-C pressed yet."""
+    """A new command starts: no Ctrl-C pressed, no SIGTERM received yet."""
     _interrupt_requested.clear()
+    _terminate_requested.clear()
 
 
 def _send_soon(thread: int, signum: int) -> None:

@@ -71,10 +71,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if code not in (EXIT_INTERRUPTED, EXIT_TERMINATED):
             raise_unanswered_interrupt()  # a Ctrl-C swallowed on its way (see there)
         return code
-    except KeyboardInterrupt:  # pressed before a command started (TVM still loading, say)
+    except KeyboardInterrupt as exc:  # before a command started (TVM still loading, say)
         _ignore_further_interrupts()
         print("interrupted before anything was stored", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
 
 
 def console() -> int:

@@ -163,16 +163,19 @@ def _search(args: argparse.Namespace, plan: _Plan) -> Any:
             # A strategy that works long before it measures says what it does on the bar.
             plan.strategy.on_working = bar.set_description_str
             if args.resume is not None:
-                return tuner.resume(args.resume, strategy=plan.strategy, on_progress=progress)
-            return tuner.run(
-                plan.workload,
-                plan.target,
-                plan.strategy,
-                max_trials=args.trials,
-                max_secs=args.seconds,
-                seed=args.seed,
-                on_progress=progress,
-            )
+                result = tuner.resume(args.resume, strategy=plan.strategy, on_progress=progress)
+            else:
+                result = tuner.run(
+                    plan.workload,
+                    plan.target,
+                    plan.strategy,
+                    max_trials=args.trials,
+                    max_secs=args.seconds,
+                    seed=args.seed,
+                    on_progress=progress,
+                )
+            raise_unanswered_interrupt()  # swallowed in the last batch: said with the run's id
+            return result
     except KeyboardInterrupt as exc:
         if tuner is None or tuner.run_id is None:  # stopped before any run existed
             raise

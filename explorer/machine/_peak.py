@@ -27,6 +27,8 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import json
 import math
 import os
@@ -34,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -188,12 +191,53 @@ def measured_peak(
     hypervisors), and every roofline would say so until it is measured again.
     """
     _check_cpu(target)
-    cached = None if remeasure else cached_peak(target, device)
-    if cached is not None:
-        recent = time.time() - cached.measured_at < BUSY_RETRY_SECS
-        exceeded = at_least is not None and at_least > cached.gflops_f32
-        if not (cached.was_busy or exceeded) or recent:
+    if not remeasure:
+        cached = cached_peak(target, device)
+        if cached is not None and _kept(cached, at_least):
             return cached
+    with _one_measurement_at_a_time(device):
+        # Read again: another thread or process may have measured it while this one waited.
+        cached = None if remeasure else cached_peak(target, device)
+        if cached is not None and _kept(cached, at_least):
+            return cached
+        return _measure_and_keep(target, device, cached)
+
+
+def _kept(cached: MachinePeak, at_least: float | None) -> bool:
+    """Whether ``cached`` answers without measuring again (see ``measured_peak``)."""
+    recent = time.time() - cached.measured_at < BUSY_RETRY_SECS
+    exceeded = at_least is not None and at_least > cached.gflops_f32
+    return not (cached.was_busy or exceeded) or recent
+
+
+@contextlib.contextmanager
+def _one_measurement_at_a_time(device: FleetDevice | None) -> Iterator[None]:
+    """Hold the lock file of this machine (or of ``device``) while its peak is measured.
+
+    Two measurements at once share the cores: both read low, and one of them is wasted (the
+    cost panel's measurement and its prediction both asked for the peak of a fresh kernel, and
+    the later writer replaced a peak the caller had just been given). A lock file, so other
+    processes (a second notebook, the command line) wait too; a cache folder that cannot be
+    written only loses the waiting."""
+    where = "local" if device is None else f"{device.tracker}|{device.key}"
+    path = cache_path()
+    lock = path.with_name(f".{path.name}.{hashlib.sha1(where.encode()).hexdigest()[:12]}.lock")
+    fd = None
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # per open file: threads of one process wait too
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)  # releases the lock
+
+
+def _measure_and_keep(
+    target: Target, device: FleetDevice | None, cached: MachinePeak | None
+) -> MachinePeak:
     peak = measure_peak(target, device)
     if cached is not None:
         # Kept from a busy or slow minute: measured again now, and the best of both kept (a
