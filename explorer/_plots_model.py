@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 
 from explorer._figures import HEADER, heading, palette
 from explorer.analysis import ModelRaceInfo, ModelTimesInfo
+from explorer.text import format_secs
 
 SHOWN_TASKS = 8  # segments of a bar; the rest is one "other tasks" segment
 BARS = ("untuned", "now")
@@ -20,8 +21,9 @@ BARS = ("untuned", "now")
 
 def make_model_tasks_figure(info: ModelTimesInfo | None = None) -> go.Figure:
     """Two stacked bars: each task's time per inference untuned and now."""
-    fig = go.Figure(layout=dict(height=300, barmode="stack", margin=dict(l=80, r=30, b=50),
-                                legend=dict(orientation="h", y=-0.3), **HEADER))  # fmt: skip
+    fig = go.Figure(layout=dict(height=400, barmode="stack", margin=dict(l=80, r=30, b=150),
+                                legend=dict(orientation="h", yanchor="top"),
+                                uirevision=_identity(info), **HEADER))  # fmt: skip
     fig.update_xaxes(title_text="time per inference (ms), tasks' own timings summed")
     if info is None or not info.tasks:
         fig.update_layout(heading("Where the time goes", ["Import a model to see its tasks."]))
@@ -41,12 +43,22 @@ def make_model_tasks_figure(info: ModelTimesInfo | None = None) -> go.Figure:
     fig.update_layout(
         heading(
             f"Where {info.model}'s time goes",
-            [f"untuned {info.untuned_ms:.3g} ms, now {info.tuned_ms:.3g} ms per inference; "
+            [f"untuned {_time(info.untuned_ms)}, now {_time(info.tuned_ms)} per inference; "
              f"{tuned} of {len(info.tasks)} tasks tuned. The race below measures the network "
              "itself (its runtime adds to the sum)."],
         )
     )  # fmt: skip
+    _legend_below_axis_title(fig)
     return fig
+
+
+def _legend_below_axis_title(fig: go.Figure, gap_px: int = 62) -> None:
+    """Hang the legend (up to 9 task names, wrapping to rows) ``gap_px`` below the plot area,
+    under the tick labels and the axis title, in the bottom margin. A legend placed at a
+    fraction of the plot's height covered the title when the subtitle's lines took height."""
+    layout = fig.layout
+    plot_px = layout.height - (layout.margin.t or 0) - (layout.margin.b or 0)
+    fig.update_layout(legend_y=-gap_px / max(plot_px, 1))
 
 
 def _bar(name: str, before: float | None, now: float | None, color: str) -> go.Bar:
@@ -59,7 +71,8 @@ def _bar(name: str, before: float | None, now: float | None, color: str) -> go.B
 def make_model_race_figure(info: ModelRaceInfo | None = None) -> go.Figure:
     """The tuned network's latency against trials spent, per tune, with ONNX Runtime's."""
     fig = go.Figure(layout=dict(height=360, margin=dict(l=70, r=30, b=60),
-                                legend=dict(orientation="h", y=-0.25), **HEADER))  # fmt: skip
+                                legend=dict(orientation="h", y=-0.25),
+                                uirevision=_identity(info), **HEADER))  # fmt: skip
     fig.update_xaxes(title_text="trials spent")
     fig.update_yaxes(title_text="network latency (ms)", type="log")
     latest = info.latest if info is not None else None
@@ -109,5 +122,19 @@ def _verdict(tuned: float | None, ort: float | None) -> str:
     if tuned is None or ort is None:
         return "The latest race has no tuned or no ONNX Runtime reading."
     ratio = tuned / ort
-    how = "faster than" if ratio < 1 else "slower than"
-    return f"Latest race: tuned {tuned:.3g} ms, {ratio:.2f}x ONNX Runtime's {ort:.3g} ms ({how})."
+    how = f"{1 / ratio:.2f}x faster" if ratio < 1 else f"{ratio:.2f}x slower"
+    return (
+        f"Latest race: tuned {_time(tuned)}, ONNX Runtime {_time(ort)}: the tuned network is "
+        f"{how} than ONNX Runtime."
+    )
+
+
+def _time(ms: float) -> str:
+    """A time in the unit the tables use (``format_secs``: "263 µs", "2.91 s")."""
+    return format_secs(ms / 1e3)
+
+
+def _identity(info: ModelTimesInfo | ModelRaceInfo | None) -> str:
+    """The figure's ``uirevision``: a zoom is kept while the same model's figure updates, and
+    dropped for another model's (a model without races kept the last one's axes)."""
+    return "no model" if info is None else f"model {info.model}"

@@ -15,7 +15,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from explorer.errors import ExplorerError
+from explorer.errors import ExplorerError, WorkloadError
 from explorer.session import ScheduleSession
 from explorer.workloads import (
     FAMILIES,
@@ -157,6 +157,8 @@ class ExpressionBuilder(Panel):
                 character of the expression or of the shapes text).
             UnknownPluginError: an unknown family (not reachable from the dropdown).
         """
+        if self.family.value is None:  # a model's task is shown: nothing picked to build
+            raise WorkloadError("pick an operator first (the schedule shown is a model's task)")
         family = self.family_name
         if family == EXPR:
             shapes = parse_shapes(self.shapes.value)
@@ -189,6 +191,7 @@ class ExpressionBuilder(Panel):
         """Fill the form with ``workload``'s family and parameters (e.g. of an opened record)."""
         params = workload.param_dict
         if workload.family == TASK:  # its program is its model's: nothing to edit in the form
+            self.family.value = None  # no operator of the list is on screen (it said "matmul")
             self.form.layout.display = self.custom.layout.display = "none"
             self.description.value = (
                 f"<i>task {html.escape(str(params['name']))} of an imported model: its shapes "
@@ -223,6 +226,8 @@ class ExpressionBuilder(Panel):
 
     # -- internals ----------------------------------------------------------------------------
     def _on_family(self, change: Mapping[str, Any]) -> None:
+        if change["new"] is None:  # a model's task (``show_workload``) hides the form itself
+            return
         self._show_family(str(change["new"]))
         self.clear_error()
 

@@ -31,6 +31,7 @@ from explorer.model import (
     SCHEDULERS,
     ModelTuneProgress,
     best_schedules,
+    best_times,
     busy_note,
     import_model,
     parse_input_shape,
@@ -225,6 +226,7 @@ class ModelPanel(Panel):
                     model, self.ctx.store, measurer, max_trials=trials, strategy=strategy,
                     scheduler=scheduler, should_stop=job.is_cancelled,
                     on_progress=lambda p: _ui.call_soon(self._on_progress, p),
+                    on_step=lambda step: _ui.call_soon(self._say, f"{model.name}: {step}..."),
                 )  # fmt: skip
 
         self.progress.value, self.progress.max = 0, trials
@@ -307,8 +309,12 @@ class ModelPanel(Panel):
         return self.job
 
     def _set_running(self, running: bool) -> None:
-        for button in (self.import_button, self.tune_button, self.race_button, self.open_button):
-            button.disabled = running
+        # The Model list too: the progress and the plots stay about the model the job is on.
+        controls = (
+            self.import_button, self.tune_button, self.race_button, self.open_button, self.models
+        )  # fmt: skip
+        for control in controls:
+            control.disabled = running
         self.stop_button.disabled = not running
 
     def _on_imported(self, model: ModelRecord, again: bool = False) -> None:
@@ -357,41 +363,55 @@ class ModelPanel(Panel):
 
     def _on_raced(self, race: ModelRace) -> None:
         self._show_races()
-        tuned, ort = race.entry("tuned"), race.entry("onnxruntime")
         note = busy_note(race)
-        if tuned and ort and tuned.fastest_secs and ort.fastest_secs:
-            ratio = tuned.fastest_secs / ort.fastest_secs
-            said = (
-                f"Race {race.id}: tuned {format_secs(tuned.fastest_secs)}, ONNX Runtime "
-                f"{format_secs(ort.fastest_secs)} ({ratio:.2f}x; {race.trials} trials spent)."
-            )
-        else:
-            said = f"Race {race.id} ended; see the table for what did not run."
+        said = f"Race {race.id}: {_race_summary(race)}."
         self._say(f"{said} {note}" if note else said)
 
     def _on_pick(self) -> None:
         model_id = self.models.value
         self.model = None if model_id is None else self.ctx.store.get_model(int(model_id))
-        self._show_tasks()
-        self._show_races()
+        info = self._show_tasks()
+        races = self._show_races()
+        if self.model is None or info is None:
+            return
+        # The status line is about the model shown (it said the last model's race before).
+        latest = races[-1] if races else None
+        raced = f"latest race: {_race_summary(latest)}" if latest else "not raced yet"
+        self._say(
+            f"{self.model.name}: {plural(len(self.model.tasks), 'task')}, untuned "
+            f"{format_secs(info.untuned_ms / 1e3)} per inference, "
+            f"{format_secs(info.tuned_ms / 1e3)} with each task at its best; {raced}."
+        )
 
-    def _show_tasks(self) -> None:
+    def _show_tasks(self) -> ModelTimesInfo | None:
         if self.model is None:
             self.tasks_table.value, self.task.options = "", []
             _redraw(self.tasks_figure, make_model_tasks_figure(None))
-            return
-        best = {name: t.median_secs for name, t in best_schedules(self.model, self.ctx.store)}
-        info = model_times_info(self.model, {k: v for k, v in best.items() if v is not None})
+            return None
+        info = model_times_info(self.model, best_times(self.model, self.ctx.store))
         self.tasks_table.value = _tasks_html(info)
         self.task.options = [t.name for t in info.tasks]
         self.task.value = info.tasks[0].name if info.tasks else None  # the slowest now
         _redraw(self.tasks_figure, make_model_tasks_figure(info))
+        return info
 
-    def _show_races(self) -> None:
+    def _show_races(self) -> list[ModelRace]:
         races = [] if self.model is None else self.ctx.store.model_races(self.model.id)
         self.race_table.value = _race_html(races[-1]) if races else ""
         info = None if self.model is None else model_race_info(self.model, races)
         _redraw(self.race_figure, make_model_race_figure(info))
+        return races
+
+
+def _race_summary(race: ModelRace) -> str:
+    tuned, ort = race.entry("tuned"), race.entry("onnxruntime")
+    if not (tuned and ort and tuned.fastest_secs and ort.fastest_secs):
+        return "no tuned or no ONNX Runtime time (the table says what did not run)"
+    ratio = tuned.fastest_secs / ort.fastest_secs
+    return (
+        f"tuned {format_secs(tuned.fastest_secs)}, ONNX Runtime "
+        f"{format_secs(ort.fastest_secs)} ({ratio:.2f}x; {race.trials} trials spent)"
+    )
 
 
 def _redraw(live: LiveFigure, fig: Any) -> None:
@@ -406,7 +426,7 @@ def _tasks_html(info: ModelTimesInfo) -> str:
     total = info.tuned_ms or 1.0
     rows = "".join(
         f"<tr><td>{i}</td><td>{html.escape(t.name)}</td><td>{t.weight}</td>"
-        f"<td>{_ms(t.untuned_ms)}</td><td>{_ms(t.tuned_ms)}</td>"
+        f"<td>{_ms(t.untuned_ms)}</td><td>{_ms(t.tuned_ms)}{_KEPT if t.untuned_kept else ''}</td>"
         f"<td>{(t.best_ms or 0.0) / total:.1%}</td></tr>"
         for i, t in enumerate(info.tasks, start=1)
     )
@@ -414,6 +434,12 @@ def _tasks_html(info: ModelTimesInfo) -> str:
         "<table><tr><th>#</th><th>task</th><th>calls</th><th>untuned</th><th>best</th>"
         f"<th>share now</th></tr>{rows}</table>"
     )
+
+
+# A tuned best no faster than the default: the race builds the task untuned ("now" counts that).
+_KEPT = (
+    " <span title='no faster than untuned: the network keeps the default'>(untuned kept)</span>"
+)
 
 
 def _race_html(race: ModelRace) -> str:

@@ -21,9 +21,22 @@ class TaskTimeInfo:
     tuned_ms: float | None
 
     @property
+    def untuned_kept(self) -> bool:
+        """Tuned, but no faster than untuned: the network keeps the default schedule (as
+        ``explorer.model.untuned_kept`` decides for a race's build)."""
+        return (
+            self.tuned_ms is not None
+            and self.untuned_ms is not None
+            and self.tuned_ms >= self.untuned_ms
+        )
+
+    @property
     def best_ms(self) -> float | None:
-        """What the task costs now: its best if tuned, else its untuned time."""
-        return self.tuned_ms if self.tuned_ms is not None else self.untuned_ms
+        """What the task costs now: its best if tuned and faster than untuned, else its
+        untuned time."""
+        if self.tuned_ms is None or self.untuned_kept:
+            return self.untuned_ms
+        return self.tuned_ms
 
 
 @dataclass(frozen=True)
@@ -43,7 +56,8 @@ class ModelTimesInfo:
 
 
 def model_times_info(model: ModelRecord, best_secs: Mapping[str, float]) -> ModelTimesInfo:
-    """``best_secs``: each tuned task's best time per call, by task name."""
+    """``best_secs``: each tuned task's best time per call, by task name, taken as the
+    untuned time is (``explorer.model.best_times``: the fastest repeat)."""
     tasks = []
     for task in model.tasks:
         best = best_secs.get(task.name)

@@ -23,8 +23,10 @@ from explorer.model._race import (
     TUNED,
     UNTUNED,
     best_schedules,
+    best_times,
     busy_note,
     race_model,
+    untuned_kept,
 )
 from explorer.model._tune import SCHEDULERS, ModelTuneProgress, TaskState, task_states, tune_model
 
@@ -36,6 +38,8 @@ __all__ = [
     "TUNE_RELAX",
     "UNTUNED",
     "best_schedules",
+    "best_times",
+    "untuned_kept",
     "busy_note",
     "race_model",
     "SCHEDULERS",

@@ -19,7 +19,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from explorer.core import ModelRace, ModelRecord, RaceEntry, RecordStore, TrialRecord
+from explorer.core import (
+    ModelRace,
+    ModelRecord,
+    ModelTask,
+    RaceEntry,
+    RecordStore,
+    TrialRecord,
+)
 from explorer.errors import ModelError
 from explorer.model._import import has_layout_free_tasks
 from explorer.storage import environment
@@ -82,6 +89,24 @@ def best_schedules(
     return out
 
 
+def untuned_kept(task: ModelTask, trial: TrialRecord) -> bool:
+    """Whether the network keeps ``task``'s default schedule although ``trial`` was tuned: its
+    fastest repeat is no faster than the task's untuned time (its fastest repeat at import).
+    The race builds it so, and the Model tab counts it so ("now")."""
+    fastest = trial.result.fastest_secs
+    return task.untuned_secs is not None and (fastest is None or fastest >= task.untuned_secs)
+
+
+def best_times(model: ModelRecord, store: RecordStore) -> dict[str, float]:
+    """Each tuned task's best time per call, as ``untuned_secs`` is taken (the fastest repeat
+    of its best schedule), by task name: what ``model_times_info`` compares."""
+    return {
+        name: trial.result.fastest_secs
+        for name, trial in best_schedules(model, store)
+        if trial.result.fastest_secs is not None
+    }
+
+
 BUSY_CPUS = 0.5
 """Other processes' average use of the cores during a race (``others_cpus`` in its
 environment) from which the race says its multi-thread builds were slowed (``busy_note``)."""
@@ -133,7 +158,12 @@ def race_model(
         raise ValueError(f"rounds must be at least 1 (got {rounds})")
     from explorer import _tvm
 
-    chosen = best_schedules(model, store, tune=tune)
+    # A tuned schedule slower than TVM's default would make the "tuned" network slower.
+    chosen = [
+        (name, trial)
+        for name, trial in best_schedules(model, store, tune=tune)
+        if not untuned_kept(model.task(name), trial)
+    ]
     schedules = tuple(
         (_tvm.save_json(trial.candidate.workload.mod()), trial.candidate.trace)
         for _, trial in chosen

@@ -36,6 +36,7 @@ from explorer.errors import SearchError
 from explorer.measure import Measurer
 from explorer.search import make_strategy
 from explorer.storage import summarize_run
+from explorer.text import plural
 from explorer.tuner import TuneProgress, Tuner
 
 SCHEDULERS = ("gradient", "round-robin")
@@ -145,9 +146,14 @@ def tune_model(
     transfer: bool = False,
     should_stop: Callable[[], bool] = lambda: False,
     on_progress: Callable[[ModelTuneProgress], None] | None = None,
+    on_step: Callable[[str], None] = lambda _: None,
 ) -> str:
     """Tune ``model``'s tasks with ``max_trials`` trials in all (see the module doc); returns
     the tune's name (for ``race_model(..., tune=...)``).
+
+    ``on_progress`` is told after every chunk; ``on_step``, in a few words, which task a chunk
+    tunes as it starts (a first chunk of a large task builds for seconds before its first
+    measurement).
 
     Raises:
         SearchError: an unknown scheduler, or a budget or chunk below 1.
@@ -168,6 +174,9 @@ def tune_model(
         if spent >= max_trials or state is None:
             break
         size = min(_chunk_size(model, state, chunk, max_trials), max_trials - spent)
+        on_step(
+            f"tuning {state.task.name} ({plural(size, 'trial')}; {spent} of {max_trials} spent)"
+        )
         link = _Linker(store, model.id, state.task.name, tune)
         earlier = [
             run_id for run_id, task, run_tune in store.model_runs(model.id)

@@ -37,7 +37,7 @@ from explorer.analysis import (
 from explorer.code import CodeMix, code_mix, generated_code
 from explorer.core import BASELINE_MARK, Candidate, ModelRace, ModelRecord, has_mark
 from explorer.errors import ExplorerError
-from explorer.model import best_schedules
+from explorer.model import best_times
 from explorer.storage import (
     MANUAL,
     RecordStore,
@@ -231,8 +231,7 @@ def _models(store: RecordStore, runs: Sequence[RunInfo]) -> tuple[ModelReport, .
         races = store.model_races(model.id)
         if not races and not any(r in chosen for r, _, _ in store.model_runs(model.id)):
             continue
-        best = {name: t.median_secs for name, t in best_schedules(model, store)}
-        times = model_times_info(model, {k: v for k, v in best.items() if v is not None})
+        times = model_times_info(model, best_times(model, store))
         latest = races[-1] if races else None
         out.append(ModelReport(model, times, model_race_info(model, races), latest))
     return tuple(out)

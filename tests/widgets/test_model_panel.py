@@ -4,6 +4,8 @@ tables and plots they fill, a task opened in the editor, and what it refuses."""
 
 from __future__ import annotations
 
+import shutil
+
 import onnx
 import pytest
 
@@ -29,7 +31,7 @@ def settle(panel: ModelPanel) -> None:
 
 
 @pytest.mark.timeout(900)
-def test_import_tune_race_and_open_a_task(local_ctx, tiny_onnx) -> None:
+def test_import_tune_race_and_open_a_task(local_ctx, tiny_onnx, tmp_path) -> None:
     panel = ModelPanel(local_ctx)
     assert panel.models.options == () and "Import a model" in str(panel.tasks_figure.layout.title)
     panel.path.value = str(tiny_onnx)
@@ -88,6 +90,28 @@ def test_import_tune_race_and_open_a_task(local_ctx, tiny_onnx) -> None:
     assert said.startswith("Tune random/seed0/round-robin stopped"), said
     assert len(panel.ctx.store.model_races(panel.model.id)) == races
 
+    # A second model (the same network under another name). While its import runs the Model
+    # list stays on the model the job is about; picking a model then says what it is, and
+    # its plots keep no zoom or axes of the other's (a new user saw the last model's race
+    # status and race axes under a model never raced).
+    tiny_id = panel.model.id
+    other = tmp_path / "tiny2.onnx"
+    shutil.copy(tiny_onnx, other)
+    panel.path.value = str(other)
+    panel.import_file()
+    assert panel.models.disabled
+    settle(panel)
+    assert not panel.models.disabled and panel.model.name == "tiny2"
+    panel.models.value = tiny_id
+    said = panel.status.value
+    assert said.startswith("tiny: 5 tasks, untuned ") and "latest race: tuned " in said, said
+    assert panel.race_figure.layout.uirevision == "model tiny"
+    panel.models.value = panel.models.options[-1][1]
+    said = panel.status.value
+    assert said.startswith("tiny2: 5 tasks, untuned ") and said.endswith("not raced yet."), said
+    assert panel.race_figure.layout.uirevision == "model tiny2" and not panel.race_figure.data
+    panel.models.value = tiny_id
+
     session = panel.open_task()
     task = panel.model.task(str(panel.task.value))
     assert session is not None and session.workload == task.workload
@@ -133,5 +157,10 @@ def test_the_explorer_has_a_model_tab_that_opens_tasks_in_the_editor(local_measu
         # the expression form has nothing to edit for a task: it says whose shapes they are
         assert ex.builder.form.layout.display == "none"
         assert "of an imported model" in ex.builder.description.value
+        # no operator of the catalog is on screen (the list said "matmul"), and Build says so
+        assert ex.builder.family.value is None and ex.builder.build() is None
+        assert "pick an operator first" in ex.builder.error.value
+        ex.builder.family.value = "conv2d"  # picking one shows its form again
+        assert ex.builder.form.layout.display is None and ex.builder.fields
     finally:
         ex.close()

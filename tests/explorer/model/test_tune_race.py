@@ -4,6 +4,7 @@ Runtime, with real measurements, builds and runtimes (issue 23)."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import sqlite3
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from explorer.analysis import model_times_info
 from explorer.core import ModelRecord, ModelTask, RaceEntry
 from explorer.errors import CapabilityError, ModelError, SearchError
 from explorer.measure import trace_key
@@ -21,10 +23,12 @@ from explorer.model import (
     TUNED,
     UNTUNED,
     TaskState,
+    best_schedules,
     import_model,
     race_model,
     task_states,
     tune_model,
+    untuned_kept,
 )
 from explorer.model._race_child import _relative_error
 from explorer.model._tune import MIN_FIRST_CHUNK, first_chunks, next_task
@@ -66,12 +70,17 @@ def test_a_tune_continues_where_it_stopped(tuned, measurer):
     db, model, tune = tuned
     with get_store(db) as store:
         before = store.model_runs(model.id)
+        steps: list[str] = []
         again = tune_model(
             model, store, measurer, max_trials=28, strategy="random", scheduler="round-robin",
-            chunk=8,
+            chunk=8, on_step=steps.append,
         )  # fmt: skip
         assert again == tune
         after = store.model_runs(model.id)
+        # each chunk is told as it starts (the Model tab showed nothing for a chunk's first
+        # ~15 s of building), with the trials spent before it
+        assert len(steps) == len(after) - len(before) and steps[0].endswith("; 20 of 28 spent)")
+        assert all(re.fullmatch(r"tuning \S+ \(\d+ trials?; \d+ of 28 spent\)", s) for s in steps)
         assert after[: len(before)] == before and len(after) > len(before)
         assert sum(s.trials for s in task_states(model, store, tune)) == 28
         # a task's later chunk carries over its earlier ones (told first, none measured again)
@@ -210,6 +219,10 @@ def test_the_race_checks_and_times_every_build_against_onnxruntime(tuned):
     env = race.environment
     assert env["num_threads"] == model.target.num_cores and env["onnxruntime_version"]
     assert env["tasks_scheduled"] >= 1
+    with get_store(db, read_only=True) as store:
+        chosen = best_schedules(model, store, tune=tune)
+    # a task whose tuned best is no faster than its default is built with its default
+    assert env["tasks_scheduled"] == sum(not untuned_kept(model.task(n), t) for n, t in chosen)
     # the report shows the model: its race's table and both plots
     with get_store(db, read_only=True) as store:
         info = collect_report(store)
@@ -219,6 +232,28 @@ def test_the_race_checks_and_times_every_build_against_onnxruntime(tuned):
     page = render_report(info)
     assert f"<h2>Model {model.name}</h2>" in page and f"Race {race.id} against ONNX" in page
     assert "se-model-tasks" in page and "se-model-races" in page
+
+
+def test_a_tuned_task_no_faster_than_untuned_keeps_its_default_in_the_build_and_the_sums(tuned):
+    """A new user's Model tab listed a task's best slower than untuned, and "now" counted it:
+    the best was a median beside the import's fastest repeat, and the race built it anyway."""
+    db, model, tune = tuned
+    with get_store(db, read_only=True) as store:
+        name, trial = best_schedules(model, store, tune=tune)[0]
+    fastest, task = trial.result.fastest_secs, model.task(name)
+    assert not untuned_kept(dataclasses.replace(task, untuned_secs=fastest * 2), trial)
+    assert untuned_kept(dataclasses.replace(task, untuned_secs=fastest), trial)  # no faster
+    assert not untuned_kept(dataclasses.replace(task, untuned_secs=None), trial)  # unknown
+    slow, fast = model.tasks[0], model.tasks[1]
+    assert slow.untuned_secs and fast.untuned_secs
+    info = model_times_info(
+        model, {slow.name: slow.untuned_secs * 3, fast.name: fast.untuned_secs / 4}
+    )
+    by_name = {t.name: t for t in info.tasks}
+    kept, better = by_name[slow.name], by_name[fast.name]
+    assert kept.untuned_kept and kept.best_ms == kept.untuned_ms < kept.tuned_ms
+    assert not better.untuned_kept and better.best_ms == better.tuned_ms < better.untuned_ms
+    assert info.tuned_ms == pytest.approx(info.untuned_ms - better.untuned_ms + better.tuned_ms)
 
 
 def test_a_damaged_stored_model_is_one_sentence_and_no_race(tuned, tmp_path):
