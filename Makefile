@@ -112,6 +112,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_race.py
 	$(PY) benchmarks/bench_transfer.py --quick
 	$(PY) benchmarks/bench_packing.py --quick
+	$(PY) benchmarks/bench_small_run.py
 
 ## The runs behind issue 9's targets: matmul 512 in full (3 seeds at 64 trials, 1 at 256, tune_tir
 # at 1000), matmul 1024 with one seed for NumPy and the peak; all printed from one run. Then the

@@ -6,7 +6,9 @@ Pipeline for one ``measure`` call (a batch):
    thread each): rebuild the workload's module from its JSON, replay the JSON trace, compile
    for the target and ``export_library`` to a temporary ``.so``. Only as many builders start
    as the batch has candidates; a batch of one is built by the runner, with no builder at all
-   (each worker process costs a TVM import, about a second of CPU).
+   (each worker process costs a TVM import, about a second of CPU). The latest builds are kept
+   (``_builds``): a schedule built by an earlier call, as a run's confirmation re-times its
+   best, is not built again.
 2. Run the built ones one after another on a single runner process, so two kernels never
    compete for the cores while one is timed: load the ``.so``, run it once on
    ``Workload.random_inputs(seed)`` and compare with the NumPy reference, warm it up, then time
@@ -49,7 +51,6 @@ import uuid
 import weakref
 from collections.abc import Sequence
 from concurrent.futures import Future, wait
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from explorer._process import owned_temp_dir
@@ -62,6 +63,8 @@ from explorer.core import (
     shutdown_pool,
 )
 from explorer.measure._base import MeasureConfig, Measurer
+from explorer.measure._batch import Batch
+from explorer.measure._builds import Build, BuildCache, build_key
 from explorer.target import Target, available_cores, cuda_available
 from explorer.types import MeasureStatus
 
@@ -116,6 +119,7 @@ class LocalMeasurer(Measurer):
         self._pool: WorkerPool | None = None
         self._artifact_dir: str | None = None
         self._finalizer: weakref.finalize[..., LocalMeasurer] | None = None
+        self._builds = BuildCache()  # files in _artifact_dir, removed with it at close
         self._lock = threading.Lock()
         self._closed = False
 
@@ -274,7 +278,7 @@ class LocalMeasurer(Measurer):
     ) -> list[list[MeasureResult]]:
         """Per candidate, its result of each round (see ``measure_paired``)."""
         cfg = self.config
-        batch = _Batch(cands, best_secs=best)
+        batch = Batch(cands, best_secs=best)
 
         # Step 1. Refuse what this measurer cannot run.
         for i, cand in enumerate(cands):
@@ -291,11 +295,18 @@ class LocalMeasurer(Measurer):
         assert self._artifact_dir is not None
 
         # Step 2. Build in parallel; with `overlap`, each candidate runs as soon as it is built.
+        # A schedule built by an earlier batch (a confirmation re-times the run's best) is not
+        # built again.
+        keys = {i: build_key(self._build_request(cands[i], "")) for i in batch.todo}
+        kept = {i: b for i in batch.todo if (b := self._builds.get(keys[i])) is not None}
         batch.paths = {
-            i: os.path.join(self._artifact_dir, f"{uuid.uuid4().hex}.so") for i in batch.todo
+            i: kept[i].path
+            if i in kept
+            else os.path.join(self._artifact_dir, f"{uuid.uuid4().hex}.so")
+            for i in batch.todo
         }
         try:
-            batch.futures = self._submit_builds(pool, batch)
+            batch.futures = self._submit_builds(pool, batch, kept)
             if not self.overlap:
                 wait(batch.futures.values())
             # Step 3. Run what was built.
@@ -304,14 +315,18 @@ class LocalMeasurer(Measurer):
             pool.cancel(list(batch.futures.values()))  # interrupted: stop the builders mid-batch
             raise
         finally:
-            for path in batch.paths.values():
-                with contextlib.suppress(OSError):
-                    os.unlink(path)
+            for i, path in batch.paths.items():
+                if i in batch.build_secs:  # built (now or before): kept for the next batch
+                    build = Build(path, batch.build_secs[i], batch.prepacked.get(i))
+                    self._builds.keep(keys[i], build)
+                elif i not in kept:
+                    with contextlib.suppress(OSError):
+                        os.unlink(path)
 
         # Step 4. Each round's timings become a result; a failure ends the candidate's rounds.
         return batch.per_round(cfg.max_spread)
 
-    def _hopeless_secs(self, batch: _Batch) -> float | None:
+    def _hopeless_secs(self, batch: Batch) -> float | None:
         """The time from which the batch's next kernel stops after 2 repeats, or ``None``."""
         ratio = self.config.hopeless_ratio
         if batch.best_secs is None or ratio is None:
@@ -320,13 +335,19 @@ class LocalMeasurer(Measurer):
         return ratio * best if math.isfinite(best) else None
 
     def _submit_builds(
-        self, pool: WorkerPool, batch: _Batch
+        self, pool: WorkerPool, batch: Batch, kept: dict[int, Build]
     ) -> dict[int, Future[dict[str, Any] | WorkerLost]]:
         cfg = self.config
-        todo = batch.todo
+        futures: dict[int, Future[dict[str, Any] | WorkerLost]] = {}
+        for i, build in kept.items():  # built before: answered as its build was
+            futures[i] = Future()
+            futures[i].set_result(
+                {"ok": True, "build_secs": build.build_secs, "prepacked": build.prepacked}
+            )
+        todo = [i for i in batch.todo if i not in kept]
         # Not waiting: each request waits for its own worker, so builds begin as soon as a
         # builder is ready while the runner is still starting.
-        first_threads = self._threads(batch.cands[todo[0]].target)
+        first_threads = self._threads(batch.cands[batch.todo[0]].target)
         pool.start(first_threads, num_builders=_builders_for(len(todo)), wait=False)
         requests = [self._build_request(batch.cands[i], batch.paths[i]) for i in todo]
         if len(todo) == 1:  # see _builders_for: the runner builds it, then runs it
@@ -334,11 +355,13 @@ class LocalMeasurer(Measurer):
             solo.set_result(
                 pool.run(requests[0], num_threads=first_threads, timeout=cfg.build_timeout_secs)
             )
-            return {todo[0]: solo}
-        builds = pool.submit_builds(requests, cfg.build_timeout_secs)
-        return dict(zip(todo, builds, strict=True))
+            futures[todo[0]] = solo
+        elif todo:
+            builds = pool.submit_builds(requests, cfg.build_timeout_secs)
+            futures.update(zip(todo, builds, strict=True))
+        return futures
 
-    def _take_build(self, batch: _Batch, i: int) -> bool:
+    def _take_build(self, batch: Batch, i: int) -> bool:
         """Record candidate ``i``'s build (its failure, or its build time); whether it built."""
         reply = batch.futures[i].result()
         failure = self._build_failure(reply)
@@ -350,7 +373,7 @@ class LocalMeasurer(Measurer):
         batch.prepacked[i] = reply.get("prepacked")
         return True
 
-    def _run_batch(self, pool: WorkerPool, batch: _Batch, rounds: int) -> None:
+    def _run_batch(self, pool: WorkerPool, batch: Batch, rounds: int) -> None:
         """Run serially on the one runner; round-robin when timing several rounds."""
         cfg = self.config
         for rnd in range(rounds):
@@ -398,7 +421,7 @@ class LocalMeasurer(Measurer):
     def _run_request(
         self,
         cand: Candidate,
-        batch: _Batch,
+        batch: Batch,
         i: int,
         check: bool,
         hopeless_secs: float | None = None,
@@ -463,89 +486,6 @@ class LocalMeasurer(Measurer):
         wrong = reply.get("stage") == "wrong"
         status = MeasureStatus.WRONG_RESULT if wrong else MeasureStatus.RUN_ERROR
         return MeasureResult(status, error_msg=str(reply.get("error")), **common)
-
-
-CUT_MIN_CALL_SECS = 0.1
-"""Between the rounds of a side-by-side re-timing, only kernels this slow a call are cut as
-hopeless (``_Batch.settled``): far above any scheduler time slice a busy machine makes a
-fast kernel wait (4-12 ms seen), and a round of a faster kernel costs well under a second."""
-
-
-@dataclass
-class _Batch:
-    """What one ``measure`` call knows so far, by candidate index."""
-
-    cands: list[Candidate]
-    # The caller's best so far (measure only; None: no kernel is cut short), and the fastest
-    # timing of this batch so far: kernels hopeless_ratio times slower stop after 2 repeats.
-    best_secs: float | None = None
-    fastest_secs: float = math.inf
-    todo: list[int] = field(default_factory=list)  # the candidates to build and run
-    results: list[MeasureResult | None] = field(default_factory=list)  # failures so far
-    paths: dict[int, str] = field(default_factory=dict)
-    futures: dict[int, Future[dict[str, Any] | WorkerLost]] = field(default_factory=dict)
-    build_secs: dict[int, float] = field(default_factory=dict)
-    prepacked: dict[int, Any] = field(default_factory=dict)  # a build's weight copies apart
-    round_secs: dict[int, list[list[float]]] = field(default_factory=dict)  # each round's
-    threads: dict[int, int] = field(default_factory=dict)
-    devices: dict[int, str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.results = [None] * len(self.cands)
-
-    def add_timings(self, i: int, reply: dict[str, Any]) -> None:
-        """A successful run's reply: its repeats, one list a round (a device's reply holds
-        the rounds it timed in one session), after the candidate's earlier rounds."""
-        for secs in reply.get("round_secs") or [reply["run_secs"]]:
-            timed = [float(x) for x in secs]
-            self.round_secs.setdefault(i, []).append(timed)
-            if timed:
-                self.fastest_secs = min(self.fastest_secs, *timed)
-        self.threads[i] = int(reply["num_threads"])
-        if reply.get("device"):
-            self.devices[i] = str(reply["device"])
-
-    def settled(self, ratio: float | None) -> set[int]:
-        """The candidates not worth another round: their latest round (its fastest repeat, as
-        a confirmation reads it) was ``ratio`` times the fastest of that round or slower, and
-        a call of theirs takes ``CUT_MIN_CALL_SECS`` or more.
-
-        The cut saves the rounds of kernels that cost seconds (the unscheduled matmul 1024
-        takes 7 s a call). A faster kernel's round costs a fraction of a second, and one slow
-        round of it may be the machine's doing: beside four CPU-bound processes on two cores, a
-        2-thread conv2d of 60 us read 12 ms in every repeat of a round (each call waited for a
-        time slice) and was cut after it, so the re-timing called the 1.1 ms unscheduled
-        program faster; later rounds read it at 60 us again.
-        """
-        latest = {
-            i: min(rounds[-1])
-            for i, rounds in self.round_secs.items()
-            if rounds[-1] and self.results[i] is None
-        }
-        if ratio is None or not latest:
-            return set()
-        bar = max(ratio * min(latest.values()), CUT_MIN_CALL_SECS)
-        return {i for i, secs in latest.items() if secs >= bar}
-
-    def per_round(self, max_spread: float) -> list[list[MeasureResult]]:
-        """Per candidate, a result for each round it was timed in, then its failure if any."""
-        out: list[list[MeasureResult]] = []
-        for i, cand in enumerate(self.cands):
-            results = [
-                MeasureResult(
-                    MeasureStatus.OK,
-                    run_secs=tuple(secs),
-                    build_secs=self.build_secs[i],
-                    flops=cand.workload.flops(),
-                    num_threads=self.threads[i],
-                    max_spread=max_spread,
-                    device=self.devices.get(i),
-                )
-                for secs in self.round_secs.get(i, [])
-            ]
-            failure = self.results[i]
-            out.append(results + [failure] if failure is not None else results)
-        return out
 
 
 def _builders_for(num_candidates: int | None) -> int | None:

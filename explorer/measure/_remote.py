@@ -48,7 +48,9 @@ from explorer.core import (
 from explorer.errors import FleetError
 from explorer.machine import FleetDevice, MachinePeak, cached_peak, measured_peak
 from explorer.measure._base import MeasureConfig
-from explorer.measure._local import LocalMeasurer, _Batch
+from explorer.measure._batch import Batch
+from explorer.measure._builds import Build, BuildCache
+from explorer.measure._local import LocalMeasurer
 from explorer.target import Target
 from explorer.types import MeasureStatus
 
@@ -119,6 +121,9 @@ class RemoteMeasurer(LocalMeasurer):
         if queue_timeout_secs <= 0:
             raise ValueError(f"queue_timeout_secs must be positive (got {queue_timeout_secs})")
         super().__init__(config, num_build_workers=parallel, seed=seed)
+        # Every batch builds its own: a device session uploads what it runs anyway, and a
+        # re-timing on devices is rarer than a local one.
+        self._builds = BuildCache(capacity=0)
         self.tracker = (
             tracker if isinstance(tracker, TrackerAddress) else TrackerAddress.parse(tracker)
         )
@@ -249,13 +254,16 @@ class RemoteMeasurer(LocalMeasurer):
             self._devices_here = not devices or all(_is_this_host(d.host) for d in devices)
         return super()._ensure_pool()
 
-    def _submit_builds(self, pool: WorkerPool, batch: _Batch) -> dict[int, Any]:
+    def _submit_builds(
+        self, pool: WorkerPool, batch: Batch, kept: dict[int, Build]
+    ) -> dict[int, Any]:
+        assert not kept  # no builds are kept (see __init__)
         pool.start(None, num_builders=len(batch.todo), wait=False)
         requests = [self._build_request(batch.cands[i], batch.paths[i]) for i in batch.todo]
         builds = pool.submit_builds(requests, self.config.build_timeout_secs)
         return dict(zip(batch.todo, builds, strict=True))
 
-    def _run_batch(self, pool: WorkerPool, batch: _Batch, rounds: int) -> None:
+    def _run_batch(self, pool: WorkerPool, batch: Batch, rounds: int) -> None:
         pending = [i for i in batch.todo if self._take_build(batch, i) and self._can_run(batch, i)]
         tries: dict[int, list[str]] = {i: [] for i in pending}
         for attempt in range(self.max_retries + 1):
@@ -312,7 +320,7 @@ class RemoteMeasurer(LocalMeasurer):
             )
 
     # -- internals ----------------------------------------------------------------------------
-    def _can_run(self, batch: _Batch, i: int) -> bool:
+    def _can_run(self, batch: Batch, i: int) -> bool:
         """Whether the key's devices can run candidate ``i``, built; its ``INVALID`` result
         when their CPU lacks a vector set its target's has (run, it would kill the device's
         session with an illegal instruction, retried until the tries ran out). A device that
@@ -352,7 +360,7 @@ class RemoteMeasurer(LocalMeasurer):
                 return False
             time.sleep(0.5)
 
-    def _remote_request(self, batch: _Batch, chunk: list[int], rounds: int) -> dict[str, Any]:
+    def _remote_request(self, batch: Batch, chunk: list[int], rounds: int) -> dict[str, Any]:
         cfg = self.config
         # The bar: the caller's best, or the fastest kernel already back from any device of
         # the batch (the key's devices share a target); re-timing has none, so every kernel
@@ -388,7 +396,7 @@ class RemoteMeasurer(LocalMeasurer):
         timing, each bounded by the run timeout (as for a local run), plus the slack."""
         return runs * 2 * self.config.run_timeout_secs + SESSION_SLACK_SECS
 
-    def _take_run(self, batch: _Batch, i: int, reply: dict[str, Any] | WorkerLost) -> None:
+    def _take_run(self, batch: Batch, i: int, reply: dict[str, Any] | WorkerLost) -> None:
         if isinstance(reply, WorkerLost):
             status = MeasureStatus.TIMEOUT if reply.kind == "timeout" else MeasureStatus.RUN_ERROR
             batch.results[i] = self._failure(
@@ -411,7 +419,7 @@ class RemoteMeasurer(LocalMeasurer):
         self,
         status: MeasureStatus,
         message: str,
-        batch: _Batch,
+        batch: Batch,
         i: int,
         device: str | None = None,
     ) -> MeasureResult:

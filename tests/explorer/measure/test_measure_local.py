@@ -166,6 +166,35 @@ def test_workers_persist_across_candidates_and_calls_then_close_cleans_up(mm, ta
     m.close()  # idempotent
 
 
+def test_a_re_timing_builds_nothing_built_before_and_old_builds_go(mm, target):
+    """A run's confirmation built its best and its baseline again right after the search had
+    built them: about a second of each small run on a 2-core machine."""
+    m = LocalMeasurer(FAST, num_build_workers=2)
+    try:
+        fast, slow = tiled(mm, target, 8, 16), unscheduled(mm, target)
+        first = m.measure([fast, slow])
+        assert all(r.is_ok for r in first), [r.error_msg for r in first]
+        paired = m.measure_paired([slow, fast], rounds=2)
+        assert all(r.is_ok for rs in paired for r in rs), paired
+        # each answered with the build it had (a build of its own would take its own time)
+        assert [rs[0].build_secs for rs in paired] == [first[1].build_secs, first[0].build_secs]
+        assert paired[1][0].median_secs < paired[0][0].median_secs  # and they are not swapped
+
+        def libraries() -> list[str]:
+            return [f for f in os.listdir(m._artifact_dir) if f.endswith(".so")]
+
+        assert len(libraries()) == 2
+        for name in libraries():  # files gone behind the measurer's back: built again
+            os.unlink(os.path.join(m._artifact_dir, name))
+        (again,) = m.measure([fast])
+        assert again.is_ok and again.build_secs != first[0].build_secs
+        m._builds.capacity = 1  # past the capacity, the oldest build's file is deleted
+        (other,) = m.measure([tiled(mm, target, 16, 8)])
+        assert other.is_ok and len(libraries()) == 1
+    finally:
+        m.close()
+
+
 def test_forgotten_measurer_is_cleaned_up_by_gc(mm, target):
     m = LocalMeasurer(MeasureConfig(repeat=1, min_repeat_secs=0), num_build_workers=1)
     m.measure([unscheduled(mm, target)])
@@ -232,9 +261,9 @@ def test_a_schedule_is_cut_between_rounds_by_its_fastest_repeat(mm, target):
     5.9, 0.12, 4.0 and 4.0 ms (its 2-thread calls waited for a burner's time slice), the
     unscheduled program's 1.17-1.19 ms; read by its median it was cut as hopeless after one
     round, and the unscheduled program was called the best."""
-    from explorer.measure._local import _Batch
+    from explorer.measure._batch import Batch
 
-    batch = _Batch(cands=[tiled(mm, target), unscheduled(mm, target)])
+    batch = Batch(cands=[tiled(mm, target), unscheduled(mm, target)])
     batch.add_timings(0, {"run_secs": [5.7e-3, 5.85e-3, 0.121e-3, 3.99e-3, 3.99e-3],
                           "num_threads": 2})  # fmt: skip
     batch.add_timings(1, {"run_secs": [1.174e-3, 1.185e-3, 1.182e-3], "num_threads": 1})
@@ -248,19 +277,19 @@ def test_only_kernels_that_cost_seconds_are_cut_between_rounds(mm, target):
     first round (each 2-thread call waited for a time slice), the unscheduled program 1.1 ms,
     and the chosen one was cut after that round, so the re-timing called the unscheduled
     program faster. A kernel is cut only when a call of it takes CUT_MIN_CALL_SECS."""
-    from explorer.measure._local import CUT_MIN_CALL_SECS, _Batch
+    from explorer.measure._batch import CUT_MIN_CALL_SECS, Batch
 
-    batch = _Batch(cands=[tiled(mm, target), unscheduled(mm, target)])
+    batch = Batch(cands=[tiled(mm, target), unscheduled(mm, target)])
     batch.add_timings(0, {"run_secs": [11.99e-3, 12.1e-3, 11.9e-3], "num_threads": 2})
     batch.add_timings(1, {"run_secs": [1.114e-3, 1.112e-3, 1.113e-3], "num_threads": 1})
     assert batch.settled(3.0) == set()
     # The unscheduled matmul 1024 (7 s a call) beside a 60 ms schedule: cut.
-    slow = _Batch(cands=[tiled(mm, target), unscheduled(mm, target)])
+    slow = Batch(cands=[tiled(mm, target), unscheduled(mm, target)])
     slow.add_timings(0, {"run_secs": [0.06, 0.061], "num_threads": 2})
     slow.add_timings(1, {"run_secs": [6.9, 7.0], "num_threads": 1})
     assert slow.settled(3.0) == {1}
     # Hopeless by the ratio but just under a tenth of a second a call: timed again.
-    edge = _Batch(cands=[tiled(mm, target), unscheduled(mm, target)])
+    edge = Batch(cands=[tiled(mm, target), unscheduled(mm, target)])
     edge.add_timings(0, {"run_secs": [0.01], "num_threads": 2})
     edge.add_timings(1, {"run_secs": [CUT_MIN_CALL_SECS * 0.99], "num_threads": 1})
     assert edge.settled(3.0) == set()

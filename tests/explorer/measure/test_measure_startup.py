@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import psutil
-from _measure_cases import FAST, MEMORY_LIMIT, unscheduled
+from _measure_cases import FAST, MEMORY_LIMIT, tiled, unscheduled
 
 from explorer.core._pool import WorkerPool
 from explorer.measure import Candidate, LocalMeasurer
@@ -41,7 +41,7 @@ def test_a_batch_of_one_is_built_by_the_runner_without_a_builder(mm, target):
         assert "json decision" in bad.error_msg  # TVM's own message
         assert m.worker_pids()["run"] == runner  # a refused trace does not cost the runner
 
-        m.measure([unscheduled(mm, target), unscheduled(mm, target)])
+        m.measure([tiled(mm, target, 8, 16), tiled(mm, target, 16, 8)])  # not built before
         assert len(m.worker_pids()["build"]) == 2
         assert m.num_workers_replaced == 0
 
