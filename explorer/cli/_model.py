@@ -73,7 +73,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     with _store(args, read_only=False) as store:
         model = import_model(
             args.file, store, inputs=shapes, name=args.name, target=target,
-            on_step=lambda step: print(f"{step}...", file=sys.stderr, flush=True),
+            on_step=lambda step: say(f"{step}..."),
         )  # fmt: skip
         _print_model(model, top=args.top)
     return EXIT_OK
@@ -110,6 +110,11 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def say(text: str) -> None:
+    """A step of a long command, on stderr (stdout keeps the results)."""
+    print(text, file=sys.stderr, flush=True)
+
+
 def _stored_model(store: Any, name: str) -> Any:
     try:
         return store.get_model(name)
@@ -140,6 +145,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
                 model, store, measurer, max_trials=args.trials, strategy=args.strategy,
                 seed=args.seed, scheduler=args.scheduler, chunk=args.chunk,
                 transfer=args.transfer, on_progress=None if args.quiet else progress,
+                on_step=lambda step: None if args.quiet else say(f"{step}..."),
             )  # fmt: skip
         print(f"tune {tune}: {plural(_spent(store, model, tune), 'trial')} in all")
         if args.no_race:
@@ -148,7 +154,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         race = race_model(
             model, store, tune=tune, rounds=args.rounds,
             tune_relax_trials=spent if args.vs_tune_relax else 0,
-            on_step=lambda step: print(f"{step}...", file=sys.stderr, flush=True),
+            on_step=lambda step: say(f"{step}..."),
         )  # fmt: skip
     _print_race(race)
     return EXIT_OK
@@ -176,7 +182,7 @@ def cmd_race(args: argparse.Namespace) -> int:
         race = race_model(
             model, store, tune=args.tune, rounds=args.rounds,
             tune_relax_trials=args.tune_relax,
-            on_step=lambda step: print(f"{step}...", file=sys.stderr, flush=True),
+            on_step=lambda step: say(f"{step}..."),
         )  # fmt: skip
     _print_race(race)
     return EXIT_OK

@@ -83,6 +83,8 @@ def test_tune_then_race_from_the_command_line(imported):
     assert lines[0].startswith("[4/10] fused_conv2d1_add_add1_relu: best "), out.stdout
     assert lines[1].startswith("[8/10] "), out.stdout
     assert "tune random/seed0/gradient: 10 trials in all" in lines, out.stdout
+    # each chunk is told as it starts, on stderr
+    assert "tuning fused_conv2d1_add_add1_relu (4 trials; 0 of 10 spent)..." in out.stderr
     race = lines[lines.index("tune random/seed0/gradient: 10 trials in all") + 1 :]
     assert race[0].startswith("race 1 on ") and "10 trials spent" in race[0], out.stdout
     assert [ln.split()[0] for ln in race[1:4]] == ["untuned", "tuned", "onnxruntime"]
