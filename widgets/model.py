@@ -379,8 +379,8 @@ class ModelPanel(Panel):
         raced = f"latest race: {_race_summary(latest)}" if latest else "not raced yet"
         self._say(
             f"{self.model.name}: {plural(len(self.model.tasks), 'task')}, untuned "
-            f"{format_secs(info.untuned_ms / 1e3)} per inference, "
-            f"{format_secs(info.tuned_ms / 1e3)} with each task at its best; {raced}."
+            f"{_ms(info.untuned_ms)} per inference, {_ms(info.tuned_ms)} with each task at its "
+            f"best; {raced}."
         )
 
     def _show_tasks(self) -> ModelTimesInfo | None:

@@ -52,9 +52,6 @@ class BuildCache:
         self.capacity = capacity
         self._builds: OrderedDict[str, Build] = OrderedDict()
 
-    def __len__(self) -> int:
-        return len(self._builds)
-
     def get(self, key: str) -> Build | None:
         """The kept build of ``key``, or ``None`` (never kept, let go, or its file is gone)."""
         build = self._builds.get(key)
@@ -76,9 +73,6 @@ class BuildCache:
         while len(self._builds) > self.capacity:
             _, dropped = self._builds.popitem(last=False)
             _remove(dropped.path)
-
-    def paths(self) -> set[str]:
-        return {b.path for b in self._builds.values()}
 
 
 def _remove(path: str) -> None:

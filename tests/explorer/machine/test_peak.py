@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -166,4 +169,30 @@ def test_two_askers_at_once_measure_the_peak_once(tmp_path, kept, monkeypatch):
     for asker in askers:
         asker.join(timeout=600)
     assert len(answers) == 2 and answers[0].gflops_f32 > 1.0
+    assert answers[0] == answers[1] == cached_peak(target)  # one measurement, its time and all
+
+
+ASK = """
+import json, sys
+from explorer.machine import measured_peak
+from explorer.target import Target
+print(json.dumps(measured_peak(Target.local_cpu(), at_least=1.0).to_json()))
+"""
+
+
+def test_two_processes_at_once_measure_the_peak_once(tmp_path, kept, monkeypatch):
+    """A second notebook (or `explorer peak`) beside the first waits for its measurement: two at
+    once share the cores, both read low, and one is wasted."""
+    (_, first), target = kept, Target.local_cpu()
+    path = tmp_path / "peak.json"
+    monkeypatch.setenv(CACHE_ENV, str(path))
+    _write_cache({_cache_key(target): replace(first, gflops_f32=0.001, measured_at=0)})
+    env = {**os.environ, CACHE_ENV: str(path)}
+    askers = [
+        subprocess.Popen([sys.executable, "-c", ASK], stdout=subprocess.PIPE, text=True, env=env)
+        for _ in range(2)
+    ]
+    answers = [MachinePeak.from_json(json.loads(p.communicate(timeout=600)[0])) for p in askers]
+    assert all(p.returncode == 0 for p in askers)
+    assert answers[0].gflops_f32 > 1.0
     assert answers[0] == answers[1] == cached_peak(target)  # one measurement, its time and all
