@@ -113,13 +113,16 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_transfer.py --quick
 	$(PY) benchmarks/bench_packing.py --quick
 	$(PY) benchmarks/bench_small_run.py
+	$(PY) benchmarks/bench_factors.py --workloads matmul_512 --seeds 3
 
 ## The runs behind issue 9's targets: matmul 512 in full (3 seeds at 64 trials, 1 at 256, tune_tir
 # at 1000), matmul 1024 with one seed for NumPy and the peak; all printed from one run. Then the
 # packed sketches' goals: matmul 1024 and ResNet-18's 3x3 layers against the peak (~30 min).
+# Then where our evolutionary and tune_tir_fast differ, one factor at a time, 5 seeds (~2 h).
 bench-targets: $(STAMP)
 	$(PY) benchmarks/bench_search.py --targets
 	$(PY) benchmarks/bench_packing.py
+	$(PY) benchmarks/bench_factors.py
 
 ## A few-minute variant to run after every change to search or measurement code.
 bench-quick: $(STAMP)
