@@ -113,7 +113,8 @@ def make_model_race_figure(info: ModelRaceInfo | None = None) -> go.Figure:
                     hovertemplate=f"{name}: %{{y:.3g}} ms<extra></extra>",
                 )
             )  # fmt: skip
-    details = [_verdict(latest.tuned_ms, latest.onnxruntime_ms)]
+    # a verdict read beside other processes is not stated as a fact on its own
+    details = [_verdict(latest.tuned_ms, latest.onnxruntime_ms), latest.busy or ""]
     fig.update_layout(heading(f"{info.model} against ONNX Runtime", details))
     return fig
 

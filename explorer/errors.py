@@ -104,6 +104,10 @@ class ModelError(ExplorerError, ValueError):
     shape without its size, too large for the machine. The message names what and where."""
 
 
+class RaceStopped(ModelError):
+    """A model's race was asked to stop before it ended: nothing of it was stored."""
+
+
 class SearchError(ExplorerError):
     """A search cannot start or continue (empty design space, bad budget)."""
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from explorer.errors import ExplorerError
 from widgets import _ui
 
 log = logging.getLogger(__name__)
@@ -146,7 +147,10 @@ class JobRunner:
         try:
             return fn(job)
         except BaseException as exc:
-            log.warning("job %r failed: %s", job.name, exc)
+            # The explorer's own errors are sentences the panel shows (a bad path, a bad file):
+            # only the unexpected reach JupyterLab's log console too.
+            level = logging.DEBUG if isinstance(exc, ExplorerError) else logging.WARNING
+            log.log(level, "job %r failed: %s", job.name, exc)
             raise  # kept on the future: a job's failure is data, shown in the UI
 
     def _settle(self, job: Job, on_done: Callable[[Job], None] | None) -> None:

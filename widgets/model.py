@@ -18,14 +18,14 @@ from __future__ import annotations
 import html
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import ipywidgets as w
 
 from explorer.analysis import ModelTimesInfo, model_race_info, model_times_info
 from explorer.core import ModelRace, ModelRecord
-from explorer.errors import ModelError
+from explorer.errors import ModelError, RaceStopped
 from explorer.extras import check_installed
 from explorer.model import (
     SCHEDULERS,
@@ -37,6 +37,8 @@ from explorer.model import (
     parse_input_shape,
     race_model,
     tune_model,
+    tune_name,
+    tune_spent,
 )
 from explorer.plots import make_model_race_figure, make_model_tasks_figure
 from explorer.search import STRATEGIES
@@ -54,6 +56,9 @@ from widgets._whole import WholeText, parse_whole
 log = logging.getLogger(__name__)
 
 MODEL_PACKAGES = ("onnx", "onnxruntime")
+IMPORT, TUNE, RACE = "Model import", "Model tune", "Model race"  # the jobs' names
+POLL_SECS = 5.0
+"""How often the panel looks for another notebook's or process's imports, trials and races."""
 CSS = """
 .se-model .widget-label.se-model-status { white-space: normal; height: auto; line-height: 1.45; }
 .se-model table { border-collapse: collapse; font-size: 12px; }
@@ -87,13 +92,21 @@ class ModelPanel(Panel):
         self.tasks_figure = LiveFigure(make_model_tasks_figure(None))
         self.race_figure = LiveFigure(make_model_race_figure(None))
         self.widget = self._layout()
-        self.models.observe(lambda _: self._guard(self._on_pick), names="value")
+        self._rereading = False  # the Model list re-read for another process: not a pick
+        self._closed = False
+        self.models.observe(
+            lambda _: None if self._rereading else self._guard(self._on_pick), names="value"
+        )
         self.import_button.on_click(lambda _: self._guard(self.import_file))
         self.tune_button.on_click(lambda _: self._guard(self.tune))
         self.race_button.on_click(lambda _: self._guard(self.race))
         self.stop_button.on_click(lambda _: self._guard(self.stop))
         self.open_button.on_click(lambda _: self._guard(self.open_task))
         self.refresh_models()
+        # Another notebook or process on the same database imports, tunes and races too: the
+        # panel compares what it showed with the store every POLL_SECS and re-reads it.
+        self._seen = self._store_state()
+        self._poll = _ui.call_later(POLL_SECS, self._check_store)
 
     def _make_controls(self) -> None:
         self.models = tagged(w.Dropdown(options=[], description="Model"), "se-model-pick")
@@ -167,9 +180,7 @@ class ModelPanel(Panel):
     def refresh_models(self, select: int | None = None) -> None:
         """Re-read the database's models into the Model list (and select ``select``)."""
         stored = self.ctx.store.models()
-        self.models.options = [
-            (f"{m.name} ({plural(len(m.tasks), 'task')})", m.id) for m in stored
-        ]
+        self.models.options = _model_options(stored)
         if select is not None:
             self.models.value = select
         elif stored and self.models.value is None:
@@ -200,7 +211,7 @@ class ModelPanel(Panel):
             )  # fmt: skip
 
         return self._submit(
-            "Model import",
+            IMPORT,
             work,
             # a model stored before this import began: the same file, found in the store
             lambda model: self._on_imported(model, again=model.created_at < started),
@@ -219,6 +230,17 @@ class ModelPanel(Panel):
             self._say(f"Not started: {trials}")
             return None
         strategy, scheduler = str(self.strategy.value), str(self.scheduler.value)
+        spent = tune_spent(model, self.ctx.store, tune_name(strategy, 0, scheduler))
+        if spent >= trials:  # Trials is the tune's total: nothing would run, and it would race
+            self._say(
+                f"Not started: {model.name}'s tune with {strategy} ({scheduler}) has spent "
+                f"{plural(spent, 'trial')} already and Trials is its total: set Trials above "
+                f"{spent} to tune further (Race races what it found)."
+            )
+            return None
+        more = plural(trials, "trial")
+        if spent:
+            more = f"{plural(trials - spent, 'more trial')} ({trials} in all)"
 
         def work(job: Job) -> str:
             with self.ctx.search_measurer() as measurer:
@@ -231,8 +253,8 @@ class ModelPanel(Panel):
 
         self.progress.value, self.progress.max = 0, trials
         return self._submit(
-            "Model tune", work, self._on_tuned,
-            f"Tuning {model.name}: {plural(trials, 'trial')} with {strategy} ({scheduler})...",
+            TUNE, work, self._on_tuned,
+            f"Tuning {model.name}: {more} with {strategy} ({scheduler})...",
         )  # fmt: skip
 
     def race(self, tune: str | None = None) -> Job | None:
@@ -241,20 +263,26 @@ class ModelPanel(Panel):
         if model is None:
             return None
 
-        def work(_job: Job) -> ModelRace:
-            return race_model(model, self.ctx.store, tune=tune)
+        def work(job: Job) -> ModelRace:
+            return race_model(model, self.ctx.store, tune=tune, should_stop=job.is_cancelled)
 
         return self._submit(
-            "Model race", work, self._on_raced,
+            RACE, work, self._on_raced,
             f"Racing {model.name} against ONNX Runtime (a build or two, then 3 rounds)...",
         )  # fmt: skip
 
     def stop(self) -> None:
-        """Ask the running import, tune or race to stop at its next checkpoint."""
+        """Ask the running tune (at its next chunk) or race (at once) to stop; an import stores
+        its model whole or not at all, and runs to its end."""
+        racing = self.job is not None and self.job.name == RACE
         self._stop_job(
             self.job, self.stop_button,
             idle="Nothing is running.",
-            stopping="Stopping after the current batch (every measured trial is kept)...",
+            stopping=(
+                "Stopping the race (nothing of it is stored)..."
+                if racing
+                else "Stopping after the current chunk (every measured trial is kept)..."
+            ),
         )  # fmt: skip
 
     def open_task(self) -> ScheduleSession | None:
@@ -277,6 +305,8 @@ class ModelPanel(Panel):
         return session
 
     def close(self) -> None:
+        self._closed = True
+        self._poll.cancel()
         if self.job is not None and self.job.is_active:
             self.job.cancel()
 
@@ -292,11 +322,19 @@ class ModelPanel(Panel):
         check_installed(MODEL_PACKAGES, "the Model tab", "model")
         jobs = self.ctx.search_jobs
         if jobs.busy and jobs.current is not None:
+            if jobs.current is self.job:
+                # this panel's own job: a second click that reached the kernel before the
+                # buttons' disabling reached the page; the status stays the job's
+                return None
             self._say(f"Not started: {jobs.current.name} is still running; stop it or wait.")
             return None
 
         def on_done(job: Job) -> None:
             self._set_running(False)
+            if isinstance(job.exception, RaceStopped):
+                self.progress.bar_style = "warning"
+                self._say("Race stopped before it ended; nothing of it was stored.")
+                return
             if job.state is JobState.ERROR:
                 self.progress.bar_style = "danger"
                 self._say(f"{name} failed: {error_text(job.exception)}.")
@@ -304,6 +342,8 @@ class ModelPanel(Panel):
             done(job.result)
 
         self._set_running(True)
+        # an import stores its model whole or not at all: it has no point to stop at
+        self.stop_button.disabled = name == IMPORT
         self._say(saying)
         self.job = jobs.submit(name, work, on_done=on_done)
         return self.job
@@ -333,7 +373,7 @@ class ModelPanel(Panel):
     def _on_progress(self, p: ModelTuneProgress) -> None:
         self.progress.max, self.progress.value = p.max_trials, min(p.trials, p.max_trials)
         self._say(
-            f"[{p.trials}/{p.max_trials}] tuned {p.task}; tasks at their best: "
+            f"[{p.trials}/{p.max_trials}] tuned {p.task}; with this tune's best of each task: "
             f"{format_secs(p.estimated_secs)} per inference..."
         )
         self._show_tasks()
@@ -377,19 +417,64 @@ class ModelPanel(Panel):
         # The status line is about the model shown (it said the last model's race before).
         latest = races[-1] if races else None
         raced = f"latest race: {_race_summary(latest)}" if latest else "not raced yet"
+        note = busy_note(latest) if latest else None
         self._say(
             f"{self.model.name}: {plural(len(self.model.tasks), 'task')}, untuned "
             f"{_ms(info.untuned_ms)} per inference, {_ms(info.tuned_ms)} with each task at its "
-            f"best; {raced}."
+            f"best; {raced}." + (f" {note}" if note else "")
         )
+
+    def _store_state(self) -> tuple[Any, ...]:
+        """What the panel shows of the store: its models, the shown model's races and the
+        trials (a task's best may change with any of them)."""
+        store = self.ctx.store
+        races = len(store.model_races(self.model.id)) if self.model is not None else 0
+        return tuple(m.id for m in store.models()), races, store.count_trials()
+
+    def _check_store(self) -> None:
+        if self._closed:
+            return
+        try:
+            # while this panel's own job runs, its progress redraws the panel
+            if not (self.job is not None and self.job.is_active):
+                state = self._store_state()
+                if state != self._seen:
+                    self._seen = state
+                    self._reread()
+        except Exception:  # a store busy or gone for a moment: the next poll tries again
+            log.debug("model panel: cannot re-read the store", exc_info=True)
+        self._poll = _ui.call_later(POLL_SECS, self._check_store)
+
+    def _reread(self) -> None:
+        """Show what another process changed: the Model list (the shown model kept), the shown
+        model's tasks and races. The status line stays what the user's last action said."""
+        shown = self.models.value
+        self._rereading = True
+        try:
+            self.models.options = _model_options(self.ctx.store.models())
+            ids = [value for _, value in self.models.options]
+            self.models.value = shown if shown in ids else None
+        finally:
+            self._rereading = False
+        if shown is None or self.models.value != shown:  # none shown, or gone: pick anew
+            self.refresh_models()
+            return
+        self.model = None if shown is None else self.ctx.store.get_model(int(shown))
+        self._show_tasks()
+        self._show_races()
 
     def _show_tasks(self) -> ModelTimesInfo | None:
         if self.model is None:
             self.tasks_table.value, self.task.options = "", []
             _redraw(self.tasks_figure, make_model_tasks_figure(None))
             return None
-        info = model_times_info(self.model, best_times(self.model, self.ctx.store))
-        self.tasks_table.value = _tasks_html(info)
+        store = self.ctx.store
+        bests = best_schedules(self.model, store)
+        info = model_times_info(self.model, best_times(self.model, store, schedules=bests))
+        own = {run_id for run_id, _, _ in store.model_runs(self.model.id)}
+        self.tasks_table.value = _tasks_html(
+            info, elsewhere={name for name, trial in bests if trial.run_id not in own}
+        )
         self.task.options = [t.name for t in info.tasks]
         self.task.value = info.tasks[0].name if info.tasks else None  # the slowest now
         _redraw(self.tasks_figure, make_model_tasks_figure(info))
@@ -401,6 +486,10 @@ class ModelPanel(Panel):
         info = None if self.model is None else model_race_info(self.model, races)
         _redraw(self.race_figure, make_model_race_figure(info))
         return races
+
+
+def _model_options(models: list[ModelRecord]) -> list[tuple[str, int]]:
+    return [(f"{m.name} ({plural(len(m.tasks), 'task')})", m.id) for m in models]
 
 
 def _race_summary(race: ModelRace) -> str:
@@ -422,18 +511,29 @@ def _redraw(live: LiveFigure, fig: Any) -> None:
         live.layout = fig.layout
 
 
-def _tasks_html(info: ModelTimesInfo) -> str:
+def _tasks_html(info: ModelTimesInfo, elsewhere: Collection[str] = ()) -> str:
     total = info.tuned_ms or 1.0
     rows = "".join(
         f"<tr><td>{i}</td><td>{html.escape(t.name)}</td><td>{t.weight}</td>"
-        f"<td>{_ms(t.untuned_ms)}</td><td>{_ms(t.tuned_ms)}{_KEPT if t.untuned_kept else ''}</td>"
+        f"<td>{_ms(t.untuned_ms)}</td><td>{_ms(t.tuned_ms)}{_KEPT if t.untuned_kept else ''}"
+        f"{_ELSEWHERE if t.name in elsewhere else ''}</td>"
         f"<td>{(t.best_ms or 0.0) / total:.1%}</td></tr>"
         for i, t in enumerate(info.tasks, start=1)
     )
+    note = f"<div>{_ELSEWHERE_NOTE}</div>" if any(t.name in elsewhere for t in info.tasks) else ""
     return (
         "<table><tr><th>#</th><th>task</th><th>calls</th><th>untuned</th><th>best</th>"
-        f"<th>share now</th></tr>{rows}</table>"
+        f"<th>share now</th></tr>{rows}</table>{note}"
     )
+
+
+# The database's best of a task is any run's on the same program: another model with the same
+# task, or a tune of the task alone. A new user took them for this model's own.
+_ELSEWHERE = " <span title='found outside this model&#39;s tunes'>*</span>"
+_ELSEWHERE_NOTE = (
+    "* found outside this model's tunes (another model with the same task, or the task tuned "
+    "alone): Race builds with it; the race after a tune uses that tune's schedules only."
+)
 
 
 # A tuned best no faster than the default: the race builds the task untuned ("now" counts that).

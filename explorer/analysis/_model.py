@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from explorer.core import ModelRace, ModelRecord
+from explorer.model import busy_note
 
 ONNXRUNTIME, TUNED, TUNE_RELAX, UNTUNED = "onnxruntime", "tuned", "tune_relax", "untuned"
 
@@ -83,6 +84,7 @@ class RacePoint:
     onnxruntime_ms: float | None
     untuned_ms: float | None
     tune_relax_ms: float | None = None
+    busy: str | None = None  # the race's ``busy_note``: read on a busy machine
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,8 @@ def model_race_info(model: ModelRecord, races: Sequence[ModelRace]) -> ModelRace
             return None if secs is None else secs * 1e3
 
         point = RacePoint(
-            race.id, race.trials, ms(TUNED), ms(ONNXRUNTIME), ms(UNTUNED), ms(TUNE_RELAX)
-        )
+            race.id, race.trials, ms(TUNED), ms(ONNXRUNTIME), ms(UNTUNED), ms(TUNE_RELAX),
+            busy_note(race),
+        )  # fmt: skip
         by_tune.setdefault(race.tune or "database", []).append(point)
     return ModelRaceInfo(model.name, tuple((k, tuple(v)) for k, v in by_tune.items()))

@@ -97,11 +97,13 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from explorer.model import tune_spent
+
     with _store(args, read_only=True) as store:
         model = _stored_model(store, args.model)
         races = store.model_races(model.id)
         tunes = sorted({t for _, _, t in store.model_runs(model.id)})
-        spent = {t: _spent(store, model, t) for t in tunes}
+        spent = {t: tune_spent(model, store, t) for t in tunes}
     _print_model(model, top=args.top)
     for tune in tunes:
         print(f"tune {tune}: {plural(spent[tune], 'trial')}")
@@ -124,7 +126,7 @@ def _stored_model(store: Any, name: str) -> Any:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from explorer.measure import LocalMeasurer
-    from explorer.model import race_model, tune_model
+    from explorer.model import race_model, tune_model, tune_name, tune_spent
     from explorer.search import check_capabilities
 
     check_capabilities(args.strategy, start=False, cost_model=None, transfer=args.transfer)
@@ -140,6 +142,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
                 flush=True,
             )
 
+        planned = tune_name(args.strategy, args.seed, args.scheduler, transfer=args.transfer)
+        before = tune_spent(model, store, planned)
+        if before >= args.trials:  # --trials is the tune's total: nothing is left to spend
+            say(
+                f"tune {planned} has spent {plural(before, 'trial')} already and --trials is "
+                f"its total: nothing to tune (give --trials above {before} to tune further)"
+            )
         with LocalMeasurer() as measurer:
             tune = tune_model(
                 model, store, measurer, max_trials=args.trials, strategy=args.strategy,
@@ -147,10 +156,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
                 transfer=args.transfer, on_progress=None if args.quiet else progress,
                 on_step=lambda step: None if args.quiet else say(f"{step}..."),
             )  # fmt: skip
-        print(f"tune {tune}: {plural(_spent(store, model, tune), 'trial')} in all")
+        print(f"tune {tune}: {plural(tune_spent(model, store, tune), 'trial')} in all")
         if args.no_race:
             return EXIT_OK
-        spent = _spent(store, model, tune)
+        spent = tune_spent(model, store, tune)
         race = race_model(
             model, store, tune=tune, rounds=args.rounds,
             tune_relax_trials=spent if args.vs_tune_relax else 0,
@@ -158,14 +167,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
         )  # fmt: skip
     _print_race(race)
     return EXIT_OK
-
-
-def _spent(store: Any, model: Any, tune: str) -> int:
-    return sum(
-        store.count_trials(run_id=run_id, remeasures=False)
-        for run_id, _, run_tune in store.model_runs(model.id)
-        if run_tune == tune
-    )
 
 
 def cmd_race(args: argparse.Namespace) -> int:
@@ -293,7 +294,12 @@ def _add_tune(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="tune a model's tasks with one budget, then race the network against ONNX Runtime",
     )
     tune.add_argument("model", help="its name or id (see `explorer model list`)")
-    tune.add_argument("--trials", type=trial_count, required=True, help="trials for all tasks")
+    tune.add_argument(
+        "--trials",
+        type=trial_count,
+        required=True,
+        help="the tune's trials in all, over every task (run again with more, it continues)",
+    )
     tune.add_argument(
         "--strategy", default="evolutionary", metavar="NAME",
         help="search strategy of every task (default evolutionary)",

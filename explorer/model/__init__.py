@@ -28,7 +28,15 @@ from explorer.model._race import (
     race_model,
     untuned_kept,
 )
-from explorer.model._tune import SCHEDULERS, ModelTuneProgress, TaskState, task_states, tune_model
+from explorer.model._tune import (
+    SCHEDULERS,
+    ModelTuneProgress,
+    TaskState,
+    task_states,
+    tune_model,
+    tune_name,
+    tune_spent,
+)
 
 __all__ = [
     "MAX_ERROR",
@@ -47,6 +55,8 @@ __all__ = [
     "TaskState",
     "task_states",
     "tune_model",
+    "tune_name",
+    "tune_spent",
     "parse_onnx",
     "ModelInput",
     "ModelRace",

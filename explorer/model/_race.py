@@ -12,10 +12,12 @@ from __future__ import annotations
 import math
 import os
 import pickle
+import signal
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +29,7 @@ from explorer.core import (
     RecordStore,
     TrialRecord,
 )
-from explorer.errors import ModelError
+from explorer.errors import ModelError, RaceStopped
 from explorer.model._import import has_layout_free_tasks
 from explorer.storage import environment
 from explorer.types import MeasureStatus
@@ -97,12 +99,20 @@ def untuned_kept(task: ModelTask, trial: TrialRecord) -> bool:
     return task.untuned_secs is not None and (fastest is None or fastest >= task.untuned_secs)
 
 
-def best_times(model: ModelRecord, store: RecordStore) -> dict[str, float]:
+def best_times(
+    model: ModelRecord,
+    store: RecordStore,
+    *,
+    schedules: Sequence[tuple[str, TrialRecord]] | None = None,
+) -> dict[str, float]:
     """Each tuned task's best time per call, as ``untuned_secs`` is taken (the fastest repeat
-    of its best schedule), by task name: what ``model_times_info`` compares."""
+    of its best schedule), by task name: what ``model_times_info`` compares. ``schedules``:
+    ``best_schedules(model, store)`` when the caller has it already."""
+    if schedules is None:
+        schedules = best_schedules(model, store)
     return {
         name: trial.result.fastest_secs
-        for name, trial in best_schedules(model, store)
+        for name, trial in schedules
         if trial.result.fastest_secs is not None
     }
 
@@ -143,6 +153,7 @@ def race_model(
     tune_relax_trials: int = 0,
     timeout_secs: float = 3600.0,
     on_step: Callable[[str], None] = lambda _: None,
+    should_stop: Callable[[], bool] = lambda: False,
 ) -> ModelRace:
     """Build ``model`` with the best schedule of each task and race it (see the module doc);
     the race is stored and returned.
@@ -151,8 +162,12 @@ def race_model(
     with that many trials in all: give it the trials the ``tuned`` entry spent, for an equal
     budget) and its build is one more contender, ``tune_relax``.
 
+    ``should_stop`` is polled while the child runs; ``True`` ends it (its process group) and
+    nothing is stored.
+
     Raises:
         ModelError: the child process failed (it says why), or ran past ``timeout_secs``.
+        RaceStopped: ``should_stop`` said stop.
     """
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1 (got {rounds})")
@@ -186,7 +201,7 @@ def race_model(
         f"building {model.name} with {len(chosen)} of {len(model.tasks)} tasks scheduled"
         f"{relax}, then {rounds} interleaved rounds against ONNX Runtime"
     )
-    entries, versions = _run_child(plan, model.name, timeout_secs)
+    entries, versions = _run_child(plan, model.name, timeout_secs, should_stop)
     trials = sum(
         store.count_trials(run_id=run_id, remeasures=False)
         for run_id, _, run_tune in store.model_runs(model.id)
@@ -202,21 +217,42 @@ def race_model(
 
 
 def _run_child(
-    plan: RacePlan, name: str, timeout_secs: float
+    plan: RacePlan, name: str, timeout_secs: float, should_stop: Callable[[], bool]
 ) -> tuple[list[RaceEntry], dict[str, Any]]:
     """``explorer.model._race_child`` run on ``plan`` (pickled through its stdin and stdout:
     a fresh interpreter, which imports nothing of the caller's ``__main__``)."""
-    try:
-        done = subprocess.run(
+    # The plan goes in through a file: communicate() sends its input once, and a retry after
+    # a timeout (to poll should_stop) would leave a plan larger than the pipe half sent.
+    with tempfile.TemporaryFile() as plan_file:
+        pickle.dump(plan, plan_file)
+        plan_file.seek(0)
+        child = subprocess.Popen(
             [sys.executable, "-m", "explorer.model._race_child"],
-            input=pickle.dumps(plan), capture_output=True, timeout=timeout_secs,
+            stdin=plan_file, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             # TVM's thread pool reads its size once, when it starts: the target's, from the
             # first kernel on (ONNX Runtime's is set on its session)
             env={**os.environ, "TVM_NUM_THREADS": str(plan.num_threads)},
             start_new_session=True,  # a scheduling group of its own (explorer.core._sched)
         )  # fmt: skip
-    except subprocess.TimeoutExpired:
-        raise ModelError(f"racing {name} took more than {timeout_secs:.0f} s") from None
+    deadline = time.monotonic() + timeout_secs
+    with child:
+        try:
+            while True:
+                try:  # the output read so far is kept between tries
+                    stdout, stderr = child.communicate(timeout=STOP_POLL_SECS)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                if should_stop():
+                    raise RaceStopped(
+                        f"the race of {name} was stopped before it ended; nothing was stored"
+                    )
+                if time.monotonic() > deadline:
+                    raise ModelError(f"racing {name} took more than {timeout_secs:.0f} s")
+        except BaseException:  # a stop, the timeout, Ctrl-C: the child's group goes too
+            _kill_group(child)
+            raise
+    done = subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
     if done.returncode != 0:
         said = done.stderr.decode(errors="replace").strip().splitlines()
         why = said[-1] if said else f"exit status {done.returncode}"
@@ -228,3 +264,16 @@ def _run_child(
         raise ModelError(reply)
     entries, versions = reply
     return list(entries), dict(versions)
+
+
+STOP_POLL_SECS = 0.5
+"""How often a race polls ``should_stop`` while its child runs."""
+
+
+def _kill_group(child: subprocess.Popen[bytes]) -> None:
+    """End the child and whatever it started (its session's process group), and reap it."""
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # already gone
+    child.wait()

@@ -93,6 +93,16 @@ def tune_name(strategy: str, seed: int, scheduler: str, *, transfer: bool = Fals
     return f"{strategy}{'+transfer' if transfer else ''}/seed{seed}/{scheduler}"
 
 
+def tune_spent(model: ModelRecord, store: RecordStore, tune: str) -> int:
+    """The trials the tune ``tune`` of ``model`` has measured so far (re-timings not counted):
+    what ``tune_model``'s ``max_trials``, a total, is compared with."""
+    return sum(
+        store.count_trials(run_id=run_id, remeasures=False)
+        for run_id, _, run_tune in store.model_runs(model.id)
+        if run_tune == tune
+    )
+
+
 def task_states(model: ModelRecord, store: RecordStore, tune: str) -> list[TaskState]:
     """The state of every task of ``model`` in the tune ``tune``, from the stored runs."""
     runs: dict[str, list[int]] = {}

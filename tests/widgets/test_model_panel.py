@@ -36,7 +36,8 @@ def test_import_tune_race_and_open_a_task(local_ctx, tiny_onnx, tmp_path) -> Non
     assert panel.models.options == () and "Import a model" in str(panel.tasks_figure.layout.title)
     panel.path.value = str(tiny_onnx)
     panel.import_button.click()
-    assert panel.import_button.disabled and not panel.stop_button.disabled
+    # an import stores its model whole or not at all: Stop has nothing to stop there
+    assert panel.import_button.disabled and panel.stop_button.disabled
     settle(panel)
     assert panel.status.value.startswith("Imported tiny: 5 tasks, untuned ")
     assert panel.models.options == (("tiny (5 tasks)", 1),) and panel.model is not None
@@ -105,10 +106,13 @@ def test_import_tune_race_and_open_a_task(local_ctx, tiny_onnx, tmp_path) -> Non
     panel.models.value = tiny_id
     said = panel.status.value
     assert said.startswith("tiny: 5 tasks, untuned ") and "latest race: tuned " in said, said
+    assert "found outside this model's tunes" not in panel.tasks_table.value
     assert panel.race_figure.layout.uirevision == "model tiny"
     panel.models.value = panel.models.options[-1][1]
     said = panel.status.value
     assert said.startswith("tiny2: 5 tasks, untuned ") and said.endswith("not raced yet."), said
+    # tiny2's tasks are tiny's programs: their best is tiny's tune's, and the table says so
+    assert "* found outside this model's tunes" in panel.tasks_table.value
     assert panel.race_figure.layout.uirevision == "model tiny2" and not panel.race_figure.data
     panel.models.value = tiny_id
 

@@ -8,10 +8,10 @@ line), and the blocking that did best with A unpacked in a grid of 41 blockings.
 result is checked against NumPy. Timed in 5 interleaved rounds with TVM's timer, each read by
 its fastest call, against the peak's FMA kernel; NumPy's native kernel (its own OpenBLAS
 kernel, the two variables this machine sets unset) is timed in its child between the rounds.
-Run it once per thread count:
+Run it from the repository's root once per thread count (1 and 2 here):
 
-    TVM_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 python docs/reproduction/packing/2026-12-03-two-cores.py
-    TVM_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python docs/reproduction/packing/2026-12-03-two-cores.py
+    export TVM_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2
+    python docs/reproduction/packing/2026-12-03-two-cores.py
 """
 
 import os
@@ -52,6 +52,7 @@ def source(pack_a: bool, copy_b: bool, nb: int, mb: int, kc: int) -> str:
         for lane in T.vectorized({NR}):
             Bp[pk // {K}, pk % {K}, lane] = B[pk % {K}, pk // {K} * {NR} + lane]"""
     c_at = f"C[{row} * {MR} + i, jb * {nb} + jp * {NR} + j]"
+    b_at = f"{panels}[jb * {nb // NR} + jp, k0 * {kc} + k, j]"
     return f"""
 @T.prim_func
 def main(A: T.Buffer({a_shape}, "float32"), B: T.Buffer({b_shape}, "float32"),
@@ -70,7 +71,7 @@ def main(A: T.Buffer({a_shape}, "float32"), B: T.Buffer({b_shape}, "float32"),
                     for k in range({kc}):
                         for i in T.unroll({MR}):
                             for j in T.vectorized({NR}):
-                                acc[i, j] = acc[i, j] + {a_at} * {panels}[jb * {nb // NR} + jp, k0 * {kc} + k, j]
+                                acc[i, j] = acc[i, j] + {a_at} * {b_at}
                     for i in T.unroll({MR}):
                         for j in T.vectorized({NR}):
                             {c_at} = acc[i, j]
@@ -96,9 +97,17 @@ def main() -> None:
     a_packed = np.ascontiguousarray(a.reshape(M // MR, MR, K).transpose(0, 2, 1))
     b_packed = np.ascontiguousarray(b.reshape(K, N // NR, NR).transpose(1, 0, 2))
     peak_flops = 2 * LANES * ACCUMULATORS * FMA_STEPS * CORES
-    kernels = {"peak kernel": timer(fma_source(CORES, LANES), np.ones((CORES, ACCUMULATORS * LANES), "float32"))}
+    kernels = {
+        "peak kernel": timer(
+            fma_source(CORES, LANES), np.ones((CORES, ACCUMULATORS * LANES), "float32")
+        )
+    }
     for name, (pack_a, copy_b, nb, mb, kc) in VARIANTS.items():
-        inputs = (a_packed if pack_a else a, b if copy_b else b_packed, np.zeros((M, N), "float32"))
+        inputs = (
+            a_packed if pack_a else a,
+            b if copy_b else b_packed,
+            np.zeros((M, N), "float32"),
+        )
         kernels[name] = timer(source(pack_a, copy_b, nb, mb, kc), *inputs, check=reference)
     best = dict.fromkeys([*kernels, "NumPy (native kernel)"], float("inf"))
     workload = get_workload("matmul", M=M, N=N, K=K)
@@ -107,15 +116,20 @@ def main() -> None:
             for name, run in kernels.items():
                 best[name] = min(best[name], run())
             baseline = numpy_timer.time(workload)
-            best["NumPy (native kernel)"] = min(best["NumPy (native kernel)"], min(baseline.run_secs))
+            best["NumPy (native kernel)"] = min(
+                best["NumPy (native kernel)"], min(baseline.run_secs)
+            )
         blas = numpy_timer.blas_info()
     peak = peak_flops / best["peak kernel"] / 1e9
-    print(f"{cpu_model()}, {TARGET.key()}, TVM_NUM_THREADS={os.environ.get('TVM_NUM_THREADS')}, "
-          f"NumPy: {blas.get('internal_api')} {blas.get('version')} {blas.get('architecture')} "
-          f"{blas.get('num_threads')} threads; tile {MR}x{NR}")
+    print(
+        f"{cpu_model()}, {TARGET.key()}, TVM_NUM_THREADS={os.environ.get('TVM_NUM_THREADS')}, "
+        f"NumPy: {blas.get('internal_api')} {blas.get('version')} {blas.get('architecture')} "
+        f"{blas.get('num_threads')} threads; tile {MR}x{NR}"
+    )
     for name, secs in best.items():
         gflops = (peak_flops if name == "peak kernel" else 2 * M * N * K) / secs / 1e9
-        print(f"{name:32s} {secs * 1e3:8.3f} ms {gflops:7.1f} GFLOPS {gflops / peak:5.2f} of the peak kernel")
+        share = f"{gflops / peak:5.2f} of the peak kernel"
+        print(f"{name:32s} {secs * 1e3:8.3f} ms {gflops:7.1f} GFLOPS {share}")
 
 
 if __name__ == "__main__":

@@ -93,6 +93,14 @@ def test_tune_then_race_from_the_command_line(imported):
     assert "tune random/seed0/gradient: 10 trials" in out.stdout and "race 1 on " in out.stdout
     out = explorer("model", "race", "tiny", "--tune", "nope", "--db", str(db))
     assert out.returncode == 2 and "has no tune 'nope'" in out.stderr, out.stderr
+    # --trials is the tune's total: the same budget again tunes nothing, and says so
+    out = explorer(
+        "model", "tune", "tiny", "--trials", "10", "--strategy", "random", "--no-race",
+        "--db", str(db),
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "has spent 10 trials already and --trials is its total: nothing to tune" in out.stderr
+    assert out.stdout.splitlines() == ["tune random/seed0/gradient: 10 trials in all"]
 
 
 @pytest.mark.parametrize(
