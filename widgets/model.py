@@ -341,21 +341,20 @@ class ModelPanel(Panel):
                 return
             done(job.result)
 
-        self._set_running(True)
         # an import stores its model whole or not at all: it has no point to stop at
-        self.stop_button.disabled = name == IMPORT
+        self._set_running(True, stoppable=name != IMPORT)
         self._say(saying)
         self.job = jobs.submit(name, work, on_done=on_done)
         return self.job
 
-    def _set_running(self, running: bool) -> None:
+    def _set_running(self, running: bool, *, stoppable: bool = True) -> None:
         # The Model list too: the progress and the plots stay about the model the job is on.
         controls = (
             self.import_button, self.tune_button, self.race_button, self.open_button, self.models
         )  # fmt: skip
         for control in controls:
             control.disabled = running
-        self.stop_button.disabled = not running
+        self.stop_button.disabled = not (running and stoppable)
 
     def _on_imported(self, model: ModelRecord, again: bool = False) -> None:
         self.refresh_models(select=model.id)
@@ -459,7 +458,7 @@ class ModelPanel(Panel):
         if shown is None or self.models.value != shown:  # none shown, or gone: pick anew
             self.refresh_models()
             return
-        self.model = None if shown is None else self.ctx.store.get_model(int(shown))
+        self.model = self.ctx.store.get_model(int(shown))
         self._show_tasks()
         self._show_races()
 

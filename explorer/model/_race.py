@@ -31,6 +31,7 @@ from explorer.core import (
 )
 from explorer.errors import ModelError, RaceStopped
 from explorer.model._import import has_layout_free_tasks
+from explorer.model._tune import tune_spent
 from explorer.storage import environment
 from explorer.types import MeasureStatus
 
@@ -202,11 +203,7 @@ def race_model(
         f"{relax}, then {rounds} interleaved rounds against ONNX Runtime"
     )
     entries, versions = _run_child(plan, model.name, timeout_secs, should_stop)
-    trials = sum(
-        store.count_trials(run_id=run_id, remeasures=False)
-        for run_id, _, run_tune in store.model_runs(model.id)
-        if tune is None or run_tune == tune
-    )
+    trials = tune_spent(model, store, tune)
     race = ModelRace(
         0, model.id, tune, trials, tuple(entries),
         {**environment(), **versions, "num_threads": plan.num_threads,

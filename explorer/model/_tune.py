@@ -93,13 +93,14 @@ def tune_name(strategy: str, seed: int, scheduler: str, *, transfer: bool = Fals
     return f"{strategy}{'+transfer' if transfer else ''}/seed{seed}/{scheduler}"
 
 
-def tune_spent(model: ModelRecord, store: RecordStore, tune: str) -> int:
-    """The trials the tune ``tune`` of ``model`` has measured so far (re-timings not counted):
-    what ``tune_model``'s ``max_trials``, a total, is compared with."""
+def tune_spent(model: ModelRecord, store: RecordStore, tune: str | None) -> int:
+    """The trials the tune ``tune`` of ``model`` has measured so far (``None``: every tune of
+    it; re-timings not counted): what ``tune_model``'s ``max_trials``, a total, is compared
+    with, and what a race says it spent."""
     return sum(
         store.count_trials(run_id=run_id, remeasures=False)
         for run_id, _, run_tune in store.model_runs(model.id)
-        if run_tune == tune
+        if tune is None or run_tune == tune
     )
 
 
