@@ -33,6 +33,7 @@ from explorer.model import (
     best_schedules,
     best_times,
     busy_note,
+    import_busy_note,
     import_model,
     parse_input_shape,
     race_model,
@@ -114,13 +115,20 @@ class ModelPanel(Panel):
             w.Text(placeholder="path/to/model.onnx", description="ONNX file"), "se-model-path"
         )
         self.inputs = tagged(
-            w.Text(placeholder="x=1x3x224x224 (dynamic inputs only)", description="Inputs"),
+            w.Text(
+                placeholder="x=1x3x224x224 (dynamic inputs only)",
+                description="Inputs",
+                layout=w.Layout(width="380px"),  # the placeholder whole
+            ),
             "se-model-inputs",
         )
         self.import_button = tagged(
             w.Button(description="Import", icon="upload"), "se-model-import"
         )
-        self.task = tagged(w.Dropdown(options=[], description="Task"), "se-model-task")
+        self.task = tagged(  # wide enough for a network's fused names, under its arrow
+            w.Dropdown(options=[], description="Task", layout=w.Layout(width="460px")),
+            "se-model-task",
+        )
         self.open_button = tagged(
             w.Button(description="Open in editor", icon="edit"), "se-model-open"
         )
@@ -364,9 +372,10 @@ class ModelPanel(Panel):
             else f"Imported {model.name}"
         )
         untuned = sum(t.untuned_total_secs or 0.0 for t in model.tasks)
+        note = import_busy_note(model)
         self._say(
             f"{said}: {plural(len(model.tasks), 'task')}, untuned {format_secs(untuned)} per "
-            "inference."
+            "inference." + (f" {note}" if note else "")
         )
 
     def _on_progress(self, p: ModelTuneProgress) -> None:
@@ -374,6 +383,7 @@ class ModelPanel(Panel):
         self._say(
             f"[{p.trials}/{p.max_trials}] tuned {p.task}; with this tune's best of each task: "
             f"{format_secs(p.estimated_secs)} per inference..."
+            + (f" {p.busy_note}" if p.busy_note else "")
         )
         self._show_tasks()
 
@@ -472,7 +482,9 @@ class ModelPanel(Panel):
         info = model_times_info(self.model, best_times(self.model, store, schedules=bests))
         own = {run_id for run_id, _, _ in store.model_runs(self.model.id)}
         self.tasks_table.value = _tasks_html(
-            info, elsewhere={name for name, trial in bests if trial.run_id not in own}
+            info,
+            elsewhere={name for name, trial in bests if trial.run_id not in own},
+            busy=import_busy_note(self.model),
         )
         self.task.options = [t.name for t in info.tasks]
         self.task.value = info.tasks[0].name if info.tasks else None  # the slowest now
@@ -510,7 +522,9 @@ def _redraw(live: LiveFigure, fig: Any) -> None:
         live.layout = fig.layout
 
 
-def _tasks_html(info: ModelTimesInfo, elsewhere: Collection[str] = ()) -> str:
+def _tasks_html(
+    info: ModelTimesInfo, elsewhere: Collection[str] = (), busy: str | None = None
+) -> str:
     total = info.tuned_ms or 1.0
     rows = "".join(
         f"<tr><td>{i}</td><td>{html.escape(t.name)}</td><td>{t.weight}</td>"
@@ -520,6 +534,8 @@ def _tasks_html(info: ModelTimesInfo, elsewhere: Collection[str] = ()) -> str:
         for i, t in enumerate(info.tasks, start=1)
     )
     note = f"<div>{_ELSEWHERE_NOTE}</div>" if any(t.name in elsewhere for t in info.tasks) else ""
+    if busy:  # the untuned column was timed beside other work: said where it is read
+        note += f"<div class='se-model-busy'>{html.escape(busy)}</div>"
     return (
         "<table><tr><th>#</th><th>task</th><th>calls</th><th>untuned</th><th>best</th>"
         f"<th>share now</th></tr>{rows}</table>{note}"

@@ -141,6 +141,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
                 f"tasks at their best: {format_secs(estimate)} per inference",
                 flush=True,
             )
+            if p.busy_note:  # about how it was measured, as the steps are: beside the results
+                say(p.busy_note)
 
         planned = tune_name(args.strategy, args.seed, args.scheduler, transfer=args.transfer)
         before = tune_spent(model, store, planned)
@@ -227,6 +229,8 @@ def _print_race(race: Any) -> None:
 
 def _print_model(model: Any, *, top: int) -> None:
     """The model's tasks, costliest first: what to tune first."""
+    from explorer.model import import_busy_note
+
     tasks = sorted(model.tasks, key=lambda t: -(t.untuned_total_secs or 0.0))
     total = sum(t.untuned_total_secs or 0.0 for t in tasks)
     print(
@@ -246,6 +250,9 @@ def _print_model(model: Any, *, top: int) -> None:
         )
     if len(shown) < len(tasks):
         print(f"  ... and {plural(len(tasks) - len(shown), 'more task')} (--top 0 lists all)")
+    note = import_busy_note(model)
+    if note:
+        print(note)
 
 
 def add_model_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -207,6 +207,10 @@ class ForkServer:
     def is_alive(self) -> bool:
         return self._proc.poll() is None
 
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
     def close(self) -> None:
         self._sock.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -231,6 +235,12 @@ def _close_servers() -> None:
             if server.owner == os.getpid():
                 server.close()
         _servers.clear()
+
+
+def server_pids() -> list[int]:
+    """The pids of this process's live servers: forking and reaping workers is its work too."""
+    with _lock:
+        return [s.pid for s in _servers.values() if s.owner == os.getpid() and s.is_alive]
 
 
 def fork_worker(

@@ -32,6 +32,8 @@ class ModelTask:
 
     ``weight``: how many times one inference calls it. ``untuned_secs``: one call of its
     unscheduled program timed on import (``None``: it could not be timed; ``error`` says why).
+    ``untuned_busy``: the share of the CPUs (0 to 1) other processes used while the import
+    timed the tasks (``None``: not watched, as on a fleet device or before it was recorded).
     """
 
     name: str
@@ -40,6 +42,7 @@ class ModelTask:
     flops: int
     untuned_secs: float | None
     error: str | None = None
+    untuned_busy: float | None = None
 
     @property
     def untuned_total_secs(self) -> float | None:
@@ -54,6 +57,7 @@ class ModelTask:
             "flops": self.flops,
             "untuned_secs": self.untuned_secs,
             "error": self.error,
+            "untuned_busy": self.untuned_busy,
         }
 
     @staticmethod
@@ -67,6 +71,7 @@ class ModelTask:
             flops=int(data["flops"]),
             untuned_secs=None if data["untuned_secs"] is None else float(data["untuned_secs"]),
             error=data.get("error"),
+            untuned_busy=None if data.get("untuned_busy") is None else float(data["untuned_busy"]),
         )
 
 

@@ -36,7 +36,7 @@ from typing import Any
 import psutil
 
 from explorer._process import owned_temp_dir
-from explorer.core._forkserver import fork_worker
+from explorer.core._forkserver import fork_worker, server_pids
 from explorer.core._protocol import decode_from, encode_message
 from explorer.errors import ExplorerError
 
@@ -399,6 +399,10 @@ class WorkerPool:
                 self.num_replaced += 1
             self._replace_runner(num_threads)
         return self._runner  # type: ignore[return-value]  # _replace_runner set it just above
+
+    def helper_pids(self) -> list[int]:
+        """The live workers' pids and their fork server's: the processes working for it."""
+        return [*server_pids(), *(pid for role in self.pids().values() for pid in role)]
 
     def pids(self) -> dict[str, list[int]]:
         """Process ids of the live workers, by role."""

@@ -1,5 +1,7 @@
-"""What this machine can do: NumPy's speed with its native BLAS kernel, and (measured) peak."""
+"""What this machine can do: NumPy's speed with its native BLAS kernel, and (measured) peak;
+and how busy other processes keep it while something is measured."""
 
+from explorer.machine._busy import BUSY, BusyElsewhere
 from explorer.machine._numpy import (
     BLAS_OVERRIDES,
     NumpyBaseline,
@@ -21,6 +23,8 @@ from explorer.machine._peak import (
 
 __all__ = [
     "BLAS_OVERRIDES",
+    "BUSY",
+    "BusyElsewhere",
     "CACHE_ENV",
     "FleetDevice",
     "MachinePeak",

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from explorer.errors import ExplorerError, TargetError
+from explorer.machine._busy import BUSY
 from explorer.target import Target
 
 if TYPE_CHECKING:  # types only: importing the workloads loads TVM, which the measurer defers
@@ -51,7 +52,6 @@ if TYPE_CHECKING:  # types only: importing the workloads loads TVM, which the me
 CACHE_ENV = "SCHEDULE_EXPLORER_PEAK_CACHE"
 MEASURE_TIMEOUT_SECS = 300.0
 REMEASURE_HINT = "re-measure it with `explorer peak --remeasure`"
-BUSY = 0.25  # as _peak_kernels.QUIET
 # A peak kept from a busy machine, or below a rate a kernel reached, is measured again when asked
 # for, but at most this often: the cost panel asks at every Measure, and on a machine that stays
 # busy each attempt cost ~18 s.

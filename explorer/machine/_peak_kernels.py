@@ -25,12 +25,12 @@ import json
 import os
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import psutil
+
+from explorer.machine._busy import BUSY, BusyElsewhere
 
 ACCUMULATORS = 12  # > FMA latency (4 cycles) x FMA units (2), and fits in 16 AVX2 registers
 FMA_STEPS = 300_000  # per call: ~1 ms at 1 FMA a cycle and 3.6 GHz
@@ -40,9 +40,8 @@ TRIAD_BYTES = 64 << 20  # per array: far beyond any L3 this targets
 # while the best still improves (by more than 2 %).
 CALLS_PER_ROUND = 30
 MAX_ROUNDS = 4
-# While other processes use more than QUIET of the CPUs' time, measure again (ATTEMPTS in all),
+# While other processes use BUSY or more of the CPUs' time, measure again (ATTEMPTS in all),
 # keeping the fastest call of all attempts.
-QUIET = 0.25  # as _peak.BUSY
 ATTEMPTS = 4
 REMOTE_SESSION_SECS = 240  # the device ends the session then (below _peak's child timeout)
 
@@ -90,7 +89,7 @@ def measure(target_json: dict[str, Any], device: tuple[str, str] | None = None) 
     target = Target.from_json(target_json)
     if device is None:
         return _measure(
-            target, tvm.cpu(), lambda ex: ex.mod, _BusyElsewhere, tvm.runtime.num_threads
+            target, tvm.cpu(), lambda ex: ex.mod, BusyElsewhere, tvm.runtime.num_threads
         )
     with tempfile.TemporaryDirectory(prefix="explorer-peak-") as folder:
         session, load = _remote(device, folder)
@@ -124,7 +123,7 @@ def _measure(
     target: Any,
     dev: Any,
     load: Callable[[Any], Any],
-    busy: Callable[[], _BusyElsewhere] | None,
+    busy: Callable[[], BusyElsewhere] | None,
     threads: Callable[[], Any],
 ) -> dict[str, Any]:
     from explorer import _tvm
@@ -164,7 +163,7 @@ def _measure(
         triad_secs = min(triad_secs, fastest_call(*triad))
         if watch is not None:
             busy_elsewhere = watch.share()
-            if busy_elsewhere < QUIET:
+            if busy_elsewhere < BUSY:
                 break
 
     out = fma[1][0].numpy()
@@ -178,31 +177,6 @@ def _measure(
         "num_threads": int(threads()),
         "busy_elsewhere": busy_elsewhere,
     }
-
-
-class _BusyElsewhere:
-    """How much of the CPUs' time other processes used since this was made (0 to 1)."""
-
-    def __init__(self) -> None:
-        self.start = (time.monotonic(), _busy_secs(), _my_secs())
-
-    def share(self) -> float:
-        wall = (time.monotonic() - self.start[0]) * (os.cpu_count() or 1)
-        others = (_busy_secs() - self.start[1]) - (_my_secs() - self.start[2])
-        return min(max(others / wall, 0.0), 1.0) if wall > 0 else 0.0
-
-
-def _busy_secs() -> float:
-    t = psutil.cpu_times()
-    # time stolen by the hypervisor is time another machine had our cores: busy, not ours
-    idle = t.idle + getattr(t, "iowait", 0.0)
-    guest = getattr(t, "guest", 0.0) + getattr(t, "guest_nice", 0.0)  # already in user/nice
-    return float(sum(t) - guest - idle)
-
-
-def _my_secs() -> float:
-    t = psutil.Process().cpu_times()
-    return float(t.user + t.system)
 
 
 if __name__ == "__main__":

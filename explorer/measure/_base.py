@@ -7,10 +7,13 @@ import abc
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from explorer.core import Candidate, MeasureResult, pool_results
 from explorer.target import Target
+
+if TYPE_CHECKING:
+    from explorer.machine import BusyElsewhere
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,10 @@ class Measurer(abc.ABC):
         * ``close`` releases worker processes; a measurer is also a context manager.
     """
 
+    times_here: ClassVar[bool] = False
+    """Whether it times kernels on this machine's cores, so that other processes here slow its
+    readings (what measures with it watches them: ``explorer.machine.BusyElsewhere``)."""
+
     @abc.abstractmethod
     def measure(
         self, candidates: Sequence[Candidate], *, best_secs: float | None = None
@@ -173,6 +180,19 @@ class Measurer(abc.ABC):
 
     def close(self) -> None:  # noqa: B027  (optional hook, default: nothing to release)
         """Release workers and temporary files."""
+
+    def helper_pids(self) -> list[int]:
+        """Process ids of the processes working for it on this machine (none by default)."""
+        return []
+
+    def watch_busy(self) -> BusyElsewhere | None:
+        """From now, how much of the CPUs other processes use (its workers' time is its own),
+        or ``None`` where it does not time kernels here (``times_here``)."""
+        from explorer.machine import BusyElsewhere
+
+        if not self.times_here:
+            return None
+        return BusyElsewhere(self.helper_pids)
 
     def run_environment(self, target: Target) -> dict[str, Any]:
         """What a run records about where this measurer times kernels for ``target`` (merged

@@ -100,6 +100,8 @@ class LocalMeasurer(Measurer):
         (True, 3)
     """
 
+    times_here = True
+
     def __init__(
         self,
         config: MeasureConfig | None = None,
@@ -196,6 +198,9 @@ class LocalMeasurer(Measurer):
     def worker_pids(self) -> dict[str, list[int]]:
         """Process ids of the live workers by role (``"build"``, ``"run"``); empty if none."""
         return self._pool.pids() if self._pool is not None else {"build": [], "run": []}
+
+    def helper_pids(self) -> list[int]:
+        return self._pool.helper_pids() if self._pool is not None else []
 
     @property
     def num_workers_replaced(self) -> int:

@@ -101,6 +101,8 @@ class RemoteMeasurer(LocalMeasurer):
             results[0].device  # 'local@127.0.0.1:9091'
     """
 
+    times_here = False  # on the fleet's devices
+
     def __init__(
         self,
         tracker: str | TrackerAddress,

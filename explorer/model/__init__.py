@@ -13,7 +13,7 @@ ONNX models at their real shapes (random weights). Needs the ``model`` extra (on
 from __future__ import annotations
 
 from explorer.core import ModelInput, ModelRace, ModelRecord, ModelTask, RaceEntry
-from explorer.model._import import import_model, lower_onnx, model_tasks
+from explorer.model._import import import_busy_note, import_model, lower_onnx, model_tasks
 from explorer.model._networks import NETWORKS
 from explorer.model._onnx import OnnxFile, parse_input_shape, parse_onnx, read_onnx
 from explorer.model._race import (
@@ -64,6 +64,7 @@ __all__ = [
     "ModelRecord",
     "ModelTask",
     "OnnxFile",
+    "import_busy_note",
     "import_model",
     "lower_onnx",
     "model_tasks",

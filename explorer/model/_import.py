@@ -4,6 +4,7 @@ stored with its tasks."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -18,6 +19,7 @@ import psutil
 from explorer import _tvm
 from explorer.core import ModelRecord, ModelTask, RecordStore
 from explorer.errors import ModelError, WorkloadError
+from explorer.machine import BUSY
 from explorer.measure import LocalMeasurer, Measurer
 from explorer.model._onnx import OnnxFile, read_onnx
 from explorer.search import baseline_candidate
@@ -123,6 +125,21 @@ def import_model(
     return store.add_model(record, onnx_file.source)
 
 
+def import_busy_note(model: ModelRecord) -> str | None:
+    """One sentence when other processes used ``BUSY`` or more of the CPUs while the import
+    timed ``model``'s tasks, else ``None``."""
+    shares = [t.untuned_busy for t in model.tasks if t.untuned_busy is not None]
+    if not shares or max(shares) < BUSY:
+        return None
+    return (
+        f"Other processes used {max(shares):.0%} of the CPUs while {model.name}'s tasks were "
+        "timed on import: their untuned times read slower than on a quiet machine, and each "
+        "task's share of the untuned network (which orders the tune's first chunks) may be "
+        "off; importing the file again under another name, on a quiet machine, times them "
+        "again."
+    )
+
+
 RUN_COPIES = 3
 """Timing and checking a task holds its buffers about this many times: on the device, as the
 random inputs NumPy made, and as the reference output it is compared with."""
@@ -152,15 +169,16 @@ def _timed(
     found: list[tuple[str, int, Workload]], target: Target, measurer: Measurer | None
 ) -> list[ModelTask]:
     candidates = [baseline_candidate(w, target) for _, _, w in found]
-    if measurer is None:
-        with LocalMeasurer() as own:
-            results = own.measure(candidates)
-    else:
+    with contextlib.ExitStack() as stack:
+        if measurer is None:
+            measurer = stack.enter_context(LocalMeasurer())
+        watch = measurer.watch_busy()
         results = measurer.measure(candidates)
+        busy = None if watch is None else round(watch.share(), 3)
     tasks = []
     for (task_name, weight, workload), result in zip(found, results, strict=True):
         ok = result.status is MeasureStatus.OK
         secs = result.fastest_secs if ok else None
         error = None if ok else (result.error_msg or result.status.value)
-        tasks.append(ModelTask(task_name, workload, weight, workload.flops(), secs, error))
+        tasks.append(ModelTask(task_name, workload, weight, workload.flops(), secs, error, busy))
     return tasks

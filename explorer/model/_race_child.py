@@ -18,6 +18,7 @@ import numpy as np
 
 from explorer.core import RaceEntry
 from explorer.errors import ModelError
+from explorer.machine import BusyElsewhere
 from explorer.measure import CONFIRM_RATIO, keep_off_worker_cores
 from explorer.model._race import MAX_ERROR, ONNXRUNTIME, TUNE_RELAX, TUNED, UNTUNED, RacePlan
 from explorer.text import last_line
@@ -84,45 +85,19 @@ def race(plan: RacePlan) -> tuple[list[RaceEntry], dict[str, Any]]:
     keep_off_worker_cores()
     timed = [n for n in runners if n not in errors]
     round_secs: dict[str, list[float]] = {n: [] for n in timed}
-    before = _cpu_seconds()
+    watch = BusyElsewhere()
     for r in range(plan.rounds):
         order = timed[r % len(timed) :] + timed[: r % len(timed)] if timed else []
         for name in order:  # each round in another order: no contender always goes first
             seen = min(round_secs[name], default=math.inf)
             round_secs[name].append(_fastest_call(runners[name], seen))
-    others = _others_cpus(before, _cpu_seconds())
     entries = [
         RaceEntry(name, tuple(round_secs.get(name, ())), max_error.get(name), errors.get(name))
         for name in [*(n for n, _ in builds), ONNXRUNTIME]
     ]
     found: dict[str, Any] = {"onnxruntime_version": onnxruntime.__version__}
-    if others is not None:
-        found["others_cpus"] = round(others, 2)
+    found["others_cpus"] = round(watch.cores(), 2)
     return entries, found
-
-
-def _cpu_seconds() -> tuple[float, float, float] | None:
-    """(wall clock, CPU seconds every process used, CPU seconds this one used), or ``None``
-    where ``/proc/stat`` is not there."""
-    try:
-        with open("/proc/stat") as fh:
-            fields = [int(x) for x in fh.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and iowait
-    busy = (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")  # up to steal; guests are in user
-    own = os.times()
-    return time.perf_counter(), busy, own.user + own.system
-
-
-def _others_cpus(
-    before: tuple[float, float, float] | None, after: tuple[float, float, float] | None
-) -> float | None:
-    """How many cores other processes kept busy, on average, between the two readings."""
-    if before is None or after is None or after[0] <= before[0]:
-        return None
-    others = (after[1] - before[1]) - (after[2] - before[2])
-    return max(others, 0.0) / (after[0] - before[0])
 
 
 def relax_per_iter(trials: int, num_tasks: int) -> int:

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from explorer.core import ModelRecord, ModelTask, RecordStore, RunStatus
 from explorer.errors import SearchError
+from explorer.machine import BUSY
 from explorer.measure import Measurer
 from explorer.search import make_strategy
 from explorer.storage import summarize_run
@@ -78,6 +79,19 @@ class ModelTuneProgress:
     trials: int
     max_trials: int
     states: tuple[TaskState, ...]
+    busy_elsewhere: float | None = None  # others' share of the CPUs during the chunk
+
+    @property
+    def busy_note(self) -> str | None:
+        """One sentence when other processes used ``BUSY`` or more of the CPUs during the
+        chunk just tuned, else ``None``."""
+        if self.busy_elsewhere is None or self.busy_elsewhere < BUSY:
+            return None
+        return (
+            f"Other processes used {self.busy_elsewhere:.0%} of the CPUs while {self.task} was "
+            "tuned: its trials read slower than on a quiet machine and may rank its schedules "
+            "wrongly (the race times the network again)."
+        )
 
     @property
     def estimated_secs(self) -> float | None:
@@ -193,17 +207,19 @@ def tune_model(
             run_id for run_id, task, run_tune in store.model_runs(model.id)
             if task == state.task.name and run_tune == tune
         ]  # fmt: skip
+        watch = measurer.watch_busy()
         result = tuner.run(
             state.task.workload, model.target, make_strategy(strategy, **options), max_trials=size,
             seed=seed * 1000 + len(earlier), should_stop=should_stop, on_progress=link,
             prior_runs=earlier,
         )  # fmt: skip
+        busy = None if watch is None else round(watch.share(), 3)
         link.add(result.run.id)  # a run that stopped before its first batch is linked too
         if on_progress is not None:
             states = task_states(model, store, tune)
             on_progress(
                 ModelTuneProgress(tune, state.task.name, sum(s.trials for s in states),
-                                  max_trials, tuple(states))
+                                  max_trials, tuple(states), busy)
             )  # fmt: skip
     return tune
 

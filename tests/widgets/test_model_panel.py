@@ -288,3 +288,34 @@ def test_a_race_read_on_a_busy_machine_says_so_wherever_its_verdict_shows(
     subtitle = panel.race_figure.layout.title.subtitle.text.replace("<br>", " ")
     assert "2.11x slower than ONNX Runtime" in subtitle
     assert "Other processes kept 1.4 of the cores busy" in subtitle
+
+
+def test_an_import_and_a_tune_on_a_busy_machine_say_so(local_ctx, tiny_onnx) -> None:
+    """Timed beside two CPU burners, the untuned times (the shares that order the tune's first
+    chunks) read slow: the import's status and the table under them say so, after a re-pick
+    too; and a tune's chunk run beside them says it in the progress line."""
+    from explorer.model import ModelTuneProgress
+    from explorer.testing.load import cpu_burners
+
+    panel = ModelPanel(local_ctx)
+    panel.path.value = str(tiny_onnx)
+    with cpu_burners(2):
+        panel.import_file()
+        settle(panel)
+    said = panel.status.value
+    assert said.startswith("Imported tiny: 5 tasks") and "Other processes used" in said, (
+        said,
+        [t.untuned_busy for t in panel.model.tasks],
+    )
+    assert "while tiny's tasks were timed on import" in said, said
+    table = panel.tasks_table.value
+    assert "class='se-model-busy'" in table and "Other processes used" in table, table
+    panel.refresh_models(select=panel.model.id)  # picked again: the table still says it
+    assert "class='se-model-busy'" in panel.tasks_table.value
+    progress = ModelTuneProgress("random/seed0/round-robin", "mean", 8, 16, (), 0.6)
+    panel._on_progress(progress)
+    assert panel.status.value.endswith(
+        "Other processes used 60% of the CPUs while mean was tuned: its trials read slower "
+        "than on a quiet machine and may rank its schedules wrongly (the race times the "
+        "network again)."
+    ), panel.status.value

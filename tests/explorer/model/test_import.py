@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 
 import numpy as np
 import onnx
@@ -14,7 +15,16 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 from explorer.errors import ModelError, StoreError
-from explorer.model import NETWORKS, import_model, lower_onnx, read_onnx
+from explorer.machine import BUSY
+from explorer.model import (
+    NETWORKS,
+    ModelRecord,
+    ModelTask,
+    import_busy_note,
+    import_model,
+    lower_onnx,
+    read_onnx,
+)
 from explorer.search import baseline_candidate
 from explorer.space import DesignSpace
 from explorer.storage import get_store
@@ -40,6 +50,7 @@ def test_the_tiny_network_imports_with_its_tasks(imported):
     for task in model.tasks:
         assert task.workload.family == TASK and task.weight >= 1
         assert task.error is None and task.untuned_secs is not None and task.untuned_secs > 0
+        assert task.untuned_busy is not None and 0.0 <= task.untuned_busy <= 1.0  # watched
     conv = model.task("fused_conv2d1_add_add1_relu")
     # 16 -> 16 channels, 3x3, 32x32: 2*16*16*9*32*32 multiply-adds, plus the bias, the residual
     # add and the relu over the 16x32x32 output
@@ -66,6 +77,20 @@ def test_another_file_under_a_stored_name_is_refused(imported, tmp_path, measure
     with get_store(db) as store:
         renamed = import_model(other, store, name="tiny-seed1", measurer=measurer)
         assert renamed.id == 2 and [m.name for m in store.models()] == ["tiny", "tiny-seed1"]
+
+
+def test_an_import_says_when_other_processes_kept_the_cpus_busy_meanwhile(imported):
+    _, model = imported
+
+    def timed_beside(share: float | None) -> ModelRecord:
+        return replace(model, tasks=tuple(replace(t, untuned_busy=share) for t in model.tasks))
+
+    assert import_busy_note(timed_beside(None)) is None  # not watched: a fleet device
+    assert import_busy_note(timed_beside(BUSY - 0.01)) is None
+    note = import_busy_note(timed_beside(0.6))
+    assert note is not None and note.startswith("Other processes used 60% of the CPUs while")
+    stored_before = {k: v for k, v in model.tasks[0].to_json().items() if k != "untuned_busy"}
+    assert ModelTask.from_json(stored_before).untuned_busy is None  # an older import reads
 
 
 def test_a_task_round_trips_through_json_and_keys_its_program_by_digest(imported):

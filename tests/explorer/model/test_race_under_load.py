@@ -12,7 +12,17 @@ import sys
 
 import pytest
 
-from explorer.model import TUNED, UNTUNED, busy_note, import_model, race_model, tune_model
+from explorer.machine import BUSY
+from explorer.model import (
+    TUNED,
+    UNTUNED,
+    ModelTuneProgress,
+    busy_note,
+    import_busy_note,
+    import_model,
+    race_model,
+    tune_model,
+)
 from explorer.model._race import BUSY_CPUS
 from explorer.storage import get_store
 from explorer.target import Target
@@ -82,11 +92,37 @@ def test_a_tune_beside_burners_still_finds_the_fast_convolution(tiny_onnx, measu
             tiny_onnx, store, measurer=measurer, target=Target.local_cpu(num_cores=2)
         )
         conv = next(t for t in model.tasks if t.name == "fused_conv2d1_add_add1_relu")
+        progress: list[ModelTuneProgress] = []
         with cpu_burners(2):
             tune = tune_model(
                 model, store, measurer, max_trials=12, strategy="random",
-                scheduler="round-robin", chunk=8,
+                scheduler="round-robin", chunk=8, on_progress=progress.append,
             )  # fmt: skip
         chosen = dict(best_schedules(model, store, tune=tune))
     best = chosen[conv.name].result.fastest_secs
     assert best is not None and best < conv.untuned_secs / 2, (best, conv.untuned_secs)
+    assert progress, "no chunk was reported"
+    for p in progress:  # every chunk beside the burners says so (their time is not the tune's)
+        assert p.busy_elsewhere is not None and p.busy_elsewhere >= BUSY, p.busy_elsewhere
+        assert p.busy_note is not None and f"while {p.task} was tuned" in p.busy_note
+
+
+def test_an_import_beside_burners_says_its_untuned_times_read_slow(tiny_onnx, measurer, tmp_path):
+    """The untuned times give each task's share of the network, which orders the tune's first
+    chunks: taken beside burners, the model says so where its tasks are listed."""
+    from explorer.testing.load import cpu_burners
+
+    db = tmp_path / "records.db"
+    with get_store(db) as store, cpu_burners(2):
+        model = import_model(tiny_onnx, store, measurer=measurer)
+    note = import_busy_note(model)
+    assert note is not None and "while tiny's tasks were timed on import" in note, note
+    assert all(t.untuned_busy is not None and t.untuned_busy >= BUSY for t in model.tasks)
+    with get_store(db) as store:  # stored with the model: another process reads it too
+        assert import_busy_note(store.get_model("tiny")) == note
+    out = subprocess.run(
+        [sys.executable, "-m", "explorer", "model", "show", "tiny", "--db", str(db)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert note in out.stdout, out.stdout
