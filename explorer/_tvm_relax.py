@@ -60,9 +60,11 @@ def build_relax(
     *,
     database: Any = None,
     weights_at_build: bool = True,
+    exec_mode: str = "bytecode",
 ) -> Any:
     """Compile a lowered Relax module (``lower_relax``) for a CPU target with the schedules
-    ``apply_schedules`` puts in place.
+    ``apply_schedules`` puts in place. ``exec_mode``: Relax's virtual machine interprets its
+    instructions (``"bytecode"``) or runs them compiled (``"compiled"``).
 
     Only the dataflow lowering and finalisation passes run after the schedules are applied:
     the default pipeline would fuse and legalize again, and tasks would no longer match.
@@ -79,7 +81,9 @@ def build_relax(
 
     with target, tvm.transform.PassContext(opt_level=3):
         pipeline = tvm.transform.module_pass(finish, opt_level=3)
-        return tvm.relax.build(applied, target=target, relax_pipeline=pipeline)
+        return tvm.relax.build(
+            applied, target=target, relax_pipeline=pipeline, exec_mode=exec_mode
+        )
 
 
 def apply_schedules(

@@ -456,7 +456,8 @@ class ModelPanel(Panel):
 
     def _reread(self) -> None:
         """Show what another process changed: the Model list (the shown model kept), the shown
-        model's tasks and races. The status line stays what the user's last action said."""
+        model's tasks and races. The status line stays what the user's last action said,
+        unless no model was shown: the first one listed is then picked and summed up."""
         shown = self.models.value
         self._rereading = True
         try:
