@@ -19,9 +19,12 @@ from dataclasses import dataclass
 
 import psutil
 
-# Start times come from the kernel's boot time plus clock ticks; the boot time is derived from
-# the wall clock and may move by a second between reads (NTP). Temporary directory names keep
-# whole seconds. Two seconds cover both.
+# A start time is the kernel's count of clock ticks from boot to the process's start: it never
+# changes. The wall-clock start (boot time plus that count) does: the kernel derives the boot
+# time from the wall clock, so a clock step (NTP, a virtual machine resumed) moves every
+# process's wall-clock start by the step, and a live owner read as another process (a live
+# run was taken over, a live measurer's build folder removed). Temporary directory names keep
+# whole seconds: one second covers that, two leave a margin.
 _START_TOLERANCE_SECS = 2.0
 
 
@@ -32,7 +35,9 @@ class ProcessIdentity:
     Attributes:
         host: ``socket.gethostname()`` of the machine it runs on.
         pid: its process id there.
-        started_at: when it started (unix seconds, as ``psutil.Process.create_time``).
+        started_at: when it started, in seconds after the host booted (the kernel's clock
+            ticks: no wall-clock step moves it; psutil's wall-clock start where there is no
+            ``/proc``).
     """
 
     host: str
@@ -61,10 +66,19 @@ class ProcessIdentity:
 
 
 def _start_time(pid: int) -> float | None:
-    """The start time of process ``pid``, or ``None`` when there is no such process."""
-    try:
+    """When process ``pid`` started, in seconds after boot, or ``None`` when there is no such
+    process (or only its zombie, not yet reaped by its parent)."""
+    try:  # Linux: the clock ticks from boot in /proc/PID/stat, after the command's ")"
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        return None if fields[0] == b"Z" else int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except FileNotFoundError:
+        return None
+    except (OSError, IndexError, ValueError):
+        pass
+    try:  # elsewhere: psutil's wall-clock start, the best this platform gives
         proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:  # dead, only not yet reaped by its parent
+        if proc.status() == psutil.STATUS_ZOMBIE:
             return None
         return float(proc.create_time())
     except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
