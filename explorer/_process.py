@@ -47,7 +47,11 @@ class ProcessIdentity:
     @classmethod
     def current(cls) -> ProcessIdentity:
         """This process (computed on each call: a forked child is another process)."""
-        pid = os.getpid()
+        return cls.of(os.getpid())
+
+    @classmethod
+    def of(cls, pid: int) -> ProcessIdentity:
+        """Process ``pid`` of this host (start 0 when it is gone: it never reads as alive)."""
         return cls(socket.gethostname(), pid, _start_time(pid) or 0.0)
 
     @property

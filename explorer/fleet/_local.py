@@ -327,7 +327,7 @@ def _spawn(argv: list[str], log_path: Path, *, reply: bool) -> subprocess.Popen[
 
 
 def _identity(proc: subprocess.Popen[bytes]) -> ProcessIdentity:
-    return ProcessIdentity(socket.gethostname(), proc.pid, psutil.Process(proc.pid).create_time())
+    return ProcessIdentity.of(proc.pid)
 
 
 def _start_tracker(host: str, port: int, state_dir: Path) -> FleetProcess:
