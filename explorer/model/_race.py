@@ -30,6 +30,7 @@ from explorer.core import (
     TrialRecord,
 )
 from explorer.errors import ModelError, RaceStopped
+from explorer.machine import BUSY
 from explorer.model._import import has_layout_free_tasks
 from explorer.model._tune import tune_spent
 from explorer.storage import environment
@@ -118,11 +119,6 @@ def best_times(
     }
 
 
-BUSY_CPUS = 0.5
-"""Other processes' average use of the cores during a race (``others_cpus`` in its
-environment) from which the race says its multi-thread builds were slowed (``busy_note``)."""
-
-
 def busy_note(race: ModelRace) -> str | None:
     """One sentence when other processes kept cores busy during ``race`` and its TVM builds
     ran on more than one thread, else ``None``.
@@ -134,7 +130,8 @@ def busy_note(race: ModelRace) -> str | None:
     """
     others = race.environment.get("others_cpus")
     threads = int(race.environment.get("num_threads") or 1)
-    if others is None or float(others) < BUSY_CPUS or threads < 2:
+    # ``others_cpus`` counts cores: as a share of the builds' threads, the measurer's threshold
+    if others is None or threads < 2 or float(others) / threads < BUSY:
         return None
     return (
         f"Other processes kept {float(others):.1f} of the cores busy during this race: the "

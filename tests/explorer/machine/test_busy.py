@@ -21,7 +21,6 @@ def test_burners_count_as_others_unless_they_work_for_the_watcher() -> None:
     # to `others`, but take cores from the burners: the burners' own share is what differs.
     assert others >= BUSY, others
     assert others - others_helped >= BUSY, (others, others_helped)
-    assert elsewhere.cores() >= 0.0 and 0.0 <= others_helped <= 1.0
 
 
 def test_a_local_measurer_watches_this_machine_and_counts_its_workers_as_its_own() -> None:
