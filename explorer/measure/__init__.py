@@ -15,7 +15,7 @@ from typing import Any
 
 from explorer._registry import Registry
 from explorer.core import Candidate, MeasureResult, fastest_round, trace_key
-from explorer.measure._base import MeasureConfig, Measurer
+from explorer.measure._base import CacheFlush, MeasureConfig, Measurer
 from explorer.measure._confirm import confirm_best
 from explorer.measure._local import LocalMeasurer
 from explorer.measure._remote import RemoteMeasurer, TargetNotReported
@@ -44,6 +44,7 @@ __all__ = [
     "CONFIRM_RATIO",
     "keep_off_worker_cores",
     "MEASURERS",
+    "CacheFlush",
     "Candidate",
     "LocalMeasurer",
     "MeasureConfig",

@@ -62,7 +62,7 @@ from explorer.core import (
     WorkerPool,
     shutdown_pool,
 )
-from explorer.measure._base import MeasureConfig, Measurer
+from explorer.measure._base import CacheFlush, MeasureConfig, Measurer
 from explorer.measure._batch import Batch
 from explorer.measure._builds import Build, BuildCache, build_key
 from explorer.target import Target, available_cores, cuda_available
@@ -432,10 +432,12 @@ class LocalMeasurer(Measurer):
         hopeless_secs: float | None = None,
     ) -> dict[str, Any]:
         cfg = self.config
-        flush = 0
-        if cfg.cache_flush and cand.target.kind == "llvm":  # TVM flushes CPU caches only
+        flush, flush_arguments = 0, False
+        if cand.target.kind == "llvm":  # TVM flushes CPU caches only
             t = cand.target
-            flush = max(2 * (t.l3_bytes + t.num_cores * t.l2_bytes), 16 << 20)
+            if cfg.cache_flush is CacheFlush.ALL:
+                flush = max(2 * (t.l3_bytes + t.num_cores * t.l2_bytes), 16 << 20)
+            flush_arguments = cfg.cache_flush is CacheFlush.ARGUMENTS
         return {
             "op": "run",
             "workload": cand.workload.to_json(),
@@ -448,6 +450,7 @@ class LocalMeasurer(Measurer):
             "repeat": cfg.repeat,
             "min_repeat_secs": cfg.min_repeat_secs,
             "cache_flush_bytes": flush,
+            "flush_arguments": flush_arguments,
             "warmup_secs": cfg.warmup_secs,
             "timing_rounds": cfg.timing_rounds,
             "max_spread": cfg.max_spread,

@@ -220,6 +220,7 @@ def time_main(
         args,
         window=float(req["min_repeat_secs"]),
         flush=int(req.get("cache_flush_bytes", 0)),
+        flush_arguments=bool(req.get("flush_arguments", False)),
         fastest=call if call > 0 else math.inf,
         long_calls=long_calls,
         carried=carried,
@@ -258,7 +259,8 @@ class _Sampler:
     dev: Any
     args: list[Any]
     window: float
-    flush: int
+    flush: int  # bytes written before each sample (``CacheFlush.ALL``)
+    flush_arguments: bool  # every argument but the first flushed before each sample
     fastest: float  # the fastest call seen (a sample's mean); inf: none yet
     long_calls: bool
     carried: list[float]  # timed calls already made, that are the next repeats
@@ -278,6 +280,7 @@ class _Sampler:
                 cooldown_interval_ms=0,
                 repeats_to_cooldown=1,
                 cache_flush_bytes=self.flush,
+                **({"f_preproc": "cache_flush_cpu_non_first_arg"} if self.flush_arguments else {}),
             )
         return [float(x) for x in self.timers[number, k](*self.args).results]
 

@@ -13,7 +13,13 @@ import pytest
 from _measure_cases import FAST, RUN_TIMEOUT, hook, tiled, unscheduled
 
 from explorer import _tvm
-from explorer.measure import Candidate, LocalMeasurer, MeasureConfig, MeasureResult
+from explorer.measure import (
+    CacheFlush,
+    Candidate,
+    LocalMeasurer,
+    MeasureConfig,
+    MeasureResult,
+)
 from explorer.target import KNOWN_MCPUS, VECTOR_SETS, _cpu_flags
 from explorer.types import MeasureStatus
 from explorer.workloads import get_workload
@@ -131,6 +137,25 @@ def test_num_threads_comes_from_the_config(mm, target):
         (r,) = m.measure([tiled(mm, target)])
     assert r.status is MeasureStatus.OK, r.error_msg
     assert r.num_threads == 1
+
+
+@pytest.mark.parametrize("flush", list(CacheFlush))
+def test_every_cache_flush_times_the_kernel_and_checks_it(flush, target):
+    """Each setting reaches TVM's timer as it takes it (a preprocessing function it does not
+    know, or a flush it cannot make, would be a run error), on a kernel of 0.1 ms and more a
+    call, whose samples are one call each: every sample flushed."""
+    big = get_workload("matmul", M=256, N=256, K=256)
+    config = replace(FAST, cache_flush=flush, max_spread=math.inf)
+    with LocalMeasurer(config) as m:
+        (r,) = m.measure([tiled(big, target, 8, 16)])
+    assert r.status is MeasureStatus.OK, r.error_msg
+    assert len(r.run_secs) == FAST.repeat and all(s > 0 for s in r.run_secs)
+
+
+def test_a_cache_flush_is_named_not_guessed():
+    with pytest.raises(TypeError, match="cache_flush must be a CacheFlush .got bool True"):
+        MeasureConfig(cache_flush=True)  # type: ignore[arg-type]
+    assert MeasureConfig().cache_flush is CacheFlush.NONE
 
 
 def test_overlapped_build_and_run_gives_the_same_statuses(mm, target):
