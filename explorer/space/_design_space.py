@@ -137,14 +137,18 @@ class DesignSpace:
     def sketch_trace(self, sketch: int) -> Any:
         return self._sketches[sketch].trace
 
-    def sample(self, rng: np.random.Generator, *, max_tries: int = 32) -> Sample:
-        """Draw one random buildable point: a random sketch, every knob re-sampled by TVM.
+    def sample(
+        self, rng: np.random.Generator, *, sketch: int | None = None, max_tries: int = 32
+    ) -> Sample:
+        """Draw one random buildable point: a random sketch (or ``sketch``), every knob
+        re-sampled by TVM.
 
         Raises:
             SearchError: no valid point was found in ``max_tries`` draws.
         """
+        chosen = sketch
         for _ in range(max_tries):
-            sketch = int(rng.integers(len(self._sketches)))
+            sketch = int(rng.integers(len(self._sketches))) if chosen is None else chosen
             seed = int(rng.integers(1, 2**31 - 1))
             sch = _tvm.Schedule(self.workload.mod(), seed=seed)
             insts = list(self._sketches[sketch].trace.insts)
@@ -153,6 +157,10 @@ class DesignSpace:
             except (_tvm.ScheduleError, ValueError, RuntimeError):
                 continue
             decisions = _decisions_of(sch.trace)
+            # marked as MetaSchedule marks its own: a replay that removes the postprocessing
+            # (its evolution's, which runs it again) must find where it starts, or a weight's
+            # layout rewrite is applied twice and TVM refuses the trace
+            sch.enter_postproc()
             if not self.apply_postprocs(sch):
                 continue
             return Sample(self.candidate_of(sch, decisions), sketch, decisions)

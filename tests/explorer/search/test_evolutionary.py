@@ -78,7 +78,8 @@ def _drive(strategy, space, *, trials, seed, history=(), batch=4):
 
 def test_proposes_valid_unique_candidates_with_predictions(space):
     s = _small()
-    told = _drive(s, space, trials=18, seed=0)
+    first = space.num_sketches  # one random schedule of each sketch, then MetaSchedule's rounds
+    told = _drive(s, space, trials=first + 18, seed=0)
     keys = [trace_key(r.candidate.trace) for r in told]
     assert len(set(keys)) == len(keys)
     for r in told[:4]:  # each trace replays onto the workload
@@ -87,8 +88,9 @@ def test_proposes_valid_unique_candidates_with_predictions(space):
     knobs = KnobSpace(space)
     assert sum(knobs.point_of_candidate(r.candidate) is not None for r in told) >= len(told) // 2
     # Three MetaSchedule rounds: every round committed and learned from, failures as 1e10.
-    assert s.num_rounds_ == 3 and len(s.database_) == 18
-    assert s.cost_model_.data_size == 18
+    # (a round of fresh traces may come short: MetaSchedule re-proposed a first draw)
+    assert s.num_rounds_ >= 3 and first + 12 <= len(s.database_) <= first + 18
+    assert s.cost_model_.data_size == len(s.database_)
     worst = max(float(rec.run_secs[0]) for rec in s.database_.get_all_tuning_records())
     assert worst == pytest.approx(1e10)
 
@@ -102,6 +104,22 @@ def test_resume_replays_history_and_never_repeats_it(space):
     assert len(s.database_) >= 12 + 6  # at least one new round closed on top of the history
     old = {trace_key(r.candidate.trace) for r in first}
     assert not old & {trace_key(r.candidate.trace) for r in more[12:]}
+
+
+def test_a_search_measures_each_sketch_first_and_a_resumed_one_those_not_measured(space):
+    """At a small budget MetaSchedule's evolution stays with the sketches its first random
+    draws measured; one schedule of each goes first, and a model tune's next chunk (a run
+    resumed on the task's earlier trials) draws only those its history lacks."""
+    n = space.num_sketches
+    assert n >= 3  # MetaSchedule's sketches and the packed ones
+    first = _drive(_small(), space, trials=n, seed=0, batch=n)
+    assert sorted(r.candidate.decisions["sketch"] for r in first) == list(range(n))
+    assert all(math.isfinite(r.predicted[PREDICTION_NAME]) for r in first)
+    history = first[:2]
+    s = _small()
+    more = _drive(s, space, trials=n, seed=1, history=history, batch=n - 2)
+    drawn = {r.candidate.decisions["sketch"] for r in more[2:]}
+    assert drawn == set(range(n)) - {r.candidate.decisions["sketch"] for r in history}
 
 
 def test_registry_and_settings():
@@ -203,6 +221,7 @@ def test_the_first_round_draws_packed_sketches_and_only_tiles_that_fit(cpu_targe
     assert all(space.sampling_copies[k] == 1 for k in range(space.num_metaschedule_sketches))
     s = _small(population_size=64, num_trials_per_iter=16, num_warmup_samples=16)
     s.reset(space, rng=np.random.default_rng(0), history=[])
+    assert len(s.ask(space.num_sketches)) == space.num_sketches  # one of each sketch first
     lanes = cpu_target.vector_lanes_f32
     tiles = []
     for candidate in s.ask(16):

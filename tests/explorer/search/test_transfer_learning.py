@@ -90,20 +90,23 @@ def test_evolutionary_ranks_its_first_round_with_what_other_workloads_taught(sto
     assert s.settings()["transfer_trials"] == learned
     assert s.cost_model_.data_size == learned and len(s.cost_model_.data) == len(OTHERS)
     assert s.cost_model_.booster is not None
+    drawn = s.ask(space.num_sketches)  # one of each sketch first, ranked by the model too
     first = s.ask(6)
-    scores = [p["metaschedule-xgb"] for p in s.predictions(first)]
-    # The model's scores, not the warm-up's random draws: the trees give them again.
-    assert np.allclose(s.cost_model_.predict(s.context_, _measure_candidates(first)), scores)
-    assert len(set(scores)) > 1
+    for cands in (drawn, first):
+        scores = [p["metaschedule-xgb"] for p in s.predictions(cands)]
+        # The model's scores, not the warm-up's random draws: the trees give them again.
+        assert np.allclose(s.cost_model_.predict(s.context_, _measure_candidates(cands)), scores)
+        assert len(set(scores)) > 1
     # Then the model retrains after every round, on everything (no adaptive-training wait).
+    told = [*drawn, *first]
     s.tell(
         [
             type(t)(i, 1, i, c, synthetic(c), {}, 0.0)
-            for i, (t, c) in enumerate(zip(store.trials()[:6], first, strict=True))
+            for i, (t, c) in enumerate(zip(store.trials()[: len(told)], told, strict=True))
         ]
     )
     s.ask(6)
-    assert s.cost_model_.data_size == learned + 6 == s.cost_model_.last_train_size
+    assert s.cost_model_.data_size == learned + len(told) == s.cost_model_.last_train_size
     # without transfer the model knows nothing before its first round
     plain = _evolutionary()
     plain.reset(space, rng=np.random.default_rng(0), store=store, budget=24)
