@@ -411,16 +411,11 @@ class EvolutionarySearch(SearchStrategy):
         return [c for c in made if c is not None]
 
     def _sketches_unmeasured(self, history: Sequence[TrialRecord]) -> list[Candidate]:
-        """One random schedule of every sketch that no trial of ``history`` measured, in a
-        random order: the first trials of a search.
-
-        MetaSchedule's evolution mutates a trace within its sketch, and its first rounds are
-        ranked by a model that has seen nothing: at a small budget a search stays with the
-        sketches its first random draws happened to measure. In ResNet-18 tunes of 150 trials
-        every 3x3 convolution task that measured a packed sketch at all reached 161-231
-        GFLOPS, and every one that measured none stayed at 44-163; one seed left six of them
-        there, the network 2.2x ONNX Runtime's time. A model tune's later chunks resume the
-        task's earlier ones (``history``): what they measured is not drawn again."""
+        """One random schedule of each sketch no trial of ``history`` measured, in a random
+        order: the first trials. MetaSchedule's evolution keeps a trace's sketch and first
+        ranks by a model that knows nothing, so at a small budget a search stayed with the
+        sketches its first draws measured: in 150-trial ResNet-18 tunes every 3x3 task that
+        measured a packed sketch reached 161-231 GFLOPS, every other one 44-163."""
         done = {_sketch_of(r.candidate) for r in history}
         out: list[Candidate] = []
         drawn_mcs: list[Any] = []
