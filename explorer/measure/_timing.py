@@ -260,11 +260,11 @@ class _Sampler:
     args: list[Any]
     window: float
     flush: int  # bytes written before each sample (``CacheFlush.ALL``)
-    flush_arguments: bool  # every argument but the first flushed before each sample
     fastest: float  # the fastest call seen (a sample's mean); inf: none yet
     long_calls: bool
     carried: list[float]  # timed calls already made, that are the next repeats
     deadline: float = math.inf  # perf_counter time by which topping up stops
+    flush_arguments: bool = False  # every argument but the first flushed before each sample
     timers: dict[tuple[int, int], Any] = field(default_factory=dict)
 
     def samples(self, number: int, k: int) -> list[float]:
