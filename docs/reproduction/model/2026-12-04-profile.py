@@ -8,9 +8,9 @@ kernels), checked against ONNX Runtime; its fastest call timed as the race does 
 in and out), beside the same network called on tensors made once, without and with a no-op
 instrument, and ONNX Runtime, in interleaved rounds; then called in a loop for ``SECONDS``
 (its mean call), and as long again under ``perf record -e cpu-clock`` (a software clock: it
-samples on a virtual machine without hardware counters). Printed: each thread's samples per
-call, in ms, by the shared object and function they fell in; the launching thread's are the
-call's timeline.
+samples on a virtual machine without hardware counters; Debian's ``linux-perf``). Printed:
+each thread's samples per call, in ms, by the shared object and function they fell in; the
+launching thread's are the call's timeline.
 """
 
 from __future__ import annotations
