@@ -157,10 +157,6 @@ class DesignSpace:
             except (_tvm.ScheduleError, ValueError, RuntimeError):
                 continue
             decisions = _decisions_of(sch.trace)
-            # marked as MetaSchedule marks its own: a replay that removes the postprocessing
-            # (its evolution's, which runs it again) must find where it starts, or a weight's
-            # layout rewrite is applied twice and TVM refuses the trace
-            sch.enter_postproc()
             if not self.apply_postprocs(sch):
                 continue
             return Sample(self.candidate_of(sch, decisions), sketch, decisions)
@@ -191,7 +187,13 @@ class DesignSpace:
         return list(self._postprocs)
 
     def apply_postprocs(self, sch: Any) -> bool:
-        """Run the sketch postprocessors on ``sch`` in place; ``False`` if any refuses."""
+        """Run the sketch postprocessors on ``sch`` in place; ``False`` if any refuses.
+
+        Their instructions follow a mark, as MetaSchedule marks its own: a replay that removes
+        the postprocessing (its evolution's, which runs it again) must find where it starts, or
+        a weight's layout rewrite is applied twice and TVM refuses the trace.
+        """
+        sch.enter_postproc()
         try:
             return all(p.apply(sch) for p in self._postprocs)
         except (_tvm.ScheduleError, ValueError, RuntimeError):

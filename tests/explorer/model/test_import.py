@@ -26,7 +26,7 @@ from explorer.model import (
     lower_onnx,
     read_onnx,
 )
-from explorer.search import EvolutionarySearch, baseline_candidate
+from explorer.search import EvolutionarySearch, RandomSearch, baseline_candidate
 from explorer.space import DesignSpace
 from explorer.storage import get_store
 from explorer.target import Target
@@ -124,6 +124,23 @@ def test_a_task_is_checked_against_its_unscheduled_program(imported, measurer):
     assert all(r.status is MeasureStatus.OK for r in results), [r.error_msg for r in results]
 
 
+def _tell(strategy, measurer, cands, told):
+    results = measurer.measure(cands)
+    recs = [TrialRecord(len(told) + i, 1, len(told) + i, c, r, {}, 0.0)
+            for i, (c, r) in enumerate(zip(cands, results, strict=True))]  # fmt: skip
+    strategy.tell(recs)
+    told += recs
+
+
+def _evolve(strategy, measurer, told, trials):
+    """Ask, measure and tell ``strategy`` until ``told`` holds ``trials`` records."""
+    while len(told) < trials:
+        cands = strategy.ask(4)
+        assert cands, "the search gave up"
+        _tell(strategy, measurer, cands, told)
+    assert all(r.status is MeasureStatus.OK for r in told), [r.result.error_msg for r in told]
+
+
 def test_an_evolutionary_search_of_a_task_evolves_from_its_first_draws(imported, measurer):
     """A task's weights are laid out by a postprocessor (``RewriteLayout``). The search's
     first trials, one random schedule of each sketch, seed MetaSchedule's evolution, which
@@ -135,18 +152,29 @@ def test_an_evolutionary_search_of_a_task_evolves_from_its_first_draws(imported,
     strategy = EvolutionarySearch(population_size=32, num_trials_per_iter=4)
     strategy.reset(space, rng=np.random.default_rng(0), history=[])
     told: list[TrialRecord] = []
-    while len(told) < space.num_sketches + 4:  # every sketch, then a round of the evolution
-        cands = strategy.ask(4)
-        assert cands, "the search gave up"
-        results = measurer.measure(cands)
-        recs = [TrialRecord(len(told) + i, 1, len(told) + i, c, r, {}, 0.0)
-                for i, (c, r) in enumerate(zip(cands, results, strict=True))]  # fmt: skip
-        strategy.tell(recs)
-        told += recs
-    assert all(r.status is MeasureStatus.OK for r in told), [r.result.error_msg for r in told]
+    _evolve(strategy, measurer, told, space.num_sketches + 4)  # every sketch, then a round
     sketches = [r.candidate.decisions["sketch"] for r in told[: space.num_sketches]]
     assert sorted(sketches) == list(range(space.num_sketches))
     assert strategy.num_rounds_ >= 1  # the evolution ran on them
+
+
+def test_an_evolutionary_search_of_a_task_evolves_from_knob_space_trials(imported, measurer):
+    """The same for another strategy's trials: an evolution resumed from points the knob space
+    materialized (``random``'s, ``autotvm``'s, a user's start) replays them as it replays its
+    own draws, and stopped at its first round when they were written without the mark."""
+    _, model = imported
+    task = model.task("fused_conv2d_add_relu").workload
+    space = DesignSpace.of(task, Target.local_cpu())
+    random = RandomSearch()
+    random.reset(space, rng=np.random.default_rng(1), history=[])
+    history: list[TrialRecord] = []
+    _tell(random, measurer, random.ask(8), history)
+    assert all("point" in r.candidate.decisions for r in history)  # the knob space's points
+    strategy = EvolutionarySearch(population_size=32, num_trials_per_iter=4)
+    strategy.reset(space, rng=np.random.default_rng(0), history=history)
+    told = list(history)
+    _evolve(strategy, measurer, told, len(history) + space.num_sketches + 4)
+    assert strategy.num_rounds_ >= 1
 
 
 def test_the_default_task_family_instance_builds():
