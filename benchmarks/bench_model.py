@@ -14,10 +14,10 @@ against ONNX Runtime's, the four timed in interleaved rounds, each read by its f
 Printed per network, from that one race: ours / ONNX Runtime (the issue's goal: <= 1.0),
 tune_relax / ours (>= 1.0: ours is faster at equal trials), the speed-up over untuned, the
 trials and wall time of our tune. ``--transfer``: every chunk's strategy learns first from the
-database's trials of the other tasks (``tune_model(transfer=True)``). ``--cache-flush
-arguments`` (or ``all``): every kernel timed with its weights (or everything) flushed from the
-CPU caches before each sample (``MeasureConfig.cache_flush``), as a network's kernel finds its
-weights, read once an inference. Results go to ``--out``
+database's trials of the other tasks (``tune_model(transfer=True)``). ``--cache-flush``: what
+leaves the CPU caches before each timed sample (``MeasureConfig.cache_flush``); by default a
+task's own protocol, its weights flushed as the network finds them (read once an inference),
+``none`` times every kernel warm, ``all`` flushes everything. Results go to ``--out``
 (default ``bench_results/model/``): the record database (a second run continues the tunes:
 raise ``--trials`` to spend more) and ``summary.json``. Name the machine beside every number
 (the first line says which CPU).
@@ -58,13 +58,13 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-tune-relax", action="store_true")
-    parser.add_argument("--cache-flush", choices=[f.value for f in CacheFlush], default="none")
+    parser.add_argument("--cache-flush", choices=[f.value for f in CacheFlush])
     parser.add_argument("--out", type=Path, default=Path("bench_results/model"))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"machine: {environment()['cpu_model']}", flush=True)
     summary = {}
-    config = MeasureConfig(cache_flush=CacheFlush(args.cache_flush))
+    config = MeasureConfig(cache_flush=args.cache_flush and CacheFlush(args.cache_flush))
     with get_store(args.out / "records.db") as store, LocalMeasurer(config) as measurer:
         for name in args.networks.split(","):
             path = args.out / f"{name}.onnx"

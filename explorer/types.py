@@ -60,3 +60,33 @@ class MeasureStatus(str, Enum):
 LEGACY_NOISY = "noisy"
 """The status text of a correct but widely spread timing in databases written before noisy
 became a property of a reading; it reads back as ``MeasureStatus.OK``."""
+
+
+class CacheFlush(str, Enum):
+    """What leaves the CPU caches before each timed sample of a kernel: a measurement's
+    protocol (``MeasureConfig.cache_flush``, ``MeasureResult.cache_flush``).
+
+    A kernel timed in a loop finds its arguments in the caches; inside a network it finds its
+    input there (the kernel before it just wrote it) but not its weights, read once an
+    inference (ResNet-18's are 46 MB). In a tuned ResNet-18 one 3x3 convolution read 1.24 ms
+    timed warm, 1.95 ms with its weights flushed and 1.61 ms inside the network, while another
+    schedule of the same convolution read 1.01, 1.04 and 1.03: timed warm, a search ranks them
+    the other way round from the network. Timings under two protocols are not comparable."""
+
+    NONE = "none"
+    """Nothing: the kernel as a loop of calls runs it."""
+    ARGUMENTS = "arguments"
+    """Every argument but the first, line by line (TVM's ``cache_flush_cpu_non_first_arg``, as
+    Ansor times a network's tasks): the first is the input, which the kernel before wrote."""
+    ALL = "all"
+    """Everything: a buffer twice the target's caches written before each sample; it costs
+    milliseconds a sample (a 150-trial ResNet-18 tune took 2.2x as long)."""
+
+    @property
+    def phrase(self) -> str:
+        """What a timing under this protocol found, in words ("" for ``NONE``)."""
+        return {
+            CacheFlush.NONE: "",
+            CacheFlush.ARGUMENTS: "every argument but the first flushed from the caches",
+            CacheFlush.ALL: "the caches flushed",
+        }[self]

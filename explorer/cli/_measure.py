@@ -57,9 +57,10 @@ def cmd_measure(args: argparse.Namespace) -> int:
     if result.is_ok:
         gflops = f", {result.gflops:.2f} GFLOPS" if result.gflops is not None else ""
         device = f" on {result.device}" if result.device else ""
+        flushed = f" ({result.cache_flush.phrase})" if result.cache_flush.phrase else ""
         print(
             f"ok: median {format_secs(result.median_secs)} over "
-            f"{plural(len(result.run_secs), 'repeat')}{gflops}, "
+            f"{plural(len(result.run_secs), 'repeat')}{flushed}{gflops}, "
             f"{plural(result.num_threads or 1, 'thread')}{device}; matches NumPy"
         )
         if result.is_noisy:  # information, not a failure: the kernel is correct and stored

@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from explorer.target import Target
-from explorer.types import JSON, MeasureStatus
+from explorer.types import JSON, CacheFlush, MeasureStatus
 
 if TYPE_CHECKING:  # importing workloads imports TVM; the value types stay light without it
     from explorer.workloads import Workload
@@ -67,6 +67,7 @@ class MeasureResult:
     num_threads: int | None = None
     max_spread: float = field(default=0.25, compare=False)
     device: str | None = None  # which fleet device ran it (``key@host:port``); None: this machine
+    cache_flush: CacheFlush = CacheFlush.NONE  # the protocol its repeats were timed under
 
     @property
     def median_secs(self) -> float | None:
@@ -125,6 +126,7 @@ class MeasureResult:
             "flops": self.flops,
             "num_threads": self.num_threads,
             "device": self.device,
+            "cache_flush": self.cache_flush.value,
         }
 
     @staticmethod
@@ -137,6 +139,7 @@ class MeasureResult:
             flops=int(data.get("flops") or 0),
             num_threads=data.get("num_threads"),
             device=data.get("device"),
+            cache_flush=CacheFlush(data.get("cache_flush") or CacheFlush.NONE),
         )
 
 
@@ -150,10 +153,27 @@ class MeasuresCandidates(Protocol):
 
 
 def trace_key(trace: JSON) -> str:
-    """The canonical text of a JSON trace: the key ``ReplayMeasurer`` looks results up by."""
+    """The canonical text of a JSON trace: the key ``ReplayMeasurer`` looks results up by, and
+    searches tell schedules apart by.
+
+    Without MetaSchedule's mark where the postprocessing starts (``EnterPostproc``): it changes
+    nothing in the program, and schedules written before the design space marked its own
+    (a recording, a database) are the same schedules as the marked ones proposed now.
+    """
     if isinstance(trace, str):
         trace = json.loads(trace)  # already text: normalise spacing and key order
-    return json.dumps(trace, sort_keys=True, separators=(",", ":"))
+    return json.dumps(_unmarked(trace), sort_keys=True, separators=(",", ":"))
+
+
+def _unmarked(trace: JSON) -> JSON:
+    """``trace`` ([instructions, decisions]) without its ``EnterPostproc`` instruction, the
+    decisions' instruction indices after it shifted down; any other value as it is."""
+    try:
+        insts, decisions = trace
+        at = next(i for i, inst in enumerate(insts) if inst[0] == "EnterPostproc")
+        return [insts[:at] + insts[at + 1 :], [[i - (i > at), d] for i, d in decisions]]
+    except (TypeError, ValueError, KeyError, IndexError, StopIteration):
+        return trace
 
 
 def fastest_round(results: Sequence[MeasureResult]) -> float | None:
@@ -176,12 +196,4 @@ def pool_results(old: MeasureResult, new: MeasureResult) -> MeasureResult:
         return old
     if not new.is_ok:
         return new
-    return MeasureResult(
-        old.status,
-        run_secs=old.run_secs + new.run_secs,
-        build_secs=new.build_secs,
-        flops=new.flops,
-        num_threads=new.num_threads,
-        max_spread=new.max_spread,
-        device=new.device,
-    )
+    return replace(new, run_secs=old.run_secs + new.run_secs)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from explorer.target import Target
+from explorer.types import CacheFlush
 
 if TYPE_CHECKING:  # importing workloads imports TVM; the record types stay light without it
     from explorer.workloads import Workload
@@ -34,6 +35,8 @@ class ModelTask:
     unscheduled program timed on import (``None``: it could not be timed; ``error`` says why).
     ``untuned_busy``: the share of the CPUs (0 to 1) other processes used while the import
     timed the tasks (``None``: not watched, as on a fleet device or before it was recorded).
+    ``untuned_flush``: the protocol ``untuned_secs`` was timed under (``NONE`` in models
+    imported before it was recorded, which all were timed so).
     """
 
     name: str
@@ -43,6 +46,7 @@ class ModelTask:
     untuned_secs: float | None
     error: str | None = None
     untuned_busy: float | None = None
+    untuned_flush: CacheFlush = CacheFlush.NONE
 
     @property
     def untuned_total_secs(self) -> float | None:
@@ -58,6 +62,7 @@ class ModelTask:
             "untuned_secs": self.untuned_secs,
             "error": self.error,
             "untuned_busy": self.untuned_busy,
+            "untuned_flush": self.untuned_flush.value,
         }
 
     @staticmethod
@@ -72,6 +77,7 @@ class ModelTask:
             untuned_secs=None if data["untuned_secs"] is None else float(data["untuned_secs"]),
             error=data.get("error"),
             untuned_busy=None if data.get("untuned_busy") is None else float(data["untuned_busy"]),
+            untuned_flush=CacheFlush(data.get("untuned_flush") or CacheFlush.NONE),
         )
 
 

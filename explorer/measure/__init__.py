@@ -15,12 +15,13 @@ from typing import Any
 
 from explorer._registry import Registry
 from explorer.core import Candidate, MeasureResult, fastest_round, trace_key
-from explorer.measure._base import CacheFlush, MeasureConfig, Measurer
+from explorer.measure._base import MeasureConfig, Measurer
 from explorer.measure._confirm import confirm_best
 from explorer.measure._local import LocalMeasurer
 from explorer.measure._remote import RemoteMeasurer, TargetNotReported
 from explorer.measure._replay import ReplayMeasurer
 from explorer.measure._timing import CONFIRM_RATIO, keep_off_worker_cores
+from explorer.types import CacheFlush
 
 MEASURERS: Registry[type[Measurer], Measurer] = Registry(
     "measurer",

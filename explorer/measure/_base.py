@@ -4,7 +4,6 @@ returned, ``Candidate`` and ``MeasureResult``, live in ``explorer.core``)."""
 from __future__ import annotations
 
 import abc
-import enum
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,29 +11,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from explorer.core import Candidate, MeasureResult, pool_results
 from explorer.target import Target
+from explorer.types import CacheFlush
 
 if TYPE_CHECKING:
     from explorer.machine import BusyElsewhere
-
-
-class CacheFlush(enum.Enum):
-    """What leaves the CPU caches before each timed sample (``MeasureConfig.cache_flush``).
-
-    A kernel timed in a loop finds its arguments in the caches; inside a network it finds its
-    input there (the kernel before it just wrote it) but not its weights, read once an
-    inference (ResNet-18's are 46 MB). In a tuned ResNet-18 one 3x3 convolution read 1.24 ms
-    timed warm, 1.95 ms with its weights flushed and 1.61 ms inside the network, while another
-    schedule of the same convolution read 1.01, 1.04 and 1.03: timed warm, a search ranks them
-    the other way round from the network."""
-
-    NONE = "none"
-    """Nothing: the kernel as a loop of calls runs it."""
-    ARGUMENTS = "arguments"
-    """Every argument but the first, line by line (TVM's ``cache_flush_cpu_non_first_arg``, as
-    Ansor times a network's tasks): the first is the input, which the kernel before wrote."""
-    ALL = "all"
-    """Everything: a buffer twice the target's caches written before each sample; it costs
-    milliseconds a sample (a 150-trial ResNet-18 tune took 2.2x as long)."""
 
 
 @dataclass(frozen=True)
@@ -69,9 +49,12 @@ class MeasureConfig:
     From a second a call on, repeats are timed call by call and the check's call is the first
     (``_timing.LONG_CALL_SECS``).
 
-    ``cache_flush`` (``CacheFlush``): what leaves the CPU caches before each sample; a sample
-    of back-to-back calls (a kernel under ``SAMPLE_SECS``) has only its first call cold, and
-    calls timed call by call are not flushed (at a second a call the caches are a rounding).
+    ``cache_flush`` (``CacheFlush``): what leaves the CPU caches before each sample; ``None``
+    (the default) takes each workload's own (``OperatorFamily.cache_flush``: a network's task
+    flushes its weights, a catalog operator nothing), so that every timing of one workload is
+    made the same way. A sample of back-to-back calls (a kernel under ``SAMPLE_SECS``) has only
+    its first call cold, and calls timed call by call are not flushed (at a second a call the
+    caches are a rounding). A result names the protocol it was timed under.
     """
 
     repeat: int = 5
@@ -84,7 +67,7 @@ class MeasureConfig:
     memory_limit_bytes: int = 4 << 30
     num_threads: int | None = None  # None: the target's core count
     check_correctness: bool = True
-    cache_flush: CacheFlush = CacheFlush.NONE
+    cache_flush: CacheFlush | None = None
     hopeless_ratio: float | None = 3.0
 
     def __post_init__(self) -> None:
@@ -94,9 +77,9 @@ class MeasureConfig:
             raise ValueError(
                 f"MeasureConfig.timing_rounds must be at least 1 (got {self.timing_rounds})"
             )
-        if not isinstance(self.cache_flush, CacheFlush):
+        if self.cache_flush is not None and not isinstance(self.cache_flush, CacheFlush):
             raise TypeError(
-                "MeasureConfig.cache_flush must be a CacheFlush "
+                "MeasureConfig.cache_flush must be a CacheFlush or None "
                 f"(got {type(self.cache_flush).__name__} {self.cache_flush!r})"
             )
         if self.hopeless_ratio is not None and not self.hopeless_ratio > 1:
@@ -107,6 +90,13 @@ class MeasureConfig:
         for name in ("min_repeat_secs", "warmup_secs", "build_timeout_secs", "run_timeout_secs"):
             if getattr(self, name) < 0:
                 raise ValueError(f"MeasureConfig.{name} must be >= 0 (got {getattr(self, name)})")
+
+    def flush_for(self, cand: Candidate) -> CacheFlush:
+        """The caches a sample of ``cand`` finds flushed: the configured protocol, else the
+        workload's own; nothing on a GPU (TVM flushes CPU caches only)."""
+        if cand.target.kind != "llvm":
+            return CacheFlush.NONE
+        return self.cache_flush if self.cache_flush is not None else cand.workload.spec.cache_flush
 
 
 M = TypeVar("M", bound="Measurer")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from explorer.core import Candidate, MeasureResult, WorkerLost
-from explorer.types import MeasureStatus
+from explorer.types import CacheFlush, MeasureStatus
 
 CUT_MIN_CALL_SECS = 0.1
 """Between the rounds of a side-by-side re-timing, only kernels this slow a call are cut as
@@ -36,6 +36,7 @@ class Batch:
     round_secs: dict[int, list[list[float]]] = field(default_factory=dict)  # each round's
     threads: dict[int, int] = field(default_factory=dict)
     devices: dict[int, str] = field(default_factory=dict)
+    flushes: dict[int, CacheFlush] = field(default_factory=dict)  # each one's timing protocol
 
     def __post_init__(self) -> None:
         self.results = [None] * len(self.cands)
@@ -87,6 +88,7 @@ class Batch:
                     num_threads=self.threads[i],
                     max_spread=max_spread,
                     device=self.devices.get(i),
+                    cache_flush=self.flushes.get(i, CacheFlush.NONE),
                 )
                 for secs in self.round_secs.get(i, [])
             ]

@@ -62,11 +62,11 @@ from explorer.core import (
     WorkerPool,
     shutdown_pool,
 )
-from explorer.measure._base import CacheFlush, MeasureConfig, Measurer
+from explorer.measure._base import MeasureConfig, Measurer
 from explorer.measure._batch import Batch
 from explorer.measure._builds import Build, BuildCache, build_key
 from explorer.target import Target, available_cores, cuda_available
-from explorer.types import MeasureStatus
+from explorer.types import CacheFlush, MeasureStatus
 
 if TYPE_CHECKING:  # imports TVM, which this module does not need (see ``start_workers``)
     from explorer.workloads import Workload
@@ -431,13 +431,11 @@ class LocalMeasurer(Measurer):
         check: bool,
         hopeless_secs: float | None = None,
     ) -> dict[str, Any]:
-        cfg = self.config
-        flush, flush_arguments = 0, False
-        if cand.target.kind == "llvm":  # TVM flushes CPU caches only
-            t = cand.target
-            if cfg.cache_flush is CacheFlush.ALL:
-                flush = max(2 * (t.l3_bytes + t.num_cores * t.l2_bytes), 16 << 20)
-            flush_arguments = cfg.cache_flush is CacheFlush.ARGUMENTS
+        cfg, t = self.config, cand.target
+        protocol = batch.flushes[i] = cfg.flush_for(cand)
+        flush = 0
+        if protocol is CacheFlush.ALL:
+            flush = max(2 * (t.l3_bytes + t.num_cores * t.l2_bytes), 16 << 20)
         return {
             "op": "run",
             "workload": cand.workload.to_json(),
@@ -450,7 +448,7 @@ class LocalMeasurer(Measurer):
             "repeat": cfg.repeat,
             "min_repeat_secs": cfg.min_repeat_secs,
             "cache_flush_bytes": flush,
-            "flush_arguments": flush_arguments,
+            "flush_arguments": protocol is CacheFlush.ARGUMENTS,
             "warmup_secs": cfg.warmup_secs,
             "timing_rounds": cfg.timing_rounds,
             "max_spread": cfg.max_spread,

@@ -180,5 +180,6 @@ def _timed(
         ok = result.status is MeasureStatus.OK
         secs = result.fastest_secs if ok else None
         error = None if ok else (result.error_msg or result.status.value)
-        tasks.append(ModelTask(task_name, workload, weight, workload.flops(), secs, error, busy))
+        flops, flush = workload.flops(), result.cache_flush
+        tasks.append(ModelTask(task_name, workload, weight, flops, secs, error, busy, flush))
     return tasks

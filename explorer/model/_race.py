@@ -66,28 +66,34 @@ def best_schedules(
     """(task name, its fastest correct trial) for every task that has one: among the runs of
     the model tune ``tune``, or (``None``) among every trial of the task on the model's target.
 
+    Only trials timed under the task's own protocol (``OperatorFamily.cache_flush``: its
+    weights flushed) are ranked when it has any: a schedule timed warm reads faster than the
+    same schedule with its weights flushed, so a database holding both would always pick a
+    warm one. Without such trials (tuned with another ``MeasureConfig.cache_flush``, or before
+    trials named their protocol) all of them are.
+
     Within a tune, trials rank by their fastest repeat, not their median: interference only
     adds time, and beside CPU burners a 2-thread task's repeats read 60 us and 2 ms in one
     measurement; by the median a 1-thread schedule at 1.4 ms won over kernels 20x faster and
-    the "tuned" network was the untuned one."""
+    the "tuned" network was the untuned one. Across tunes they rank by their median, as
+    ``RecordStore.best`` does."""
     runs_of: dict[str, list[int]] = {}
     for run_id, task_name, run_tune in store.model_runs(model.id):
         if tune is None or run_tune == tune:
             runs_of.setdefault(task_name, []).append(run_id)
     out: list[tuple[str, TrialRecord]] = []
     for task in model.tasks:
-        trial: TrialRecord | None
         if tune is None:
-            best = store.best(task.workload, model.target)
-            trial = best[0] if best else None
+            found = store.trials(workload=task.workload, target=model.target)
         else:
-            ok = [
-                t
-                for run_id in runs_of.get(task.name, [])
-                for t in store.trials(run_id=run_id)
-                if t.status is MeasureStatus.OK and t.result.fastest_secs is not None
-            ]
-            trial = min(ok, key=lambda t: t.result.fastest_secs or math.inf) if ok else None
+            runs = runs_of.get(task.name, [])
+            found = [t for run_id in runs for t in store.trials(run_id=run_id)]
+        ok = [t for t in found if t.status is MeasureStatus.OK and t.result.run_secs]
+        own = [t for t in ok if t.result.cache_flush is task.workload.spec.cache_flush]
+        if tune is None:
+            trial = min(own or ok, key=lambda t: (t.result.median_secs, t.id), default=None)
+        else:
+            trial = min(own or ok, key=lambda t: t.result.fastest_secs or math.inf, default=None)
         if trial is not None:
             out.append((task.name, trial))
     return out
@@ -96,9 +102,13 @@ def best_schedules(
 def untuned_kept(task: ModelTask, trial: TrialRecord) -> bool:
     """Whether the network keeps ``task``'s default schedule although ``trial`` was tuned: its
     fastest repeat is no faster than the task's untuned time (its fastest repeat at import).
-    The race builds it so, and the Model tab counts it so ("now")."""
+    The race builds it so, and the Model tab counts it so ("now"). Two times taken under
+    different protocols (``CacheFlush``: a model imported before its tasks' weights were
+    flushed) are not compared, and the tuned schedule is built."""
     fastest = trial.result.fastest_secs
-    return task.untuned_secs is not None and (fastest is None or fastest >= task.untuned_secs)
+    if task.untuned_secs is None or trial.result.cache_flush is not task.untuned_flush:
+        return False
+    return fastest is None or fastest >= task.untuned_secs
 
 
 def best_times(

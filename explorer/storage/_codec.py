@@ -19,7 +19,7 @@ from explorer.core import (
     text_hash,
 )
 from explorer.target import Target
-from explorer.types import MeasureStatus
+from explorer.types import CacheFlush, MeasureStatus
 from explorer.workloads import Workload
 
 # -- garbage collector --------------------------------------------------------------------------
@@ -55,7 +55,7 @@ def decode_trial(
     row: Sequence[Any], objects: Mapping[int, tuple[Workload, Target]]
 ) -> TrialRecord:
     (trial_id, run_id, seq, trace, decisions, status, run_secs, build_secs, error_msg, flops,
-     num_threads, predicted, created_at, is_remeasure, device) = row  # fmt: skip
+     num_threads, predicted, created_at, is_remeasure, device, cache_flush) = row  # fmt: skip
     workload, target = objects[run_id]
     return TrialRecord(
         id=int(trial_id),
@@ -75,6 +75,8 @@ def decode_trial(
             flops=int(flops),
             num_threads=num_threads,
             device=device,
+            # NULL: stored before trials named their protocol, when none flushed anything
+            cache_flush=CacheFlush(cache_flush) if cache_flush else CacheFlush.NONE,
         ),
         predicted=_loads(predicted),
         created_at=float(created_at),
@@ -140,6 +142,7 @@ def snapshot(
     created_at: float,
     is_remeasure: bool = False,
     device: str | None = None,
+    cache_flush: CacheFlush = CacheFlush.NONE,
 ) -> TrialRecord:
     """The record just stored, rebuilt from the stored text: the caller keeps no reference into
     it, and it equals what a later query returns."""
@@ -158,6 +161,7 @@ def snapshot(
             flops=flops,
             num_threads=num_threads,
             device=device,
+            cache_flush=cache_flush,
         ),
         predicted=_loads(predicted),
         created_at=created_at,

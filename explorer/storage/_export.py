@@ -28,13 +28,15 @@ CSV_COLUMNS = (
     "is_remeasure",
     "is_baseline",
     "device",
+    "cache_flush",
 )
 """The fixed leading columns; ``run_secs_<i>`` (one per repeat), ``pred_<model>`` (one per cost
 model seen), ``error_msg`` and ``created_at`` follow. ``is_remeasure`` is 1 for a measurement
 that is not a trial of the search (a re-timing of a schedule the run measured before, or the
 run's baseline), else 0; ``is_baseline`` is 1 for a measurement of the run's baseline, the
 unscheduled program (``decisions["baseline"]``), else 0; ``device`` names the fleet device that
-measured it (``key@host:port``), empty for this machine."""
+measured it (``key@host:port``), empty for this machine; ``cache_flush`` what each sample found
+flushed from the CPU caches (``explorer.types.CacheFlush``: none, arguments or all)."""
 
 
 def export_csv(
@@ -105,6 +107,7 @@ def export_csv(
                 int(trial.is_remeasure),
                 int(has_mark(trial.candidate.decisions, BASELINE_MARK)),
                 trial.result.device,
+                trial.result.cache_flush.value,
                 *repeats,
                 *(trial.predicted.get(m) for m in models),
                 result.error_msg,

@@ -454,7 +454,12 @@ def _add_models(conn: psycopg.Connection[Any]) -> None:
         conn.execute(sql.encode())
 
 
-_UPGRADES: tuple[Any, ...] = (_add_device, _noisy_is_ok, _add_models)
+def _add_cache_flush(conn: psycopg.Connection[Any]) -> None:
+    """Version 7 (SQLite's ``_migrate_to_v7``): the caches a trial's samples found flushed."""
+    conn.execute("ALTER TABLE trials ADD COLUMN cache_flush text")
+
+
+_UPGRADES: tuple[Any, ...] = (_add_device, _noisy_is_ok, _add_models, _add_cache_flush)
 
 
 def _create_tables(conn: psycopg.Connection[Any]) -> None:

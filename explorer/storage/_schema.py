@@ -169,6 +169,12 @@ def _migrate_to_v6(conn: sqlite3.Connection) -> None:
         conn.execute(sql)
 
 
+def _migrate_to_v7(conn: sqlite3.Connection) -> None:
+    # MeasureResult.cache_flush: what each sample found flushed from the caches; NULL for the
+    # trials before v7, which all were timed with nothing flushed.
+    conn.execute("ALTER TABLE trials ADD COLUMN cache_flush TEXT")
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_to_v1,
     _migrate_to_v2,
@@ -176,5 +182,6 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_to_v4,
     _migrate_to_v5,
     _migrate_to_v6,
+    _migrate_to_v7,
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -114,7 +114,7 @@ def _chunks(
         if not rows:
             return
         if table == "trials":  # is_remeasure: SQLite's 0/1, PostgreSQL's boolean
-            rows = [(*row[:-2], bool(row[-2]), row[-1]) for row in rows]
+            rows = [(*row[:-3], bool(row[-3]), *row[-2:]) for row in rows]
         yield rows
         after = int(rows[-1][0])
 

@@ -67,18 +67,18 @@ RUN_COLUMNS = (
 )
 TRIAL_COLUMNS = (
     "id, run_id, seq, trace_json, decisions_json, status, run_secs_json, build_secs, error_msg, "
-    "flops, num_threads, predicted_json, created_at, is_remeasure, device"
+    "flops, num_threads, predicted_json, created_at, is_remeasure, device, cache_flush"
 )
 # Every stored column of the two tables, in one order: what a copy between stores moves.
 ALL_RUN_COLUMNS = (
     "id, workload_key, workload_json, target_key, target_json, strategy, settings_json, "
     f"environment_json, started_at, ended_at, status, {OWNER_COLUMNS}"
 )
-# (is_remeasure second to last and device last in ALL_TRIAL_COLUMNS: ``_sqlcopy`` relies on it)
+# (is_remeasure third to last in ALL_TRIAL_COLUMNS: ``_sqlcopy`` relies on it)
 ALL_TRIAL_COLUMNS = (
     "id, run_id, seq, workload_key, target_key, trace_json, decisions_json, status, "
     "run_secs_json, median_secs, gflops, flops, build_secs, error_msg, num_threads, "
-    "predicted_json, created_at, is_remeasure, device"
+    "predicted_json, created_at, is_remeasure, device, cache_flush"
 )
 _INSERT_RUN = (
     "INSERT INTO runs (workload_key, workload_json, target_key, target_json, strategy, "
@@ -88,8 +88,8 @@ _INSERT_RUN = (
 _INSERT_TRIAL = (
     "INSERT INTO trials (run_id, seq, workload_key, target_key, trace_json, decisions_json, "
     "status, run_secs_json, median_secs, gflops, flops, build_secs, error_msg, num_threads, "
-    "predicted_json, created_at, is_remeasure, device) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
+    "predicted_json, created_at, is_remeasure, device, cache_flush) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
 )
 
 
@@ -269,6 +269,7 @@ class SQLRecordStore(RecordStore):
                     now,
                     bool(trials[i].is_remeasure),
                     trials[i].result.device,
+                    trials[i].result.cache_flush.value,
                 )
                 for i, row in enumerate(rows)
             ]
@@ -283,6 +284,7 @@ class SQLRecordStore(RecordStore):
                 now,
                 trials[i].is_remeasure,
                 trials[i].result.device,
+                trials[i].result.cache_flush,
             )
             for i, trial_id in enumerate(ids)
         ]

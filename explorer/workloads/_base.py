@@ -15,6 +15,7 @@ import numpy as np
 
 from explorer import _tvm
 from explorer.errors import UnknownPluginError, WorkloadError
+from explorer.types import CacheFlush
 
 ParamValue = Any  # int | float | str | tuple of those
 Params = Mapping[str, ParamValue]
@@ -155,6 +156,9 @@ class OperatorFamily:
     rtol: float = 1e-4
     build_mod: Callable[[Params], Any] | None = None
     signature: Callable[[Params], list[tuple[str, tuple[int, ...], str]]] | None = None
+    # How its kernel finds the CPU caches where it runs, so every timing of it is made that way
+    # (``MeasureConfig.cache_flush``): a catalog operator is timed as a loop runs it.
+    cache_flush: CacheFlush = CacheFlush.NONE
 
     def resolve(self, given: Params) -> dict[str, ParamValue]:
         """Fill defaults, coerce and validate; raises ``WorkloadError`` on anything wrong."""

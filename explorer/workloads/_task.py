@@ -23,6 +23,7 @@ import numpy as np
 from explorer import _tvm
 from explorer.errors import WorkloadError
 from explorer.text import last_line
+from explorer.types import CacheFlush
 from explorer.workloads._base import (
     MAX_TENSOR_ELEMENTS,
     OperatorFamily,
@@ -147,6 +148,9 @@ TASK_FAMILY = OperatorFamily(
     bytes_moved=_bytes_moved,
     validate=_validate,
     signature=_signature,
+    # In its network a task reads its input as the task before wrote it, its weights from
+    # memory (once an inference): timed warm, a search ranks schedules as the network does not.
+    cache_flush=CacheFlush.ARGUMENTS,
 )
 
 

@@ -28,7 +28,7 @@ from explorer.errors import RunInUseError, StoreError
 from explorer.measure import Candidate, MeasureResult
 from explorer.storage import NewTrial, Rank, RecordStore, RunStatus
 from explorer.target import Target
-from explorer.types import MeasureStatus
+from explorer.types import CacheFlush, MeasureStatus
 from explorer.workloads import Workload, get_workload
 
 OK, BUILD_ERROR = MeasureStatus.OK, MeasureStatus.BUILD_ERROR
@@ -260,7 +260,7 @@ class RecordStoreContract:
         batch = [
             make_trial(workload, target, (3e-3, 1e-3, 2e-3), trace=1, predicted={"xgb": 0.7},
                        decisions={"tile": [8, 8]}, build_secs=0.25, num_threads=2,
-                       device="board@10.0.0.7:9091"),
+                       device="board@10.0.0.7:9091", cache_flush=CacheFlush.ARGUMENTS),
             make_trial(workload, target, None, status=BUILD_ERROR),
         ]  # fmt: skip
         records = store.add_trials(run.id, batch)
@@ -277,6 +277,8 @@ class RecordStoreContract:
         assert [r.device for r in store.trial_rows(run_id=run.id)] == [
             r.result.device for r in records
         ]
+        # the protocol its samples were timed under
+        assert [r.result.cache_flush for r in records] == [CacheFlush.ARGUMENTS, CacheFlush.NONE]
 
     def test_returned_records_are_immutable_snapshots(
         self,

@@ -150,12 +150,30 @@ def test_every_cache_flush_times_the_kernel_and_checks_it(flush, target):
         (r,) = m.measure([tiled(big, target, 8, 16)])
     assert r.status is MeasureStatus.OK, r.error_msg
     assert len(r.run_secs) == FAST.repeat and all(s > 0 for s in r.run_secs)
+    assert r.cache_flush is flush  # the result names its protocol
 
 
 def test_a_cache_flush_is_named_not_guessed():
-    with pytest.raises(TypeError, match="cache_flush must be a CacheFlush .got bool True"):
+    with pytest.raises(TypeError, match="cache_flush must be a CacheFlush or None .got bool"):
         MeasureConfig(cache_flush=True)  # type: ignore[arg-type]
-    assert MeasureConfig().cache_flush is CacheFlush.NONE
+    assert MeasureConfig().cache_flush is None  # each workload's own
+
+
+def test_each_workload_is_timed_under_its_own_protocol_unless_one_is_configured(mm, target):
+    """A network's task is timed with its weights flushed, as the network runs it; a catalog
+    operator warm, as a loop of calls runs it. A configured protocol applies to both."""
+    task = get_workload("task")
+    assert task.spec.cache_flush is CacheFlush.ARGUMENTS and mm.spec.cache_flush is CacheFlush.NONE
+    cands = [unscheduled(task, target), tiled(mm, target, 8, 16)]
+    for config, expected in (
+        (FAST, [CacheFlush.ARGUMENTS, CacheFlush.NONE]),
+        (replace(FAST, cache_flush=CacheFlush.NONE), [CacheFlush.NONE] * 2),
+        (replace(FAST, cache_flush=CacheFlush.ALL), [CacheFlush.ALL] * 2),
+    ):
+        with LocalMeasurer(replace(config, max_spread=math.inf)) as m:
+            results = m.measure(cands)
+        assert all(r.status is MeasureStatus.OK for r in results), [r.error_msg for r in results]
+        assert [r.cache_flush for r in results] == expected
 
 
 def test_overlapped_build_and_run_gives_the_same_statuses(mm, target):

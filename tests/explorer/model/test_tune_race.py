@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from explorer.analysis import model_times_info
-from explorer.core import ModelRecord, ModelTask, RaceEntry
+from explorer.core import MeasureResult, ModelRecord, ModelTask, NewTrial, RaceEntry
 from explorer.errors import CapabilityError, ModelError, SearchError
 from explorer.measure import trace_key
 from explorer.model import (
@@ -33,9 +33,11 @@ from explorer.model import (
 from explorer.model._race_child import _relative_error
 from explorer.model._tune import MIN_FIRST_CHUNK, first_chunks, next_task
 from explorer.report import collect_report, render_report
+from explorer.search import baseline_candidate
 from explorer.storage import get_store
 from explorer.target import Target
 from explorer.tuner import PRIOR_RUNS
+from explorer.types import CacheFlush, MeasureStatus
 from explorer.workloads import get_workload
 
 
@@ -254,6 +256,35 @@ def test_a_tuned_task_no_faster_than_untuned_keeps_its_default_in_the_build_and_
     assert kept.untuned_kept and kept.best_ms == kept.untuned_ms < kept.tuned_ms
     assert not better.untuned_kept and better.best_ms == better.tuned_ms < better.untuned_ms
     assert info.tuned_ms == pytest.approx(info.untuned_ms - better.untuned_ms + better.tuned_ms)
+
+
+def test_a_task_s_best_is_ranked_among_its_trials_timed_as_the_network_runs_it(tmp_path):
+    """Timed warm, a schedule reads faster than with its weights flushed, so a database holding
+    both (a task tuned warm, then under its own protocol) would always build a warm one: the
+    trials under the task's own protocol rank first, and without any, every trial does. An
+    untuned time taken under another protocol is not compared with a tuned one."""
+    task, target = get_workload("task"), Target.local_cpu()
+    untuned = ModelTask("add", task, 1, task.flops(), 1e-3, untuned_flush=CacheFlush.ARGUMENTS)
+    cand = baseline_candidate(task, target)
+
+    def trial(secs: float, flush: CacheFlush) -> NewTrial:
+        return NewTrial(
+            cand, MeasureResult(MeasureStatus.OK, (secs,), flops=task.flops(), cache_flush=flush)
+        )
+
+    with get_store(tmp_path / "records.db") as store:
+        model = store.add_model(
+            ModelRecord(0, "net", "a" * 64, (), (untuned,), target, 1.0), b"onnx bytes"
+        )
+        run = store.create_run(task, target, "manual")
+        (warm,) = store.add_trials(run.id, [trial(1e-4, CacheFlush.NONE)])
+        assert [t.id for _, t in best_schedules(model, store)] == [warm.id]  # all there is
+        (flushed,) = store.add_trials(run.id, [trial(5e-4, CacheFlush.ARGUMENTS)])
+        assert [t.id for _, t in best_schedules(model, store)] == [flushed.id]
+    slower = trial(2e-3, CacheFlush.ARGUMENTS)
+    assert untuned_kept(untuned, dataclasses.replace(flushed, result=slower.result))
+    warm_slower = trial(2e-3, CacheFlush.NONE)
+    assert not untuned_kept(untuned, dataclasses.replace(flushed, result=warm_slower.result))
 
 
 def test_a_damaged_stored_model_is_one_sentence_and_no_race(tuned, tmp_path):

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from explorer import _tvm
+from explorer.core import trace_key
 from explorer.space import DesignSpace, KnobSpace, Point, factorizations
 from explorer.workloads import get_workload
 
@@ -54,6 +55,22 @@ def test_random_points_materialize_to_schedules_carrying_their_decisions(space):
         ]
         assert tuple(replayed) == space.decisions(point)
         assert space.point_of(point.sketch, replayed) == point
+
+
+def test_a_materialized_schedule_marks_its_postprocessing_and_is_known_without_the_mark(space):
+    """MetaSchedule's evolution replays a schedule without its postprocessing and runs it
+    again, which needs the mark (a model task's weights were laid out twice); a schedule stored
+    before it was marked is still the same schedule to a search and to a recording."""
+    cand = space.materialize(space.random_point(np.random.default_rng(1)))
+    assert cand is not None
+    insts, decisions = cand.trace
+    (at,) = [i for i, inst in enumerate(insts) if inst[0] == "EnterPostproc"]
+    unmarked = [insts[:at] + insts[at + 1 :], [[i - (i > at), d] for i, d in decisions]]
+    sch = _tvm.Schedule(space.workload.mod())
+    _tvm.apply_trace_json(unmarked, sch)  # still a whole schedule without it
+    assert trace_key(unmarked) == trace_key(cand.trace)
+    other = space.materialize(space.random_point(np.random.default_rng(2)))
+    assert other is not None and trace_key(other.trace) != trace_key(cand.trace)
 
 
 def test_dims_count_every_tiling(space):

@@ -9,7 +9,7 @@ import pytest
 
 from explorer.core import Candidate, MeasureResult
 from explorer.storage import export_csv, export_jsonl
-from explorer.types import MeasureStatus
+from explorer.types import CacheFlush, MeasureStatus
 
 
 @pytest.fixture
@@ -18,7 +18,7 @@ def filled(store, workload, other_workload, target, make_trial):
     b = store.create_run(other_workload, target, "grid")
     store.add_trials(a.id, [
         make_trial(workload, target, (3e-3, 1e-3, 2e-3), predicted={"xgb": 0.5},
-                   build_secs=0.125),
+                   build_secs=0.125, cache_flush=CacheFlush.ARGUMENTS),
         make_trial(workload, target, None, status=MeasureStatus.BUILD_ERROR,
                    error_msg='line 1, "quoted"\nline 2'),
     ])  # fmt: skip
@@ -36,7 +36,7 @@ def test_csv_has_one_row_per_trial_joined_with_its_run(filled, tmp_path, workloa
     assert list(rows[0]) == [
         "trial_id", "run_id", "strategy", "workload", "target", "seq", "status", "median_secs",
         "gflops", "build_secs", "num_repeats", "is_remeasure", "is_baseline", "device",
-        "run_secs_0", "run_secs_1", "run_secs_2",
+        "cache_flush", "run_secs_0", "run_secs_1", "run_secs_2",
         "pred_random", "pred_xgb", "error_msg", "created_at",
     ]  # fmt: skip
     ok, failed, other = rows
@@ -56,6 +56,7 @@ def test_csv_has_one_row_per_trial_joined_with_its_run(filled, tmp_path, workloa
     assert ok["is_remeasure"] == failed["is_remeasure"] == "0"
     assert ok["is_baseline"] == failed["is_baseline"] == "0"  # no unscheduled program here
     assert ok["device"] == ""  # measured on this machine, not on a fleet device
+    assert ok["cache_flush"] == "arguments" and failed["cache_flush"] == "none"
     assert failed["error_msg"] == 'line 1, "quoted"\nline 2'  # quoting survives
     assert float(ok["created_at"]) == trials[0].created_at
 

@@ -11,7 +11,7 @@ import pytest
 from explorer.errors import StoreError
 from explorer.storage import SCHEMA_VERSION, SQLiteStore
 from explorer.storage._schema import APPLICATION_ID
-from explorer.types import MeasureStatus
+from explorer.types import CacheFlush, MeasureStatus
 
 
 def _siblings(path):
@@ -149,6 +149,7 @@ def test_a_version_1_file_is_migrated_forward(db_path, workload, target, make_tr
     with SQLiteStore(db_path) as store:
         (old,) = store.trials()
         assert old.median_secs == 0.002 and old.result.num_threads is None
+        assert old.result.cache_flush is CacheFlush.NONE  # as every trial then was timed
         assert old.predicted == {"xgb": 1.5} and old.candidate.trace == trace
         assert store.get_run(1).workload == workload
         (new,) = store.add_trials(1, [make_trial(workload, target, num_threads=4)])

@@ -32,7 +32,7 @@ from explorer.storage import (
 )
 from explorer.testing.contracts import RecordStoreContract
 from explorer.testing.recordings import PATH as RECORDING
-from explorer.types import MeasureStatus
+from explorer.types import CacheFlush, MeasureStatus
 from explorer.workloads import get_workload
 
 try:
@@ -489,6 +489,7 @@ def test_a_version_3_database_is_upgraded_in_place_keeping_its_trials(
         run = store.create_run(workload, target, "random")
         store.add_trials(run.id, [make_trial(workload, target, 2e-3)])
     _sql(pg_url, "ALTER TABLE trials DROP COLUMN device")
+    _sql(pg_url, "ALTER TABLE trials DROP COLUMN cache_flush")
     _sql(pg_url, "DROP TABLE model_races, model_runs, models")
     _sql(pg_url, "UPDATE meta SET value = '3' WHERE key = 'schema_version'")
     # ...and its trial "noisy", a status until version 5 (a correct but spread timing)
@@ -500,12 +501,14 @@ def test_a_version_3_database_is_upgraded_in_place_keeping_its_trials(
     with PostgresStore(pg_url) as store:
         (old,) = store.trials()
         assert old.median_secs == 2e-3 and old.result.device is None
+        assert old.result.cache_flush is CacheFlush.NONE  # version 7's column, NULL
         assert old.status is MeasureStatus.OK and store.best(workload, target)[0].id == old.id
-        (new,) = store.add_trials(run.id, [make_trial(workload, target, device="a@h:1")])
-        assert store.get_trial(new.id).result.device == "a@h:1"
+        flushed = make_trial(workload, target, device="a@h:1", cache_flush=CacheFlush.ARGUMENTS)
+        (new,) = store.add_trials(run.id, [flushed])
+        assert store.get_trial(new.id).result == flushed.result
         assert store.models() == []  # version 6's table, empty
     (version,) = _sql(pg_url, "SELECT value FROM meta WHERE key = 'schema_version'")
-    assert version == (str(SCHEMA_VERSION),) and SCHEMA_VERSION == 6
+    assert version == (str(SCHEMA_VERSION),) and SCHEMA_VERSION == 7
     assert _sql(pg_url, "SELECT DISTINCT status FROM trials") == [("ok",)]
 
 
