@@ -32,7 +32,7 @@ from explorer.measure._timing import timed_rounds as _timed_rounds
 from explorer.storage import NewTrial, get_store, summarize_run
 from explorer.testing.hooks import SLOW_CALL_SECS
 from explorer.tuner import Tuner
-from explorer.types import MeasureStatus
+from explorer.types import CacheFlush, MeasureStatus
 from explorer.workloads import get_workload
 
 ONE_CALL_PER_REPEAT = MeasureConfig(
@@ -275,6 +275,7 @@ def test_a_legacy_noisy_trial_reads_back_as_ok(mm, target, tmp_path):
     conn = sqlite3.connect(path)
     for table in ("model_races", "model_runs", "models"):
         conn.execute(f"DROP TABLE {table}")
+    conn.execute("ALTER TABLE trials DROP COLUMN cache_flush")
     conn.execute("DROP TRIGGER trials_no_update")
     conn.execute("UPDATE trials SET status = 'noisy'")
     conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
@@ -287,6 +288,7 @@ def test_a_legacy_noisy_trial_reads_back_as_ok(mm, target, tmp_path):
     store = get_store(path)
     (trial,) = store.trials(run_id=run.id)
     assert trial.status is MeasureStatus.OK and store.best(mm, target)[0].id == trial.id
+    assert trial.result.cache_flush is CacheFlush.NONE  # as every trial then was timed
     assert MeasureStatus("noisy") is MeasureStatus.OK  # JSON Lines and CSV exports too
     store.close()
 
