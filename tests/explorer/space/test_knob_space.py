@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -98,3 +99,24 @@ def test_one_knob_space_per_workload_and_target_is_shared(space):
     )
     assert again is KnobSpace.of(space.workload, space.target)
     assert again.workload == space.workload and again.size() == space.size()
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=12,
+)
+
+
+@given(
+    st.lists(st.just(["EnterPostproc", [], [], []]) | _json, max_size=4)
+    | st.dictionaries(st.text(max_size=4), _json)
+)
+@settings(max_examples=200, deadline=None)
+def test_a_trace_key_is_a_text_for_any_json_a_database_may_hold(value):
+    """A stored trace is whatever JSON the database holds: its key never raises, and a value
+    without the mark keys as its canonical text."""
+    key = trace_key(value)
+    assert isinstance(key, str) and trace_key(key) == key  # its own text keys the same
+    if "EnterPostproc" not in repr(value):
+        assert key == json.dumps(value, sort_keys=True, separators=(",", ":"))
