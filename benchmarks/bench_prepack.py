@@ -40,7 +40,7 @@ import onnxruntime
 from explorer import _tvm
 from explorer.measure import keep_off_worker_cores
 from explorer.model import MAX_ERROR, best_schedules
-from explorer.model._import import has_layout_free_tasks, lower_onnx
+from explorer.model._import import lower_as_stored, lower_onnx
 from explorer.model._onnx import parse_onnx
 from explorer.model._race_child import (
     ROUND_SECS,
@@ -70,8 +70,7 @@ def _bench(model, source, chosen, tune_relax, rounds):
     # TVM's kernels binds this thread to one core (``keep_off_worker_cores``)
     session = _onnxruntime(source, model.target.num_cores)
     onnx_file = parse_onnx(source, model.name, {i.name: i.shape for i in model.inputs})
-    listed = has_layout_free_tasks(model)
-    lowered = lower_onnx(onnx_file, model.name, weights_layout_free=listed)
+    lowered, (channels_last, listed) = lower_as_stored(onnx_file, model, model.name)
     target = model.target.to_tvm()
     schedules = [(t.candidate.workload.mod(), t.candidate.trace) for _, t in chosen]
     built = _tvm.build_relax(lowered, target, schedules)
@@ -82,7 +81,13 @@ def _bench(model, source, chosen, tune_relax, rounds):
         "ours, copies at build": lambda: built,
     }
     if tune_relax:  # tune_relax from the plain lowering, as a user of TVM starts
-        plain = lower_onnx(onnx_file, model.name, weights_layout_free=False) if listed else lowered
+        plain = (
+            lower_onnx(
+                onnx_file, model.name, weights_layout_free=False, channels_last=channels_last
+            )
+            if listed
+            else lowered
+        )
         free = _tvm.with_weights_layout_free(plain)
         builds["tune_relax as shipped"] = lambda: _tune_relax(plain, tune_relax, model)
         builds["tune_relax, layouts free"] = lambda: _tune_relax(free, tune_relax, model)

@@ -29,15 +29,22 @@ from explorer.types import MeasureStatus
 from explorer.workloads import Workload, task_workload
 
 
-def lower_onnx(onnx_file: OnnxFile, where: str, *, weights_layout_free: bool = True) -> Any:
+def lower_onnx(
+    onnx_file: OnnxFile,
+    where: str,
+    *,
+    weights_layout_free: bool = True,
+    channels_last: bool = True,
+) -> Any:
     """The lowered Relax module of a checked ONNX file; ``ModelError`` when TVM's frontend or
     the lowering fails (their message's last line, which names the cause).
 
     ``weights_layout_free``: each TIR function lists which of its parameters are the network's
     weights (``mark_weights_layout_free``), so a schedule may give them any layout
-    at build time and is timed without that copy (``split_weight_copies``). Models imported
-    before this existed have tasks without the list (``has_layout_free_tasks``): their
-    schedules match a module lowered without it."""
+    at build time and is timed without that copy (``split_weight_copies``).
+    ``channels_last``: convolutions in NHWC (``lower_relax``), where TVM's layout conversion
+    takes the network (else it is lowered as it comes). Models imported before either existed
+    have tasks lowered without it: ``lower_as_stored`` finds any model's lowering."""
     shapes = {i.name: list(i.shape) for i in onnx_file.inputs}
     try:
         mod = _tvm.relax_from_onnx(onnx_file.proto, shapes)
@@ -46,17 +53,45 @@ def lower_onnx(onnx_file: OnnxFile, where: str, *, weights_layout_free: bool = T
             f"{where}: TVM's ONNX frontend cannot convert it ({last_line(exc)})"
         ) from None
     try:
-        lowered = _tvm.lower_relax(mod)
+        try:
+            lowered = _tvm.lower_relax(mod, channels_last=channels_last)
+        except Exception:
+            if not channels_last:
+                raise
+            # TVM's layout conversion refuses some networks that lower as they come
+            lowered = _tvm.lower_relax(mod)
         return _tvm.mark_weights_layout_free(lowered) if weights_layout_free else lowered
     except Exception as exc:  # noqa: BLE001
         raise ModelError(f"{where}: lowering it to TIR failed ({last_line(exc)})") from None
 
 
-def has_layout_free_tasks(model: ModelRecord) -> bool:
-    """Whether ``model``'s tasks were lowered with their weights' layouts free (see
-    ``lower_onnx``): a task's text then lists its weights."""
-    return any(
-        "layout_free_buffers" in str(t.workload.param_dict.get("tir", "")) for t in model.tasks
+LOWERINGS = ((True, True), (False, True), (False, False))
+"""``lower_onnx``'s (``channels_last``, ``weights_layout_free``): today's, then those of
+models imported before each existed."""
+
+
+def lower_as_stored(
+    onnx_file: OnnxFile, model: ModelRecord, where: str
+) -> tuple[Any, tuple[bool, bool]]:
+    """``model``'s network lowered as it was when imported, and which of ``LOWERINGS`` that is:
+    the first whose tasks are the stored ones. A schedule applies to a function only when the
+    function is its task's, so a network lowered otherwise would build every task untuned.
+
+    Raises:
+        ModelError: no lowering of this version gives the stored tasks (TVM's lowering
+            changed since the import).
+    """
+    stored = {t.name: t.workload.key() for t in model.tasks}
+    for channels_last, free in LOWERINGS:
+        lowered = lower_onnx(
+            onnx_file, where, weights_layout_free=free, channels_last=channels_last
+        )
+        found = model_tasks(lowered, model.target, where)
+        if {name: workload.key() for name, _, workload in found} == stored:
+            return lowered, (channels_last, free)
+    raise ModelError(
+        f"{where}: this version lowers the model into other tasks than those stored at its "
+        "import; import the file again under another name"
     )
 
 

@@ -31,7 +31,6 @@ from explorer.core import (
 )
 from explorer.errors import ModelError, RaceStopped
 from explorer.machine import BUSY
-from explorer.model._import import has_layout_free_tasks
 from explorer.model._tune import tune_spent
 from explorer.storage import environment
 from explorer.types import MeasureStatus
@@ -44,20 +43,18 @@ show and still count as correct: float32 sums in another order, over a whole net
 
 @dataclass(frozen=True)
 class RacePlan:
-    """What the child needs, picklable: the ONNX bytes, the inputs' shapes, the target and
-    each tuned task's (IRModule JSON, trace)."""
+    """What the child needs, picklable: the ONNX bytes, the model as stored (its inputs'
+    shapes, target and tasks, which say how to lower it: ``lower_as_stored``) and each tuned
+    task's (IRModule JSON, trace)."""
 
     source: bytes
-    shapes: dict[str, tuple[int, ...]]
-    target_json: dict[str, Any]
+    model: ModelRecord
     num_threads: int
     schedules: tuple[tuple[str, Any], ...]
     rounds: int
     seed: int
     untuned: bool
     tune_relax_trials: int  # 0: no tune_relax contender
-    weights_layout_free: bool  # how the model's tasks were lowered (``lower_onnx``)
-    num_tasks: int
 
 
 def best_schedules(
@@ -193,16 +190,13 @@ def race_model(
     )
     plan = RacePlan(
         source=store.model_source(model.id),
-        shapes={i.name: i.shape for i in model.inputs},
-        target_json=model.target.to_json(),
+        model=model,
         num_threads=model.target.num_cores,
         schedules=schedules,
         rounds=rounds,
         seed=seed,
         untuned=untuned,
         tune_relax_trials=tune_relax_trials,
-        weights_layout_free=has_layout_free_tasks(model),
-        num_tasks=len(model.tasks),
     )
     relax = f", tune_relax with {tune_relax_trials} trials" if tune_relax_trials else ""
     on_step(

@@ -32,15 +32,15 @@ def race(plan: RacePlan) -> tuple[list[RaceEntry], dict[str, Any]]:
     import onnxruntime
 
     from explorer import _tvm
-    from explorer.model._import import lower_onnx
+    from explorer.model._import import lower_as_stored
     from explorer.model._onnx import parse_onnx
-    from explorer.target import Target
 
-    onnx_file = parse_onnx(plan.source, "the stored model", plan.shapes)
-    lowered = lower_onnx(
-        onnx_file, "the stored model", weights_layout_free=plan.weights_layout_free
+    model = plan.model
+    onnx_file = parse_onnx(
+        plan.source, "the stored model", {i.name: i.shape for i in model.inputs}
     )
-    target = Target.from_json(plan.target_json).to_tvm()
+    lowered, _ = lower_as_stored(onnx_file, model, "the stored model")
+    target = model.target.to_tvm()
     rng = np.random.default_rng(plan.seed)
     inputs = [_random_input(rng, i.shape, i.dtype) for i in onnx_file.inputs]
     options = onnxruntime.SessionOptions()
@@ -118,7 +118,7 @@ def _tune_relax_build(lowered: Any, target: Any, plan: RacePlan) -> Any:
     with tempfile.TemporaryDirectory(prefix="explorer-tune-relax-") as work_dir:
         trials = plan.tune_relax_trials
         database = _tvm.tune_relax(
-            free, target, work_dir, trials, per_iter=relax_per_iter(trials, plan.num_tasks),
+            free, target, work_dir, trials, per_iter=relax_per_iter(trials, len(plan.model.tasks)),
             seed=plan.seed,
         )  # fmt: skip
         return _tvm.build_relax(free, target, database=database)

@@ -65,9 +65,9 @@ def test_the_model_tab_imports_tunes_races_and_opens_a_task(model_page: Any) -> 
     set_text(page, "se-model-path", "tiny.onnx")
     kernel_settled(page)
     page.locator(".se-model-import").click()
-    expect(status).to_contain_text("Imported tiny: 5 tasks", timeout=RACE_TIMEOUT)
+    expect(status).to_contain_text("Imported tiny: 6 tasks", timeout=RACE_TIMEOUT)
     rows = page.locator(".se-model-tasks tr")
-    expect(rows).to_have_count(6)  # the header and the 5 tasks
+    expect(rows).to_have_count(7)  # the header and the 6 tasks
     expect(rows.nth(1)).to_contain_text("fused_conv2d1_add_add1_relu")
     shot(page, "model_tab_imported", panel)
 
@@ -148,11 +148,11 @@ def test_the_model_tab_shows_a_model_another_process_imported(
         _cli("model", "import", "tiny.onnx", "--name", "reread", "--db", str(db), cwd=tmp_path)
         imported = time.monotonic()
         # No click from here on: only the tab's poll of the database can bring the model in.
-        expect(models.locator("option")).to_have_text(["reread (5 tasks)"], timeout=REREAD_TIMEOUT)
+        expect(models.locator("option")).to_have_text(["reread (6 tasks)"], timeout=REREAD_TIMEOUT)
         print(f"shown {time.monotonic() - imported:.1f} s after the import ended")
-        expect(rows).to_have_count(6)  # the header and the 5 tasks
+        expect(rows).to_have_count(7)  # the header and the 6 tasks
         expect(rows.nth(1)).to_contain_text("fused_conv2d1_add_add1_relu")
-        expect(page.locator(".se-model-status").first).to_contain_text("reread: 5 tasks")
+        expect(page.locator(".se-model-status").first).to_contain_text("reread: 6 tasks")
 
         kernel_eval(page, KERNEL_TRACES)
         tasks_plot = page.locator(".se-model-tasks-plot")

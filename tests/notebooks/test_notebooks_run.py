@@ -165,7 +165,7 @@ NAS_PROBES = [
 MODEL_PROBES = [
     """
     assert [m.name for m in store.models()] == ["resnet18", "tiny"]
-    assert len(resnet.tasks) == 19 and max(t.weight for t in resnet.tasks) == 2
+    assert len(resnet.tasks) == 20 and max(t.weight for t in resnet.tasks) == 2
     assert race.tune == tune and race.trials == 24 and store.model_races(tiny.id) == [race]
     assert all(e.error is None for e in race.entries), race.entries
     assert race.entry("tuned").fastest_secs < race.entry("untuned").fastest_secs

@@ -57,12 +57,12 @@ def test_import_tune_race_and_open_a_task(local_ctx, tiny_onnx, tmp_path) -> Non
     # an import stores its model whole or not at all: Stop has nothing to stop there
     assert panel.import_button.disabled and panel.stop_button.disabled
     settle(panel)
-    assert panel.status.value.startswith("Imported tiny: 5 tasks, untuned ")
-    assert panel.models.options == (("tiny (5 tasks)", 1),) and panel.model is not None
+    assert panel.status.value.startswith("Imported tiny: 6 tasks, untuned ")
+    assert panel.models.options == (("tiny (6 tasks)", 1),) and panel.model is not None
     rows = panel.tasks_table.value.split("<tr>")[2:]
-    assert len(rows) == 5 and "fused_conv2d1_add_add1_relu" in rows[0]  # the costliest first
+    assert len(rows) == 6 and "fused_conv2d1_add_add1_relu" in rows[0]  # the costliest first
     assert panel.task.value == "fused_conv2d1_add_add1_relu"
-    assert len(panel.tasks_figure.data) == 5  # one segment per task
+    assert len(panel.tasks_figure.data) == 6  # one segment per task
 
     panel.trials.value, panel.strategy.value, panel.scheduler.value = "10", "random", "round-robin"
     panel.tune_button.click()
@@ -90,7 +90,7 @@ def test_import_tune_race_and_open_a_task(local_ctx, tiny_onnx, tmp_path) -> Non
     # The same file again: found in the store, and said so.
     panel.import_button.click()
     settle(panel)
-    assert panel.status.value.startswith("tiny is already stored (the same file): 5 tasks")
+    assert panel.status.value.startswith("tiny is already stored (the same file): 6 tasks")
     assert len(panel.ctx.store.models()) == 1
 
     # A budget past the core's limit is refused (it is a slip of the keyboard), not started.
@@ -123,12 +123,12 @@ def test_import_tune_race_and_open_a_task(local_ctx, tiny_onnx, tmp_path) -> Non
     assert not panel.models.disabled and panel.model.name == "tiny2"
     panel.models.value = tiny_id
     said = panel.status.value
-    assert said.startswith("tiny: 5 tasks, untuned ") and "latest race: tuned " in said, said
+    assert said.startswith("tiny: 6 tasks, untuned ") and "latest race: tuned " in said, said
     assert "found outside this model's tunes" not in panel.tasks_table.value
     assert panel.race_figure.layout.uirevision == "model tiny"
     panel.models.value = panel.models.options[-1][1]
     said = panel.status.value
-    assert said.startswith("tiny2: 5 tasks, untuned ") and said.endswith("not raced yet."), said
+    assert said.startswith("tiny2: 6 tasks, untuned ") and said.endswith("not raced yet."), said
     # tiny2's tasks are tiny's programs: their best is tiny's tune's, and the table says so
     assert "* found outside this model's tunes" in panel.tasks_table.value
     assert panel.race_figure.layout.uirevision == "model tiny2" and not panel.race_figure.data
@@ -205,10 +205,10 @@ def test_a_second_notebook_on_the_same_database_shows_in_the_first(
         theirs.path.value = str(tiny_onnx)
         theirs.import_file()
         settle(theirs)
-        assert eventually(lambda: mine.models.options == (("tiny (5 tasks)", 1),), 4 * POLL_SECS)
+        assert eventually(lambda: mine.models.options == (("tiny (6 tasks)", 1),), 4 * POLL_SECS)
         # nothing was shown, so the new model is, with its tasks
         assert mine.model is not None and mine.model.name == "tiny"
-        assert len(mine.tasks_table.value.split("<tr>")[2:]) == 5
+        assert len(mine.tasks_table.value.split("<tr>")[2:]) == 6
         mine._say("what the user did last")
         theirs.race()
         settle(theirs)
@@ -303,7 +303,7 @@ def test_an_import_and_a_tune_on_a_busy_machine_say_so(local_ctx, tiny_onnx) -> 
         panel.import_file()
         settle(panel)
     said = panel.status.value
-    assert said.startswith("Imported tiny: 5 tasks") and "Other processes used" in said, (
+    assert said.startswith("Imported tiny: 6 tasks") and "Other processes used" in said, (
         said,
         [t.untuned_busy for t in panel.model.tasks],
     )

@@ -18,7 +18,7 @@ import onnxruntime
 from explorer import _tvm
 from explorer.measure import keep_off_worker_cores
 from explorer.model import MAX_ERROR, best_schedules
-from explorer.model._import import has_layout_free_tasks, lower_onnx
+from explorer.model._import import lower_as_stored
 from explorer.model._onnx import parse_onnx
 from explorer.model._race_child import _fastest_call, _relative_error
 from explorer.storage import environment, get_store
@@ -39,7 +39,7 @@ def _race(model, source, chosen, rounds):
     options.intra_op_num_threads, options.inter_op_num_threads = model.target.num_cores, 1
     session = onnxruntime.InferenceSession(source, options, providers=["CPUExecutionProvider"])
     onnx_file = parse_onnx(source, model.name, {i.name: i.shape for i in model.inputs})
-    lowered = lower_onnx(onnx_file, model.name, weights_layout_free=has_layout_free_tasks(model))
+    lowered, _ = lower_as_stored(onnx_file, model, model.name)
     target = model.target.to_tvm()
     schedules = [(t.candidate.workload.mod(), t.candidate.trace) for _, t in chosen]
     rng = np.random.default_rng(0)

@@ -19,7 +19,7 @@ import onnxruntime
 from explorer import _tvm
 from explorer.measure import keep_off_worker_cores
 from explorer.model import MAX_ERROR, best_schedules
-from explorer.model._import import has_layout_free_tasks, lower_onnx
+from explorer.model._import import lower_as_stored
 from explorer.model._onnx import parse_onnx
 from explorer.model._race_child import _fastest_call, _relative_error
 from explorer.storage import environment, get_store
@@ -47,8 +47,7 @@ def main() -> None:
             feed = {i.name: rng.standard_normal(i.shape).astype(i.dtype) for i in onnx_file.inputs}
             expected = session.run(None, feed)
             runners["onnxruntime"] = lambda s=session, f=feed: s.run(None, f)
-        layout_free = has_layout_free_tasks(model)
-        lowered = lower_onnx(onnx_file, model.name, weights_layout_free=layout_free)
+        lowered, _ = lower_as_stored(onnx_file, model, model.name)
         schedules = [(t.candidate.workload.mod(), t.candidate.trace) for _, t in chosen]
         run = _tvm.relax_runner(_tvm.build_relax(lowered, model.target.to_tvm(), schedules))
         inputs = list(feed.values())

@@ -31,7 +31,7 @@ import onnxruntime
 from explorer import _tvm
 from explorer.measure import keep_off_worker_cores
 from explorer.model import MAX_ERROR, best_schedules
-from explorer.model._import import has_layout_free_tasks, lower_onnx
+from explorer.model._import import lower_as_stored
 from explorer.model._onnx import parse_onnx
 from explorer.model._race_child import _fastest_call, _relative_error
 from explorer.storage import environment, get_store
@@ -47,7 +47,7 @@ def main(db: str, out: Path, seconds: float) -> None:
         model = store.models()[0]
         source, chosen = store.model_source(model.id), best_schedules(model, store)
     onnx_file = parse_onnx(source, model.name, {i.name: i.shape for i in model.inputs})
-    lowered = lower_onnx(onnx_file, model.name, weights_layout_free=has_layout_free_tasks(model))
+    lowered, _ = lower_as_stored(onnx_file, model, model.name)
     target = model.target.to_tvm()
     schedules = [(t.candidate.workload.mod(), t.candidate.trace) for _, t in chosen]
     out.mkdir(parents=True, exist_ok=True)

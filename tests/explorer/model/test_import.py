@@ -56,6 +56,10 @@ def test_the_tiny_network_imports_with_its_tasks(imported):
     # 16 -> 16 channels, 3x3, 32x32: 2*16*16*9*32*32 multiply-adds, plus the bias, the residual
     # add and the relu over the 16x32x32 output
     assert conv.flops == 2 * 16 * 16 * 9 * 32 * 32 + 3 * 16 * 32 * 32
+    # channels-last: its input, weights and output [n, h, w, c], [o, kh, kw, i], [n, h, w, c]
+    inputs = [shape for shape, _ in conv.workload.input_specs()]
+    assert inputs[:2] == [(1, 32, 32, 16), (16, 3, 3, 16)]
+    assert conv.workload.output_spec()[0] == (1, 32, 32, 16)
     assert math.isclose(sum(model.share(t) for t in model.tasks), 1.0)
     with get_store(db, read_only=True) as store:
         assert store.models() == [model]

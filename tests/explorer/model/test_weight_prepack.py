@@ -9,8 +9,9 @@ import pytest
 
 from explorer import _tvm
 from explorer.core import ModelRecord, ModelTask
+from explorer.errors import ModelError
 from explorer.model import MAX_ERROR
-from explorer.model._import import has_layout_free_tasks, lower_onnx, model_tasks
+from explorer.model._import import LOWERINGS, lower_as_stored, lower_onnx, model_tasks
 from explorer.model._onnx import read_onnx
 from explorer.model._race_child import _relative_error
 from explorer.space import DesignSpace, KnobSpace, Point
@@ -67,14 +68,18 @@ def test_a_packed_weight_copy_runs_once_at_build_time(network):
     _matches_onnxruntime(path, lowered, target.to_tvm(), schedules)
 
 
-def test_a_model_lowered_before_its_weights_were_layout_free_builds_with_its_schedules(
-    network, tiny_onnx
+@pytest.mark.parametrize("lowering", LOWERINGS[1:])
+def test_a_model_lowered_as_older_imports_were_builds_with_its_schedules(
+    network, tiny_onnx, lowering
 ):
-    """Tasks imported before a task listed its weights (``lower_onnx(weights_layout_free=
-    False)``) copy them inside their packed sketches; the race lowers such a model as it was
-    (``has_layout_free_tasks``), its schedules apply, and the copy still moves to build time."""
-    _, free, target, _ = network
-    old = lower_onnx(read_onnx(tiny_onnx), "tiny", weights_layout_free=False)
+    """Tasks imported before convolutions were channels-last, or before a task listed its
+    weights (the older ``LOWERINGS``), are other functions than today's: the race lowers
+    such a model as it was (``lower_as_stored``), its schedules apply, and a packed copy of
+    its weights still moves to build time."""
+    _, today, target, _ = network
+    channels_last, free = lowering
+    onnx_file = read_onnx(tiny_onnx)
+    old = lower_onnx(onnx_file, "tiny", weights_layout_free=free, channels_last=channels_last)
     found = model_tasks(old, target, "tiny")
     tasks = {name: workload for name, _, workload in found}
     schedules = [_packed_schedule(tasks[CONV], target)]
@@ -84,21 +89,37 @@ def test_a_model_lowered_before_its_weights_were_layout_free_builds_with_its_sch
     # on the module lowered as tasks are now, that schedule is another task's: not applied
     assert (
         f"{CONV}_prepacked"
-        not in _tvm.apply_schedules(free, target.to_tvm(), schedules)["main"].script()
+        not in _tvm.apply_schedules(today, target.to_tvm(), schedules)["main"].script()
     )
 
     def model(found):
         tasks = tuple(ModelTask(n, w, c, w.flops(), None, None) for n, c, w in found)
         return ModelRecord(0, "tiny", "", (), tasks, target, 0.0)
 
-    assert not has_layout_free_tasks(model(found))
-    assert has_layout_free_tasks(model(model_tasks(free, target, "tiny")))
+    again, which = lower_as_stored(onnx_file, model(found), "tiny")
+    assert which == lowering
+    assert (
+        f"{CONV}_prepacked"
+        in _tvm.apply_schedules(again, target.to_tvm(), schedules)["main"].script()
+    )
+    assert (
+        lower_as_stored(onnx_file, model(model_tasks(today, target, "tiny")), "tiny")[1]
+        == (LOWERINGS[0])
+    )
+
+
+def test_a_model_whose_tasks_no_lowering_gives_is_refused_in_one_sentence(network, tiny_onnx):
+    _, _, target, tasks = network
+    renamed = tuple(ModelTask(f"{n}_x", w, 1, w.flops(), None, None) for n, w in tasks.items())
+    model = ModelRecord(0, "tiny", "", (), renamed, target, 0.0)
+    with pytest.raises(ModelError, match="other tasks than those stored at its import"):
+        lower_as_stored(read_onnx(tiny_onnx), model, "tiny")
 
 
 def _weight_copy_inside_the_nest(sch):
-    conv = sch.get_sblock("conv2d_nchw")
+    conv = sch.get_sblock("conv2d_nhwc")
     copy = sch.cache_read(conv, 1, "global")  # param_0, the weights: a network constant
-    sch.compute_at(copy, sch.get_loops(conv)[1])  # under the output-channel loop
+    sch.compute_at(copy, sch.get_loops(conv)[1])  # under the output rows' loop
 
 
 def _input_copy(sch):
