@@ -4,6 +4,7 @@ to a built network, and a task's weight copies split from its kernel."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -45,11 +46,11 @@ def lower_relax(mod: tvm.IRModule, *, channels_last: bool = False) -> tvm.IRModu
     of ``evolutionary`` reached 1009 us a call in NHWC against 1122 us in NCHW (2-core Zen 4,
     ``docs/reproduction.md``, "Whole networks")."""
     relax = tvm.relax
-    first = (
-        [relax.transform.ConvertLayout(CHANNELS_LAST)]
-        if channels_last and _calls(mod, "relax.nn.conv2d")
-        else []
-    )
+    if channels_last and _calls(mod, "relax.nn.conv2d"):
+        mod = _scalar_clamps_as_ops(mod)
+        first = [relax.transform.ConvertLayout(CHANNELS_LAST)]
+    else:
+        first = []
     passes = tvm.transform.Sequential(
         [
             *first,
@@ -78,6 +79,53 @@ def _calls(mod: tvm.IRModule, op_name: str) -> bool:
         if isinstance(func, tvm.relax.Function):
             tvm.relax.analysis.post_order_visit(func, visit)
     return found
+
+
+_CLAMPS = {"T_maximum": "maximum", "T_minimum": "minimum"}
+"""The blocks TOPI's ``maximum`` and ``minimum`` compute in, by the Relax operator that does the
+same."""
+
+
+def _scalar_clamps_as_ops(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` with every call of a TE-made ``maximum`` or ``minimum`` of a tensor and a scalar
+    replaced by Relax's own operator.
+
+    TVM's ONNX frontend emits a ``Clip`` (MobileNetV2's ReLU6) as two such calls of TIR
+    functions, which ``ConvertLayout`` cannot see into: it transposed back to NCHW around each
+    ReLU6, a task of its own between two transposes (13 in MobileNetV2), where Relax's
+    ``maximum`` and ``minimum`` keep the layout and fuse into the convolution before them."""
+    relax = tvm.relax
+    call_tir = tvm.ir.Op.get("relax.call_tir")
+
+    def clamp(call: Any) -> str | None:
+        if not call.op.same_as(call_tir) or len(call.args[1].fields) != 2:
+            return None
+        func = mod[call.args[0]]
+        if not isinstance(func, tvm.tirx.PrimFunc):
+            return None
+        blocks = re.findall(r'^\s*with T\.sblock\("(\w+)"\)', func.script(), re.M)
+        scalar = call.args[1].fields[1].ty
+        if len(blocks) != 1 or getattr(scalar, "ndim", None) != 0:
+            return None
+        return _CLAMPS.get(blocks[0])
+
+    mutator: Any = relax.PyExprMutator
+
+    @relax.expr_functor.mutator
+    class Rewrite(mutator):  # type: ignore[misc]  # TVM's base, typed Any
+        def visit_call_(self, call: Any) -> Any:
+            call = self.visit_expr_post_order(call)
+            op = clamp(call)
+            if op is None:
+                return call
+            tensor, scalar = call.args[1].fields
+            return getattr(relax.op, op)(tensor, scalar)
+
+    rewrite = Rewrite(mod)
+    for gv, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            rewrite.builder_.update_func(gv, rewrite.visit_expr(func))
+    return relax.transform.DeadCodeElimination()(rewrite.builder_.get())
 
 
 def extract_relax_tasks(

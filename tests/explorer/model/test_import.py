@@ -24,6 +24,8 @@ from explorer.model import (
     import_busy_note,
     import_model,
     lower_onnx,
+    model_tasks,
+    parse_onnx,
     read_onnx,
 )
 from explorer.search import EvolutionarySearch, RandomSearch, baseline_candidate
@@ -336,3 +338,42 @@ def test_any_bytes_give_a_model_or_one_sentence(data, tiny_onnx, tmp_path):
         lower_onnx(checked, str(path))
     except ModelError as exc:
         assert str(exc) and "\n" not in str(exc), repr(exc)
+
+
+def test_a_relu6_between_convolutions_stays_channels_last_and_fuses_into_the_first():
+    """TVM's frontend emits ONNX ``Clip`` as two TIR calls the layout change cannot see into:
+    each ReLU6 became a task of its own between two transposes back to NCHW. As Relax's own
+    ``maximum`` and ``minimum`` it keeps NHWC and fuses into the convolution before it, and
+    the network still computes what ONNX Runtime does."""
+    import onnxruntime
+    from onnx import numpy_helper
+
+    from explorer import _tvm
+    from explorer.model._race_child import _relative_error
+
+    rng = np.random.default_rng(0)
+    weights = numpy_helper.from_array(rng.standard_normal((8, 8, 3, 3)).astype("float32"), "w")
+    bounds = [
+        numpy_helper.from_array(np.array(v, "float32"), n) for n, v in (("lo", 0), ("hi", 6))
+    ]
+    model = _graph_model(
+        [
+            helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+            helper.make_node("Clip", ["c", "lo", "hi"], ["r"]),
+            helper.make_node("Conv", ["r", "w"], ["y"], pads=[1, 1, 1, 1]),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16, 16])],
+        [weights, *bounds],
+    )
+    onnx_file = parse_onnx(model.SerializeToString(), "relu6.onnx")
+    lowered = lower_onnx(onnx_file, "relu6.onnx")
+    names = [name for name, _, _ in model_tasks(lowered, Target.local_cpu(), "relu6.onnx")]
+    assert "fused_conv2d_maximum_minimum" in names, names
+    assert not [n for n in names if "maximum" in n and "transpose" in n], names
+    x = rng.standard_normal((1, 8, 16, 16)).astype("float32") * 4  # past both bounds
+    got = _tvm.relax_runner(_tvm.build_relax(lowered, Target.local_cpu().to_tvm()))(x)
+    session = onnxruntime.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    assert _relative_error(got, session.run(None, {"x": x})) <= 1e-5
