@@ -333,8 +333,8 @@ def relax_runner(executable: Any) -> Any:
 
     Each input is copied into a tensor kept from the call before when its shape and dtype are
     the same (as a deployment keeps its input buffers, and ONNX Runtime reads a NumPy input in
-    place): a new tensor a call cost ResNet-18's 600 KB input fresh pages every call, about
-    0.1 ms of a 17 ms inference on a 2-core Zen 4."""
+    place): a new tensor each call would give ResNet-18's 600 KB input fresh pages every call,
+    time a race would count against the network."""
     dev = tvm.cpu()
     vm = tvm.relax.VirtualMachine(executable, dev)
     main = vm["main"]
