@@ -45,13 +45,20 @@ def lower_onnx(
     ``channels_last``: convolutions in NHWC (``lower_relax``), where TVM's layout conversion
     takes the network (else it is lowered as it comes). Models imported before either existed
     have tasks lowered without it: ``lower_as_stored`` finds any model's lowering."""
+    return _lower(_to_relax(onnx_file, where), where, weights_layout_free, channels_last)
+
+
+def _to_relax(onnx_file: OnnxFile, where: str) -> Any:
     shapes = {i.name: list(i.shape) for i in onnx_file.inputs}
     try:
-        mod = _tvm.relax_from_onnx(onnx_file.proto, shapes)
+        return _tvm.relax_from_onnx(onnx_file.proto, shapes)
     except Exception as exc:  # noqa: BLE001  (the frontend raises whatever its converters do)
         raise ModelError(
             f"{where}: TVM's ONNX frontend cannot convert it ({last_line(exc)})"
         ) from None
+
+
+def _lower(mod: Any, where: str, weights_layout_free: bool, channels_last: bool) -> Any:
     try:
         try:
             lowered = _tvm.lower_relax(mod, channels_last=channels_last)
@@ -82,10 +89,9 @@ def lower_as_stored(
             changed since the import).
     """
     stored = {t.name: t.workload.key() for t in model.tasks}
+    mod = _to_relax(onnx_file, where)  # once: the frontend copies every weight
     for channels_last, free in LOWERINGS:
-        lowered = lower_onnx(
-            onnx_file, where, weights_layout_free=free, channels_last=channels_last
-        )
+        lowered = _lower(mod, where, free, channels_last)
         found = model_tasks(lowered, model.target, where)
         if {name: workload.key() for name, _, workload in found} == stored:
             return lowered, (channels_last, free)
