@@ -70,7 +70,7 @@ def _bench(model, source, chosen, tune_relax, rounds):
     # TVM's kernels binds this thread to one core (``keep_off_worker_cores``)
     session = _onnxruntime(source, model.target.num_cores)
     onnx_file = parse_onnx(source, model.name, {i.name: i.shape for i in model.inputs})
-    lowered, (channels_last, listed) = lower_as_stored(onnx_file, model, model.name)
+    lowered, lowering = lower_as_stored(onnx_file, model, model.name)
     target = model.target.to_tvm()
     schedules = [(t.candidate.workload.mod(), t.candidate.trace) for _, t in chosen]
     built = _tvm.build_relax(lowered, target, schedules)
@@ -83,9 +83,13 @@ def _bench(model, source, chosen, tune_relax, rounds):
     if tune_relax:  # tune_relax from the plain lowering, as a user of TVM starts
         plain = (
             lower_onnx(
-                onnx_file, model.name, weights_layout_free=False, channels_last=channels_last
+                onnx_file,
+                model.name,
+                weights_layout_free=False,
+                channels_last=lowering.channels_last,
+                fast_math=lowering.fast_math,
             )
-            if listed
+            if lowering.weights_layout_free
             else lowered
         )
         free = _tvm.with_weights_layout_free(plain)

@@ -34,7 +34,9 @@ CHANNELS_LAST = {"relax.nn.conv2d": ["NHWC", "OHWI"]}
 and writes contiguous vectors (see ``lower_relax``)."""
 
 
-def lower_relax(mod: tvm.IRModule, *, channels_last: bool = False) -> tvm.IRModule:
+def lower_relax(
+    mod: tvm.IRModule, *, channels_last: bool = False, fast_math: bool = False
+) -> tvm.IRModule:
     """The standard lowering that leaves one fused TIR function per task: operators decomposed
     for inference and legalized to TIR, constants folded, fusable neighbours fused.
 
@@ -44,13 +46,22 @@ def lower_relax(mod: tvm.IRModule, *, channels_last: bool = False) -> tvm.IRModu
     vectorized over output channels writes each vector across as many cache lines, and so does
     its fused residual add: on ResNet-18's 64-channel 3x3 layer with its residual, 64 trials
     of ``evolutionary`` reached 1009 us a call in NHWC against 1122 us in NCHW (2-core Zen 4,
+    ``docs/reproduction.md``, "Whole networks").
+
+    ``fast_math``: ``erf``, ``exp``, ``tanh`` and ``softmax`` become TOPI's polynomial
+    approximations (Relax's ``FastMathTransform``; after the layout change, which cannot see
+    into the functions it makes), as ONNX Runtime computes them. LLVM calls the C library's
+    ``erff`` or ``expf`` once per element, unvectorized, at a cost that depends on the value:
+    the BERT layer's GELU (128 x 3072 ``erf``) took 1.6 ms more inside the network than when
+    its task was timed on random inputs, about half of its matmul's time (2-core Zen 4,
     ``docs/reproduction.md``, "Whole networks")."""
     relax = tvm.relax
+    first = []
     if channels_last and _calls(mod, "relax.nn.conv2d"):
         mod = _scalar_clamps_as_ops(mod)
-        first = [relax.transform.ConvertLayout(CHANNELS_LAST)]
-    else:
-        first = []
+        first.append(relax.transform.ConvertLayout(CHANNELS_LAST))
+    if fast_math:
+        first.append(relax.transform.FastMathTransform())
     passes = tvm.transform.Sequential(
         [
             *first,

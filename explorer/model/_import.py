@@ -10,6 +10,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +30,31 @@ from explorer.types import MeasureStatus
 from explorer.workloads import Workload, task_workload
 
 
+@dataclass(frozen=True)
+class Lowering:
+    """How ``lower_onnx`` lowers a network (see its arguments)."""
+
+    channels_last: bool = True
+    weights_layout_free: bool = True
+    fast_math: bool = True
+
+
+LOWERINGS = (
+    Lowering(),
+    Lowering(fast_math=False),
+    Lowering(channels_last=False, fast_math=False),
+    Lowering(channels_last=False, weights_layout_free=False, fast_math=False),
+)
+"""Today's lowering, then those of models imported before each of its options existed."""
+
+
 def lower_onnx(
     onnx_file: OnnxFile,
     where: str,
     *,
     weights_layout_free: bool = True,
     channels_last: bool = True,
+    fast_math: bool = True,
 ) -> Any:
     """The lowered Relax module of a checked ONNX file; ``ModelError`` when TVM's frontend or
     the lowering fails (their message's last line, which names the cause).
@@ -43,9 +63,13 @@ def lower_onnx(
     weights (``mark_weights_layout_free``), so a schedule may give them any layout
     at build time and is timed without that copy (``split_weight_copies``).
     ``channels_last``: convolutions in NHWC (``lower_relax``), where TVM's layout conversion
-    takes the network (else it is lowered as it comes). Models imported before either existed
-    have tasks lowered without it: ``lower_as_stored`` finds any model's lowering."""
-    return _lower(_to_relax(onnx_file, where), where, weights_layout_free, channels_last)
+    takes the network (else it is lowered as it comes).
+    ``fast_math``: ``erf``, ``exp``, ``tanh`` and ``softmax`` as polynomial approximations
+    (``lower_relax``), vectorizable and as fast on every value.
+    Models imported before an option existed have tasks lowered without it:
+    ``lower_as_stored`` finds any model's lowering."""
+    lowering = Lowering(channels_last, weights_layout_free, fast_math)
+    return _lower(_to_relax(onnx_file, where), where, lowering)
 
 
 def _to_relax(onnx_file: OnnxFile, where: str) -> Any:
@@ -58,28 +82,23 @@ def _to_relax(onnx_file: OnnxFile, where: str) -> Any:
         ) from None
 
 
-def _lower(mod: Any, where: str, weights_layout_free: bool, channels_last: bool) -> Any:
+def _lower(mod: Any, where: str, lowering: Lowering) -> Any:
     try:
         try:
-            lowered = _tvm.lower_relax(mod, channels_last=channels_last)
+            lowered = _tvm.lower_relax(
+                mod, channels_last=lowering.channels_last, fast_math=lowering.fast_math
+            )
         except Exception:
-            if not channels_last:
+            if not lowering.channels_last:
                 raise
             # TVM's layout conversion refuses some networks that lower as they come
-            lowered = _tvm.lower_relax(mod)
-        return _tvm.mark_weights_layout_free(lowered) if weights_layout_free else lowered
+            lowered = _tvm.lower_relax(mod, fast_math=lowering.fast_math)
+        return _tvm.mark_weights_layout_free(lowered) if lowering.weights_layout_free else lowered
     except Exception as exc:  # noqa: BLE001
         raise ModelError(f"{where}: lowering it to TIR failed ({last_line(exc)})") from None
 
 
-LOWERINGS = ((True, True), (False, True), (False, False))
-"""``lower_onnx``'s (``channels_last``, ``weights_layout_free``): today's, then those of
-models imported before each existed."""
-
-
-def lower_as_stored(
-    onnx_file: OnnxFile, model: ModelRecord, where: str
-) -> tuple[Any, tuple[bool, bool]]:
+def lower_as_stored(onnx_file: OnnxFile, model: ModelRecord, where: str) -> tuple[Any, Lowering]:
     """``model``'s network lowered as it was when imported, and which of ``LOWERINGS`` that is:
     the first whose tasks are the stored ones. A schedule applies to a function only when the
     function is its task's, so a network lowered otherwise would build every task untuned.
@@ -90,11 +109,11 @@ def lower_as_stored(
     """
     stored = {t.name: t.workload.key() for t in model.tasks}
     mod = _to_relax(onnx_file, where)  # once: the frontend copies every weight
-    for channels_last, free in LOWERINGS:
-        lowered = _lower(mod, where, free, channels_last)
+    for lowering in LOWERINGS:
+        lowered = _lower(mod, where, lowering)
         found = model_tasks(lowered, model.target, where)
         if {name: workload.key() for name, _, workload in found} == stored:
-            return lowered, (channels_last, free)
+            return lowered, lowering
     raise ModelError(
         f"{where}: this version lowers the model into other tasks than those stored at its "
         "import; import the file again under another name"

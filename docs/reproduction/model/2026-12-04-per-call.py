@@ -1,9 +1,9 @@
 """Where a tuned network's time goes, call by call, beside ONNX Runtime's nodes.
 
-``python docs/reproduction/model/2026-12-04-per-call.py DB [--iterations N]``: the first model
-of the database (``bench_model.py``'s ``records.db``) built as the race builds it (each task's
-best schedule, ``lower_as_stored``), its calling thread bound off TVM's worker cores as the race
-binds it; then
+``python docs/reproduction/model/2026-12-04-per-call.py DB [--iterations N] [--model NAME]``:
+the model ``NAME`` (default: the first) of the database (``bench_model.py``'s ``records.db``)
+built as the race builds it (each task's best schedule, ``lower_as_stored``), its calling
+thread bound off TVM's worker cores as the race binds it; then
 
 - the network's fastest call of ``N`` (no instrument);
 - each function the virtual machine calls, timed around every call (Relax's ``set_instrument``:
@@ -38,10 +38,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("db")
     parser.add_argument("--iterations", type=int, default=100)
+    parser.add_argument("--model", default=None)
     args = parser.parse_args()
     print(f"machine: {environment()['cpu_model']}", flush=True)
     with get_store(args.db, read_only=True) as store:
-        model = store.models()[0]
+        models = store.models()
+        model = next(m for m in models if args.model in (None, m.name))
         source, chosen = store.model_source(model.id), dict(best_schedules(model, store))
     built = {n: t for n, t in chosen.items() if not untuned_kept(model.task(n), t)}
     # first, and gone before TVM is timed: ONNX Runtime's threads take the cores of the thread
@@ -50,7 +52,7 @@ def main() -> None:
     onnx_file = parse_onnx(source, model.name, {i.name: i.shape for i in model.inputs})
     nodes = _onnxruntime(source, model, onnx_file, args.iterations)
     lowered, lowering = lower_as_stored(onnx_file, model, model.name)
-    print(f"{model.name}: lowered with (channels_last, weights_layout_free) = {lowering}")
+    print(f"{model.name}: lowered with {lowering}")
     schedules = [(t.candidate.workload.mod(), t.candidate.trace) for t in built.values()]
     executable = _tvm.build_relax(lowered, model.target.to_tvm(), schedules)
     tvm = _tvm.tvm
