@@ -1,11 +1,11 @@
 """Networks tuned under two measurement protocols, raced in the same minutes.
 
-``python docs/reproduction/model/2026-12-04-flush-race.py DB [DB ...] [--rounds N]``: the first
-model of each database (``bench_model.py``'s ``records.db``) built with each task's best
-schedule as the race builds it, every build checked against ONNX Runtime, then all of them and
-ONNX Runtime timed in ``N`` interleaved rounds (each round in another order) by the race's
-timer, each round's fastest call. Printed: each network's fastest call and its ratio to ONNX
-Runtime's in this run.
+``python docs/reproduction/model/2026-12-04-flush-race.py DB [DB ...] [--rounds N] [--model
+NAME]``: the model ``NAME`` (default: the first) of each database (``bench_model.py``'s
+``records.db``) built with each task's best schedule as the race builds it, every build checked
+against ONNX Runtime, then all of them and ONNX Runtime timed in ``N`` interleaved rounds (each
+round in another order) by the race's timer, each round's fastest call. Printed: each network's
+fastest call and its ratio to ONNX Runtime's in this run.
 """
 
 from __future__ import annotations
@@ -29,12 +29,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("db", nargs="+")
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--model", default=None)
     args = parser.parse_args()
     print(f"machine: {environment()['cpu_model']}", flush=True)
     runners, session, feed = {}, None, None
     for db in args.db:
         with get_store(db, read_only=True) as store:
-            model = store.models()[0]
+            model = next(m for m in store.models() if args.model in (None, m.name))
             source, chosen = store.model_source(model.id), best_schedules(model, store)
         onnx_file = parse_onnx(source, model.name, {i.name: i.shape for i in model.inputs})
         if session is None:
