@@ -67,24 +67,46 @@ def plan_packing(sch: Any, block: Any) -> PackPlan | None:
     that indexes the output, every index a plain block var: ``B[k, j]`` of a matmul, ``W[n, k]``
     of a dense layer, ``B[b, k, j]``, or a convolution's weights ``W[co, ci, kh, kw]``. ``v`` is
     the innermost such dimension of the output: ``j``, or ``co`` of an NCHW output. A ``v`` that
-    another operand reads with a computed index (a depthwise convolution's input, indexed by
-    its channel and by ``h + kh``) is not vectorized: its loads would be gathers.
+    another operand reads with a computed index, or not as its last dimension (an NCHW
+    depthwise convolution's input, ``X[n, c, h + kh, w + kw]``), is not vectorized: its loads
+    would be gathers. An operand that reads ``v`` contiguously, as its last dimension, and
+    other dimensions computed (an NHWC depthwise input, ``X[n, h + kh, w + kw, c]``) is read
+    as it is, a vector per row of the tile: such a convolution packs its weights alone.
     """
     node = sch.get(block)
     iters = list(node.iter_vars)
     if len(sch.get_loops(block)) != len(iters) or len(node.writes) != 1:
         return None
 
-    def position(expr: Any) -> int | None:
+    def var_at(expr: Any) -> int | None:
         # TVM's ``==`` on expressions builds an expression: compare handles instead.
         if isinstance(expr, _tvm.tirx.Var):
             return next((n for n, iv in enumerate(iters) if iv.var.same_as(expr)), None)
         return None
 
+    def position(expr: Any) -> int | None:
+        """The var an index is, also ``v + r`` with ``r`` a reduction of extent 1 (the ``c +
+        rc`` of a depthwise convolution's input: one input channel per group)."""
+        if isinstance(expr, _tvm.tirx.Add):
+            for v, r in ((var_at(expr.a), var_at(expr.b)), (var_at(expr.b), var_at(expr.a))):
+                if v is not None and r is not None and int(iters[r].dom.extent) == 1:
+                    return v
+        return var_at(expr)
+
+    def uses(region: Any) -> set[int]:
+        """The vars a read's indices use, also inside sums (``h + kh``)."""
+
+        def of(expr: Any) -> set[int]:
+            if isinstance(expr, _tvm.tirx.Add):
+                return of(expr.a) | of(expr.b)
+            return {n for n in (var_at(expr),) if n is not None}
+
+        return set().union(*(of(r.min) for r in region.region))
+
     reduction = {n for n, iv in enumerate(iters) if iv.iter_type == 2}
     if not reduction or any(iv.iter_type not in (0, 2) for iv in iters):
         return None
-    products = [r for r in node.reads if reduction & {position(x.min) for x in r.region}]
+    products = [r for r in node.reads if reduction & uses(r)]
     if len(products) < 2:  # a sum or a max over one buffer, not a product
         return None
     output = [position(r.min) for r in node.writes[0].region]
@@ -94,11 +116,13 @@ def plan_packing(sch: Any, block: Any) -> PackPlan | None:
             continue
         reads, layouts, gathered = [], [], False
         for index, region in enumerate(node.reads):
-            dims = [position(r.min) for r in region.region]
-            if v not in dims or not reduction & set(dims):
+            dims, used = [position(r.min) for r in region.region], uses(region)
+            if v not in used or not reduction & used:
                 continue
-            if None in dims:  # read along v but not packable: a gather (a depthwise input)
-                gathered = True
+            if None in dims:
+                if dims[-1] == v and dims.count(v) == 1:
+                    continue  # contiguous along v (an NHWC depthwise input): read as it is
+                gathered = True  # along v with a computed index: vector loads would gather
                 break
             reads.append(index)
             layouts.append(_new_order(dims, v, reduction))  # type: ignore[arg-type]  # no None

@@ -273,3 +273,42 @@ def test_a_packed_sketch_s_own_decisions_are_a_tile_that_fits(cpu_target):
         space = KnobSpace(DesignSpace(w, cpu_target))
         for sketch in _packed(space.design):
             assert space.materialize(space.origin(sketch)) is not None
+
+
+def test_an_nhwc_depthwise_convolution_packs_its_weights_and_computes_the_right_answer(
+    cpu_target,
+):
+    """Regression (issue 23): a depthwise convolution lowered channels-last reads its input as
+    ``X[n, h + kh, w + kw, c + rc]`` (``rc`` of extent 1), contiguous along the channels it
+    vectorizes, and got no packed sketch: MobileNetV2's 56x56 depthwise tasks stayed at a
+    quarter of the peak. Its weights now pack into panels and its input is read as it is."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from explorer.model import lower_onnx, model_tasks, parse_onnx
+
+    weights = np.random.default_rng(0).standard_normal((32, 1, 3, 3)).astype("float32")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], group=32, pads=[1, 1, 1, 1])],
+        "depthwise",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 8, 8])],
+        [numpy_helper.from_array(weights, "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx_file = parse_onnx(model.SerializeToString(), "depthwise.onnx")
+    found = model_tasks(lower_onnx(onnx_file, "depthwise.onnx"), cpu_target, "depthwise.onnx")
+    (task,) = [w for name, _, w in found if "conv2d" in name]
+    assert "group_conv2d_nhwc" in task.mod().script()
+    space = DesignSpace(task, cpu_target)
+    # a network's weights are laid out by TVM's layout rewrite, not by the sketch's own copy
+    packed = range(space.num_metaschedule_sketches, space.num_sketches)
+    assert len(packed) == len(panel_widths(32, cpu_target.vector_lanes_f32)) > 0
+    knobs = KnobSpace(space)
+    rng = np.random.default_rng(0)
+    for sketch in packed:
+        for _ in range(3):
+            candidate = None
+            while candidate is None:  # a random point of this sketch that TVM builds
+                indices = tuple(int(rng.integers(d)) for d in knobs.dims(sketch))
+                candidate = knobs.materialize(Point(sketch, indices))
+            _computes(candidate)
