@@ -112,13 +112,11 @@ def _scalar_clamps_as_ops(mod: tvm.IRModule) -> tvm.IRModule:
         if not call.op.same_as(call_tir) or len(call.args[1].fields) != 2:
             return None
         func = mod[call.args[0]]
-        if not isinstance(func, tvm.tirx.PrimFunc):
-            return None
-        blocks = re.findall(r'^\s*with T\.sblock\("(\w+)"\)', func.script(), re.M)
         scalar = call.args[1].fields[1].ty
-        if len(blocks) != 1 or getattr(scalar, "ndim", None) != 0:
-            return None
-        return _CLAMPS.get(blocks[0])
+        if not isinstance(func, tvm.tirx.PrimFunc) or getattr(scalar, "ndim", None) != 0:
+            return None  # before printing the function: most calls are convolutions
+        blocks = re.findall(r'^\s*with T\.sblock\("(\w+)"\)', func.script(), re.M)
+        return _CLAMPS.get(blocks[0]) if len(blocks) == 1 else None
 
     mutator: Any = relax.PyExprMutator
 

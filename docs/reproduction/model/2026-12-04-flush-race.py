@@ -35,7 +35,10 @@ def main() -> None:
     runners, session, feed = {}, None, None
     for db in args.db:
         with get_store(db, read_only=True) as store:
-            model = next(m for m in store.models() if args.model in (None, m.name))
+            found = [m for m in store.models() if args.model in (None, m.name)]
+            if not found:
+                raise SystemExit(f"{db}: no model named {args.model}")
+            model = found[0]
             source, chosen = store.model_source(model.id), best_schedules(model, store)
         onnx_file = parse_onnx(source, model.name, {i.name: i.shape for i in model.inputs})
         if session is None:

@@ -43,7 +43,9 @@ def main() -> None:
     print(f"machine: {environment()['cpu_model']}", flush=True)
     with get_store(args.db, read_only=True) as store:
         models = store.models()
-        model = next(m for m in models if args.model in (None, m.name))
+        model = next((m for m in models if args.model in (None, m.name)), None)
+        if model is None:
+            raise SystemExit(f"{args.db}: no model named {args.model}")
         source, chosen = store.model_source(model.id), dict(best_schedules(model, store))
     built = {n: t for n, t in chosen.items() if not untuned_kept(model.task(n), t)}
     # first, and gone before TVM is timed: ONNX Runtime's threads take the cores of the thread
