@@ -56,6 +56,10 @@ FULL_SUITE = (
 )
 OURS = ("random", "autotvm", "evolutionary", "droplet", "evolutionary+droplet")
 VENDOR = ("tune_tir_fast", "tune_tir")  # MetaSchedule with the fast builder / as shipped
+# Trials per minute against tune_tir as shipped (issue "small budgets that win", part 4): 3x on
+# matmul 512, 2x on matmul 1024, where a kernel's own calls leave the protocol less room.
+THROUGHPUT_GOALS = {get_workload("matmul_512").key(): 3.0, get_workload("matmul_1024").key(): 2.0}
+THROUGHPUT_GOAL = 3.0
 BATCH = 8
 MEASURE = MeasureConfig(repeat=5, min_repeat_secs=0.02)  # every row of ours; warm-up 20 ms
 
@@ -274,12 +278,13 @@ class Goal:
     def line(self) -> str:
         if not math.isfinite(self.ratio):
             return f"    {self.name}: not measured in this run"
-        met = "met" if self.ratio >= self.goal else "NOT met"
-        return f"    {self.name}: {self.ratio:.2f} (target >= {self.goal:g}: {met})"
+        met = "met" if self.ratio >= self.goal else "NOT met"  # 0.997 is not 1: three places
+        return f"    {self.name}: {self.ratio:.3f} (target >= {self.goal:g}: {met})"
 
 
 def goals(rows: list[RunRow], numpy: dict, peak_gflops: float, args) -> list[Goal]:
-    """Every target of issue 9, per workload, from this run's rows."""
+    """Every target of issue 9 (trials per minute: part 4 of "small budgets that win"), per
+    workload, from this run's rows."""
     n, long, top = args.budgets[0], args.long, args.budgets[-1]
     out = []
     for w in sorted({r.workload for r in rows}):
@@ -314,7 +319,7 @@ def goals(rows: list[RunRow], numpy: dict, peak_gflops: float, args) -> list[Goa
             add(
                 f"trials/min {s}@{n} / tune_tir (shipped) [this protocol's ceiling {ceiling:.1f}]",
                 med(s, n, "trials_per_min") / shipped,
-                5,
+                THROUGHPUT_GOALS.get(w, THROUGHPUT_GOAL),
             )
     return out
 
