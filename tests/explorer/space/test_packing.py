@@ -306,9 +306,14 @@ def test_an_nhwc_depthwise_convolution_packs_its_weights_and_computes_the_right_
     knobs = KnobSpace(space)
     rng = np.random.default_rng(0)
     for sketch in packed:
-        for _ in range(3):
-            candidate = None
-            while candidate is None:  # a random point of this sketch that TVM builds
-                indices = tuple(int(rng.integers(d)) for d in knobs.dims(sketch))
-                candidate = knobs.materialize(Point(sketch, indices))
+        built = []  # random points of this sketch that TVM builds
+        for _ in range(200):
+            indices = tuple(int(rng.integers(d)) for d in knobs.dims(sketch))
+            candidate = knobs.materialize(Point(sketch, indices))
+            if candidate is not None:
+                built.append(candidate)
+            if len(built) == 3:
+                break
+        assert len(built) == 3, f"sketch {sketch}: fewer than 3 of 200 random points build"
+        for candidate in built:
             _computes(candidate)
