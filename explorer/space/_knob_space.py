@@ -145,12 +145,20 @@ class KnobSpace:
     def origin(self, sketch: int = 0) -> Point:
         return Point(sketch, (0,) * len(self.domains[sketch]))
 
-    def random_point(self, rng: np.random.Generator) -> Point:
-        """Uniform over all points (sketches weighted by their size), or over the pool."""
+    def random_point(self, rng: np.random.Generator, *, sketch: int | None = None) -> Point:
+        """Uniform over all points (sketches weighted by their size), over the points of
+        ``sketch``, or over the pool (``sketch`` must then be ``None``)."""
         if self.pool is not None:
+            if sketch is not None:
+                raise ValueError("random_point: a pooled space draws from its pool, not a sketch")
             return self.pool[int(rng.integers(len(self.pool)))]
-        sizes = np.array([self.size(s) for s in range(self.num_sketches)], dtype=float)
-        sketch = int(rng.choice(len(sizes), p=sizes / sizes.sum()))
+        if sketch is None:
+            sizes = np.array([self.size(s) for s in range(self.num_sketches)], dtype=float)
+            sketch = int(rng.choice(len(sizes), p=sizes / sizes.sum()))
+        elif not 0 <= sketch < self.num_sketches:
+            raise ValueError(
+                f"random_point: no sketch {sketch} (the space has {self.num_sketches})"
+            )
         return Point(sketch, tuple(int(rng.integers(n)) for n in self.dims(sketch)))
 
     def decisions(self, point: Point) -> tuple[JSON, ...]:
