@@ -261,7 +261,7 @@ class AutoTVMSearch(SearchStrategy):
         sketches, where every other strategy found its best (80 and 117 GFLOPS against
         184-214): the model cannot rank a sketch it never saw."""
         ks = self.knobs_
-        done = {p.sketch for r in history if (p := ks.point_of_candidate(r.candidate))}
+        done = {p.sketch for r in history if (p := ks.point_of_candidate(r.candidate)) is not None}
         out: list[Candidate] = []
         for sketch in self.rng.permutation(ks.num_sketches):
             if int(sketch) in done:

@@ -84,6 +84,14 @@ def test_dims_count_every_tiling(space):
     assert space.size() == sum(math.prod(space.dims(s)) for s in range(space.num_sketches))
 
 
+def test_a_random_point_of_one_sketch_stays_in_it(space):
+    rng = np.random.default_rng(3)
+    for sketch in range(space.num_sketches):
+        assert {space.random_point(rng, sketch=sketch).sketch for _ in range(5)} == {sketch}
+    with pytest.raises(ValueError, match="no sketch 99"):
+        space.random_point(rng, sketch=99)
+
+
 def test_points_outside_the_space_are_refused(space):
     with pytest.raises(ValueError, match="not a point"):
         space.materialize(Point(0, (0,)))
