@@ -14,7 +14,7 @@ from explorer.model import MAX_ERROR
 from explorer.model._import import LOWERINGS, lower_as_stored, lower_onnx, model_tasks
 from explorer.model._onnx import read_onnx
 from explorer.model._race_child import _relative_error
-from explorer.space import DesignSpace, KnobSpace, Point
+from explorer.space import DesignSpace, KnobSpace
 from explorer.target import Target
 
 CONV = "fused_conv2d1_add_add1_relu"  # the tiny network's second convolution, with its residual
@@ -37,8 +37,7 @@ def _packed_schedule(workload, target):
     rng = np.random.default_rng(0)
     candidate = None
     while candidate is None:  # a random point of this sketch that TVM builds
-        indices = tuple(int(rng.integers(d)) for d in knobs.dims(sketch))
-        candidate = knobs.materialize(Point(sketch, indices))
+        candidate = knobs.materialize(knobs.random_point(rng, sketch=sketch))
     return workload.mod(), candidate.trace
 
 
@@ -217,8 +216,7 @@ def test_every_sketch_of_every_task_is_correct_split_as_the_network_runs_it(netw
             for _ in range(2):
                 candidate = None
                 while candidate is None:
-                    indices = tuple(int(rng.integers(d)) for d in knobs.dims(sketch))
-                    candidate = knobs.materialize(Point(sketch, indices))
+                    candidate = knobs.materialize(knobs.random_point(rng, sketch=sketch))
                 built, ran = _build_and_run(workload, target, candidate.trace, tmp_path)
                 assert ran["ok"], (workload.param_dict["name"], sketch, ran)
                 split += built["prepacked"] is not None

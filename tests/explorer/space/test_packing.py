@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from explorer import _tvm
-from explorer.space import DesignSpace, KnobSpace, Point
+from explorer.space import DesignSpace, KnobSpace
 from explorer.space._packing import (
     RegisterTile,
     packing_rules,
@@ -79,8 +79,7 @@ def test_packed_sketches_copy_the_panels_and_compute_the_right_answer(
     for sketch, bn in zip(packed, widths, strict=True):
         candidate = None
         while candidate is None:  # a random point of this sketch that TVM builds
-            indices = tuple(int(rng.integers(d)) for d in knobs.dims(sketch))
-            candidate = knobs.materialize(Point(sketch, indices))
+            candidate = knobs.materialize(knobs.random_point(rng, sketch=sketch))
         script = _computes(candidate)
         for name, shape in panels(bn):
             text = ", ".join(map(str, shape))
@@ -166,9 +165,7 @@ def test_a_point_stored_before_its_sketch_changed_is_not_read_as_another(cpu_tar
     sketch = _packed(space.design)[0]
     origin = space.origin(sketch)
     rng = np.random.default_rng(0)
-    points = (
-        Point(sketch, tuple(int(rng.integers(n)) for n in space.dims(sketch))) for _ in range(99)
-    )
+    points = (space.random_point(rng, sketch=sketch) for _ in range(99))
     point, candidate = next(
         (p, c) for p in points if p != origin and (c := space.materialize(p)) is not None
     )
@@ -248,7 +245,7 @@ def test_no_schedule_of_a_7x7_layer_has_a_one_row_register_tile(cpu_target):
     refused = kept = 0
     for sketch in _packed(space):
         for _ in range(24):
-            point = Point(sketch, tuple(int(rng.integers(n)) for n in knobs.dims(sketch)))
+            point = knobs.random_point(rng, sketch=sketch)
             candidate = knobs.materialize(point)
             rows = [v[-1] for v in knobs.decisions(point) if isinstance(v, list) and len(v) == 3]
             if np.prod(rows) != 7:  # 1 or 49 rows: too few accumulators or too many
@@ -308,8 +305,7 @@ def test_an_nhwc_depthwise_convolution_packs_its_weights_and_computes_the_right_
     for sketch in packed:
         built = []  # random points of this sketch that TVM builds
         for _ in range(200):
-            indices = tuple(int(rng.integers(d)) for d in knobs.dims(sketch))
-            candidate = knobs.materialize(Point(sketch, indices))
+            candidate = knobs.materialize(knobs.random_point(rng, sketch=sketch))
             if candidate is not None:
                 built.append(candidate)
             if len(built) == 3:
