@@ -6,16 +6,21 @@ compared, each row's fastest few schedules (within the row's own trial budget, r
 excluded) are re-timed with the same ``LocalMeasurer`` in interleaved rounds: every round visits
 every schedule of the workload once, so a change in machine load hits all rows alike. The NumPy
 baseline is timed between rounds, in its own clean subprocess.
+
+A schedule's reading is its fastest repeat in any round (``explorer.measure.fastest_round``, as a
+run's confirmation reads it), NumPy's likewise. Load only adds time, and this machine also
+changes speed by itself: one kernel re-timed in one process read 212 GFLOPS for 6 s, then 172
+until the end. A pooled median took such a slow phase in for whichever schedules came after
+the change within a round; every schedule's fastest round is from before it.
 """
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from explorer.core._records import RecordStore, TrialRecord
-from explorer.measure import Candidate, LocalMeasurer, trace_key
+from explorer.measure import Candidate, LocalMeasurer, MeasureResult, fastest_round, trace_key
 from explorer.types import MeasureStatus
 
 TOP = 3  # schedules re-timed per row: its first timings may have ranked them wrongly
@@ -25,11 +30,13 @@ TIMED = (MeasureStatus.OK, MeasureStatus.UNCHECKED)
 
 @dataclass(frozen=True)
 class Retimed:
-    """One workload's re-timing: the best pooled median of each row (by run id), and the
-    NumPy baselines timed between the rounds."""
+    """One workload's re-timing: the best reading of each row (by run id), the NumPy readings
+    timed between the rounds, and ``spread``: the largest ratio, over the schedules, of a
+    schedule's slowest round to its fastest (1.2 and more: the machine changed speed)."""
 
     best_secs: dict[int, float]
     numpy_secs: tuple[float, ...]
+    spread: float
 
 
 def searched_trials(store: RecordStore, run_id: int, budget: int) -> list[TrialRecord]:
@@ -64,14 +71,15 @@ def retime(
     Args:
         rows: ``(run_id, candidates)`` per row, all of one workload; a schedule found by several
             rows is timed once and counts for each.
-        numpy_secs: times the NumPy baseline once (seconds per call); ``None``: no baseline.
+        numpy_secs: times the NumPy baseline once and returns its fastest repeat (seconds per
+            call); ``None``: no baseline.
     """
     unique: dict[str, Candidate] = {}
     for _, cands in rows:
         for c in cands:
             unique.setdefault(trace_key(c.trace), c)
     keys = list(unique)
-    pooled: dict[str, list[float]] = {k: [] for k in keys}
+    rounds: dict[str, list[MeasureResult]] = {k: [] for k in keys}
     failed: set[str] = set()
     numpy: list[float] = []
     for _ in range(ROUNDS):
@@ -79,21 +87,21 @@ def retime(
             numpy.append(numpy_secs())
         results = measurer.remeasure([unique[k] for k in keys], rounds=1)
         for k, r in zip(keys, results, strict=True):
-            # A noisy round (a correct result whose repeats spread) is ok: pooled like the
-            # others (the rounds are interleaved, so a busy spell hits every row alike).
+            # A noisy round (a correct result whose repeats spread) is ok: read like the others.
             if r.is_ok and r.run_secs:
-                pooled[k].extend(r.run_secs)
+                rounds[k].append(r)
             else:
                 failed.add(k)  # wrong results or crashes: never a row's best
     if numpy_secs is not None:
         numpy.append(numpy_secs())
+    reading = {k: fastest_round(rs) for k, rs in rounds.items() if k not in failed and rs}
     best: dict[int, float] = {}
     for run_id, cands in rows:
-        medians = [
-            statistics.median(pooled[k])
-            for c in cands
-            if (k := trace_key(c.trace)) not in failed and pooled[k]
-        ]
-        if medians:
-            best[run_id] = min(medians)
-    return Retimed(best, tuple(numpy))
+        secs = [s for c in cands if (s := reading.get(trace_key(c.trace)))]
+        if secs:
+            best[run_id] = min(secs)
+    spread = max(
+        (max(r.fastest_secs for r in rs) / reading[k] for k, rs in rounds.items() if k in reading),
+        default=1.0,
+    )
+    return Retimed(best, tuple(numpy), spread)
