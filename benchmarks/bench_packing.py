@@ -120,8 +120,12 @@ def main() -> None:
                             flush=True,
                         )
 
-            def time_numpy(workload=workload) -> float:
-                return min(numpy_timer.time(workload).run_secs)  # its fastest repeat
+            numpy_kernels: set[str] = set()
+
+            def time_numpy(workload=workload, kernels=numpy_kernels) -> float:
+                b = numpy_timer.time(workload)
+                kernels.add(f"{b.blas} {b.kernel}, {b.num_threads} threads")
+                return min(b.run_secs)  # its fastest repeat
 
             has_numpy = workload.family in ("matmul", "batch_matmul")
             retimed = retime(
@@ -131,6 +135,7 @@ def main() -> None:
             )
             if retimed.numpy_secs:
                 numpy[workload.key()] = _gflops(workload, min(retimed.numpy_secs))
+                print(f"  NumPy's kernel: {'; '.join(sorted(numpy_kernels))}", flush=True)
             print(
                 f"  re-timing: a schedule's slowest round read up to {retimed.spread:.2f}x its "
                 "fastest (each schedule's fastest counts)",
