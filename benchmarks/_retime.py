@@ -10,17 +10,12 @@ baseline is timed between rounds, in its own clean subprocess.
 A schedule's reading is its fastest repeat in any round (``explorer.measure.fastest_round``, as a
 run's confirmation reads it), NumPy's likewise. Load only adds time, and this machine also
 changes speed by itself: one kernel re-timed in one process read 212 GFLOPS for 6 s, then 172
-until the end; near-peak kernels lose about a fifth in the slow phase, slow ones barely
-anything, so a slow phase also shrinks the ratios between rows. A pooled median took such a
-phase in for whichever schedules came after the change within a round. Phases can also last
-longer than a few rounds, so the rounds go on (up to ``MAX_ROUNDS``) until ``ROUNDS`` of them
-ran in the fast phase, as a probe tells: the fastest schedule of the first round, timed again
-after each round (its readings are not counted as its own).
+until the end. A pooled median took such a slow phase in for whichever schedules came after
+the change within a round; every schedule's fastest round is from before it.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -29,9 +24,7 @@ from explorer.measure import Candidate, LocalMeasurer, MeasureResult, fastest_ro
 from explorer.types import MeasureStatus
 
 TOP = 3  # schedules re-timed per row: its first timings may have ranked them wrongly
-ROUNDS = 3  # interleaved rounds over all the rows of one workload, in the fast phase
-MAX_ROUNDS = 9  # ... or this many in all, whatever the phase
-PHASE = 1.05  # the probe within this factor of its fastest reading: the fast phase
+ROUNDS = 3  # interleaved rounds over all the rows of one workload
 TIMED = (MeasureStatus.OK, MeasureStatus.UNCHECKED)
 
 
@@ -44,25 +37,6 @@ class Retimed:
     best_secs: dict[int, float]
     numpy_secs: tuple[float, ...]
     spread: float
-    rounds: int
-    fast_rounds: int  # of ``rounds``, in the fast phase (``fast_rounds``)
-
-    def describe(self) -> str:
-        return (
-            f"re-timing: {self.rounds} rounds, {self.fast_rounds} in the machine's fast phase; "
-            f"a schedule's slowest round read up to {self.spread:.2f}x its fastest, which counts"
-        )
-
-
-def fast_rounds(probe_secs: Sequence[float]) -> int:
-    """How many rounds ran in the fast phase, from the probe's readings after each round:
-    round ``i`` counts when the probe read within ``PHASE`` of its fastest reading after it
-    and (but for the first round) before it."""
-    if not probe_secs:
-        return 0
-    best = min(probe_secs)
-    fast = [secs <= PHASE * best for secs in probe_secs]
-    return sum(f and (i == 0 or fast[i - 1]) for i, f in enumerate(fast))
 
 
 def searched_trials(store: RecordStore, run_id: int, budget: int) -> list[TrialRecord]:
@@ -92,8 +66,7 @@ def retime(
     rows: Sequence[tuple[int, Sequence[Candidate]]],
     numpy_secs: Callable[[], float] | None = None,
 ) -> Retimed:
-    """Re-time every row's candidates in interleaved rounds (NumPy between rounds) until
-    ``ROUNDS`` of them ran in the machine's fast phase, ``MAX_ROUNDS`` at most.
+    """Re-time every row's candidates in ``ROUNDS`` interleaved rounds (NumPy between rounds).
 
     Args:
         rows: ``(run_id, candidates)`` per row, all of one workload; a schedule found by several
@@ -109,30 +82,16 @@ def retime(
     rounds: dict[str, list[MeasureResult]] = {k: [] for k in keys}
     failed: set[str] = set()
     numpy: list[float] = []
-    probe: Candidate | None = None
-    probe_secs: list[float] = []
-    done = 0
-    while done < ROUNDS or (
-        probe is not None and done < MAX_ROUNDS and fast_rounds(probe_secs) < ROUNDS
-    ):
+    for _ in range(ROUNDS):
         if numpy_secs is not None:
             numpy.append(numpy_secs())
         results = measurer.remeasure([unique[k] for k in keys], rounds=1)
-        done += 1
         for k, r in zip(keys, results, strict=True):
             # A noisy round (a correct result whose repeats spread) is ok: read like the others.
             if r.is_ok and r.run_secs:
                 rounds[k].append(r)
             else:
                 failed.add(k)  # wrong results or crashes: never a row's best
-        if probe is None:
-            timed = [
-                (rounds[k][-1].fastest_secs, k) for k in keys if rounds[k] and k not in failed
-            ]
-            probe = unique[min(timed)[1]] if timed else None
-        if probe is not None:
-            again = measurer.remeasure([probe], rounds=1)[0]
-            probe_secs.append((again.is_ok and again.fastest_secs) or math.inf)
     if numpy_secs is not None:
         numpy.append(numpy_secs())
     reading = {k: fastest_round(rs) for k, rs in rounds.items() if k not in failed and rs}
@@ -145,4 +104,4 @@ def retime(
         (max(r.fastest_secs for r in rs) / reading[k] for k, rs in rounds.items() if k in reading),
         default=1.0,
     )
-    return Retimed(best, tuple(numpy), spread, done, fast_rounds(probe_secs))
+    return Retimed(best, tuple(numpy), spread)
