@@ -9,9 +9,12 @@ baseline is timed between rounds, in its own clean subprocess.
 
 A schedule's reading is its fastest repeat in any round (``explorer.measure.fastest_round``, as a
 run's confirmation reads it), NumPy's likewise. Load only adds time, and this machine also
-changes speed by itself: one kernel re-timed in one process read 212 GFLOPS for 6 s, then 172
-until the end. A pooled median took such a slow phase in for whichever schedules came after
-the change within a round; every schedule's fastest round is from before it.
+slows down by itself for seconds at a time: one kernel, timed again and again in one process
+with the same buffers, read 220 GFLOPS for 3 s, 192 for 2 s, 220 again, then 191; kernels near
+the peak lose up to a fifth in such a phase, slow ones barely anything. A pooled median took a
+slow phase in for whichever schedules it covered; with 3 rounds a phase still covered 8 of 20
+near-peak rows of one workload in every round, with 9 none. So: 9 rounds, each schedule's
+fastest.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from explorer.measure import Candidate, LocalMeasurer, MeasureResult, fastest_ro
 from explorer.types import MeasureStatus
 
 TOP = 3  # schedules re-timed per row: its first timings may have ranked them wrongly
-ROUNDS = 3  # interleaved rounds over all the rows of one workload
+ROUNDS = 9  # interleaved rounds over all the rows of one workload (see above)
 TIMED = (MeasureStatus.OK, MeasureStatus.UNCHECKED)
 
 
