@@ -41,6 +41,12 @@ class Retimed:
     numpy_secs: tuple[float, ...]
     spread: float
 
+    def describe(self) -> str:
+        return (
+            f"re-timing: {ROUNDS} rounds; a schedule's slowest round read up to "
+            f"{self.spread:.2f}x its fastest, which counts"
+        )
+
 
 def searched_trials(store: RecordStore, run_id: int, budget: int) -> list[TrialRecord]:
     """The run's first ``budget`` searched trials: no re-timings, no baseline, no repeats."""

@@ -136,11 +136,7 @@ def main() -> None:
             if retimed.numpy_secs:
                 numpy[workload.key()] = _gflops(workload, min(retimed.numpy_secs))
                 print(f"  NumPy's kernel: {'; '.join(sorted(numpy_kernels))}", flush=True)
-            print(
-                f"  re-timing: a schedule's slowest round read up to {retimed.spread:.2f}x its "
-                "fastest (each schedule's fastest counts)",
-                flush=True,
-            )
+            print(f"  {retimed.describe()}", flush=True)
             for r in mine:
                 rows.append(
                     replace(r, confirmed_gflops=_gflops(workload, retimed.best_secs.get(r.run_id)))

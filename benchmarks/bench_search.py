@@ -245,10 +245,7 @@ def _confirm(store, measurer, numpy_timer, workload, rows, numpy) -> list[RunRow
     if baseline:
         best = min(baseline, key=lambda b: min(b.run_secs))
         numpy[workload.key()] = NumpyRow(_gflops(workload, min(best.run_secs)), best.kernel)
-    print(
-        f"  re-timing: a schedule's slowest round read up to {retimed.spread:.2f}x its fastest "
-        "(1.2x and more: the machine changed speed; each schedule's fastest counts)"
-    )
+    print(f"  {retimed.describe()}", flush=True)
     out = []
     for r in rows:
         gflops = _gflops(workload, retimed.best_secs.get(r.run_id))

@@ -215,10 +215,7 @@ def main() -> None:
             retimed = retime(
                 measurer, [(r.run_id, top_candidates(store, r.run_id, r.budget)) for r in mine]
             )
-            print(
-                f"  re-timing: a schedule's slowest round read up to {retimed.spread:.2f}x its "
-                "fastest (each schedule's fastest counts)"
-            )
+            print(f"  {retimed.describe()}", flush=True)
             for r in mine:
                 gflops = _gflops(workload, retimed.best_secs.get(r.run_id))
                 rows.append(replace(r, confirmed_gflops=gflops))

@@ -56,3 +56,4 @@ def test_a_row_reads_its_schedules_fastest_round(cpu_target) -> None:
     slowest = [max(r.fastest_secs for r in col) for col in zip(*measurer.rounds, strict=True)]
     assert result.best_secs == {1: fastest[0], 2: min(fastest)}
     assert result.spread == max(s / f for s, f in zip(slowest, fastest, strict=True)) >= 1.0
+    assert f"{ROUNDS} rounds" in result.describe() and f"{result.spread:.2f}x" in result.describe()
