@@ -11,7 +11,8 @@ when it was kept from a busy machine): every other ratio printed is between numb
 this run.
 
     python benchmarks/bench_search.py --quick    # one workload, 32 trials, 2 seeds (minutes)
-    python benchmarks/bench_search.py --targets  # what `make bench-targets` runs (36-50 min quiet)
+    python benchmarks/bench_search.py --targets  # what `make bench-targets` runs (36-50 min quiet
+                                                 # with 3 re-timing rounds; 9: 1-3 min more each)
     python benchmarks/bench_search.py            # the full suite (many hours on 2 cores)
 
 Output: a table and the targets on stdout, ``bench_results/search.csv`` (one row per search,
