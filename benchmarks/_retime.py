@@ -10,7 +10,7 @@ baseline is timed between rounds, in its own clean subprocess.
 A schedule's reading is its fastest repeat in any round (``explorer.measure.fastest_round``, as a
 run's confirmation reads it), NumPy's likewise. Load only adds time, and this machine also
 slows down by itself for seconds at a time: one kernel, timed again and again in one process
-with the same buffers, read 220 GFLOPS for 3 s, 192 for 2 s, 220 again, then 191; kernels near
+with the same buffers, read 220 GFLOPS 12 times, 192 8 times, 220 4 times, then 191; kernels near
 the peak lose up to a fifth in such a phase, slow ones barely anything. A pooled median took a
 slow phase in for whichever schedules it covered; with 3 rounds a phase still covered 8 of 20
 near-peak rows of one workload in every round, with 9 none. So: 9 rounds, each schedule's
