@@ -13,6 +13,8 @@ from tvm import tirx
 from tvm.s_tir import Schedule, ScheduleError, Trace
 from tvm.s_tir import meta_schedule as ms
 
+from explorer._tvm_winograd import legalize_conv2d
+
 
 def onnx_frontend_operators() -> frozenset[str]:
     """The ONNX operator types TVM's Relax frontend converts."""
@@ -35,7 +37,11 @@ and writes contiguous vectors (see ``lower_relax``)."""
 
 
 def lower_relax(
-    mod: tvm.IRModule, *, channels_last: bool = False, fast_math: bool = False
+    mod: tvm.IRModule,
+    *,
+    channels_last: bool = False,
+    fast_math: bool = False,
+    winograd: bool = False,
 ) -> tvm.IRModule:
     """The standard lowering that leaves one fused TIR function per task: operators decomposed
     for inference and legalized to TIR, constants folded, fusable neighbours fused.
@@ -54,7 +60,11 @@ def lower_relax(
     ``erff`` or ``expf`` once per element, unvectorized, at a cost that depends on the value:
     the BERT layer's GELU (128 x 3072 ``erf``) took 1.6 ms more inside the network than when
     its task was timed on random inputs, about half of its matmul's time (2-core Zen 4,
-    ``docs/reproduction.md``, "Whole networks")."""
+    ``docs/reproduction.md``, "Whole networks").
+
+    ``winograd``: channels-last 3x3 stride-1 convolutions with a large enough output are
+    computed as Winograd's F(4x4, 3x3), their weights transformed at build time
+    (``explorer._tvm_winograd``)."""
     relax = tvm.relax
     first = []
     if channels_last and _calls(mod, "relax.nn.conv2d"):
@@ -66,7 +76,9 @@ def lower_relax(
         [
             *first,
             relax.transform.DecomposeOpsForInference(),
-            relax.transform.LegalizeOps(),
+            relax.transform.LegalizeOps(
+                customize_legalize_map={"relax.nn.conv2d": legalize_conv2d} if winograd else None
+            ),
             relax.transform.AnnotateTIROpPattern(),
             relax.transform.FoldConstant(),
             relax.transform.FuseOps(),

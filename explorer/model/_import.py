@@ -37,13 +37,15 @@ class Lowering:
     channels_last: bool = True
     weights_layout_free: bool = True
     fast_math: bool = True
+    winograd: bool = True
 
 
 LOWERINGS = (
     Lowering(),
-    Lowering(fast_math=False),
-    Lowering(channels_last=False, fast_math=False),
-    Lowering(channels_last=False, weights_layout_free=False, fast_math=False),
+    Lowering(winograd=False),
+    Lowering(fast_math=False, winograd=False),
+    Lowering(channels_last=False, fast_math=False, winograd=False),
+    Lowering(channels_last=False, weights_layout_free=False, fast_math=False, winograd=False),
 )
 """Today's lowering, then those of models imported before each of its options existed."""
 
@@ -55,6 +57,7 @@ def lower_onnx(
     weights_layout_free: bool = True,
     channels_last: bool = True,
     fast_math: bool = True,
+    winograd: bool = True,
 ) -> Any:
     """The lowered Relax module of a checked ONNX file; ``ModelError`` when TVM's frontend or
     the lowering fails (their message's last line, which names the cause).
@@ -66,9 +69,11 @@ def lower_onnx(
     takes the network (else it is lowered as it comes).
     ``fast_math``: ``erf``, ``exp``, ``tanh`` and ``softmax`` as polynomial approximations
     (``lower_relax``), vectorizable and as fast on every value.
+    ``winograd``: large channels-last 3x3 stride-1 convolutions as Winograd's F(4x4, 3x3)
+    (``lower_relax``), a quarter of the multiplications, weights transformed at build time.
     Models imported before an option existed have tasks lowered without it:
     ``lower_as_stored`` finds any model's lowering."""
-    lowering = Lowering(channels_last, weights_layout_free, fast_math)
+    lowering = Lowering(channels_last, weights_layout_free, fast_math, winograd)
     return _lower(_to_relax(onnx_file, where), where, lowering)
 
 
@@ -86,12 +91,16 @@ def _lower(mod: Any, where: str, lowering: Lowering) -> Any:
     try:
         try:
             lowered = _tvm.lower_relax(
-                mod, channels_last=lowering.channels_last, fast_math=lowering.fast_math
+                mod,
+                channels_last=lowering.channels_last,
+                fast_math=lowering.fast_math,
+                winograd=lowering.winograd,
             )
         except Exception:
             if not lowering.channels_last:
                 raise
-            # TVM's layout conversion refuses some networks that lower as they come
+            # TVM's layout conversion refuses some networks that lower as they come (and
+            # Winograd's convolutions need it: the fallback has none)
             lowered = _tvm.lower_relax(mod, fast_math=lowering.fast_math)
         return _tvm.mark_weights_layout_free(lowered) if lowering.weights_layout_free else lowered
     except Exception as exc:  # noqa: BLE001
