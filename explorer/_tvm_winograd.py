@@ -25,13 +25,13 @@ from tvm.topi.nn.winograd_util import winograd_transform_matrices
 TILE = 4
 """Output tile side, the ``m`` of F(m x m, 3 x 3); the input tiles are ``TILE + 2`` a side."""
 
-MIN_OUTPUT = 28
-"""The smallest output height and width a convolution becomes Winograd's at. Measured on
-ResNet-18's four 3x3 shapes alone, channels-last, 64 trials of ``evolutionary`` each way
-(2-core Zen 4, ``docs/reproduction.md``, "Whole networks"): Winograd's was 2.29x faster at
-56x56 (64 channels), 2.14x at 28x28 (128), 1.15x at 14x14 (256) and 0.48x at 7x7 (512),
-where edge tiles waste much of the work and the transformed weights (4x the original) no
-longer stay in the caches."""
+MIN_OUTPUT = 7
+"""The smallest output height and width a convolution becomes Winograd's at: the smallest
+measured. ResNet-18's four 3x3 shapes alone, channels-last, 64 trials of ``evolutionary``
+each way, re-timed together (2-core Zen 4, ``docs/reproduction.md``, "Whole networks"):
+Winograd's was 2.09x faster at 56x56 (64 channels), 2.81x at 28x28 (128), 2.02x at 14x14
+(256) and 1.48x at 7x7 (512), where its edge tiles compute 8x8 outputs for 7x7 and its
+transformed weights are 4x the original."""
 
 MIN_CHANNELS = 64
 """The fewest input and output channels a convolution becomes Winograd's with: the fewest
