@@ -102,7 +102,9 @@ def test_convolutions_winograd_was_not_measured_on_stay_direct(why, shape, optio
     lowered, names = _task_names(_conv_net(*shape, **options))
     assert not any("winograd" in name for name in names), (why, names)
     assert any(name.startswith("fused_conv2d") for name in names), (why, names)
-    # the smallest case that does become Winograd's
+
+
+def test_the_smallest_convolution_taken_is_7x7_with_64_channels():
     _, names = _task_names(_conv_net(7, 7, 64, 64))
     assert any(name.startswith("fused_conv2d_winograd") for name in names), names
 
