@@ -38,7 +38,7 @@ from explorer.measure import LocalMeasurer, MeasureConfig
 from explorer.pretrain import coverage, pretrain, pretrain_presets
 from explorer.search import make_strategy
 from explorer.search._metaschedule import run_metaschedule
-from explorer.storage import get_store
+from explorer.storage import SQLiteStore, get_store
 from explorer.storage._environment import cpu_model
 from explorer.target import Target
 from explorer.tuner import Tuner
@@ -67,6 +67,15 @@ class Row:
 
 def _gflops(workload, secs: float | None) -> float:
     return workload.flops() / secs / 1e9 if secs and math.isfinite(secs) else 0.0
+
+
+def _fresh_copy(pre: SQLiteStore, dest: Path) -> Path:
+    """Copy the pretraining database to ``dest``, replacing a previous run's copy. The copies
+    are this benchmark's scratch, remade every run; an interrupted run leaves its ``-wal`` beside
+    one, which the store rightly refuses to overwrite, so the old copy goes first, whole."""
+    for stale in (dest, Path(f"{dest}-wal"), Path(f"{dest}-shm"), Path(f"{dest}-journal")):
+        stale.unlink(missing_ok=True)
+    return pre.backup(dest)
 
 
 def _plan(strategies, seeds, budgets, first_seed=0) -> list[tuple[str, int, int]]:
@@ -193,9 +202,7 @@ def main() -> None:
             flush=True,
         )
         # Each held-out workload is tuned in its own copy: nothing one measures reaches another.
-        copies = {
-            n: pre.backup(args.out / f"transfer_{n}.db", overwrite=True) for n in args.workloads
-        }
+        copies = {n: _fresh_copy(pre, args.out / f"transfer_{n}.db") for n in args.workloads}
         pre.close()
         for name in args.workloads:
             workload = get_workload(name)
