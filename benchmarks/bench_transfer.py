@@ -6,16 +6,17 @@ ones (ResNet-18 layers C4, C7 and C9, a batch matmul, a dense layer) into
 ``bench_results/transfer_pretrain.db``; that database is kept between invocations, so a second
 invocation pre-trains further (``--pretrain-minutes 0``: use it as it is). Each held-out workload
 is then tuned in its own copy of it, so what one held-out workload's runs measure never reaches
-another's: our model-guided strategies at 32 and 64 trials with ``transfer_from="auto"`` and at
-64 without, ``tune_tir_fast`` at 64 and 128. Every row's best few schedules are re-timed at the
-end in interleaved rounds with one timer (``_retime``), and every ratio printed is between
-numbers of this run, on this machine (its CPU is printed first).
+another's: our model-guided strategies at 32 and 64 trials with ``transfer_from="auto"`` and
+without it (so what transfer itself buys is read at equal budgets), ``tune_tir_fast`` at 64 and
+128. Every row's best few schedules are re-timed at the end in interleaved rounds with one
+timer (``_retime``), and every ratio printed is between numbers of this run, on this machine
+(its CPU is printed first).
 
 The goals (issue "small budgets that win"): with transfer, our best strategy at 32 trials at
 least ``tune_tir_fast`` at 128 (median of the seeds, per workload); every model-guided strategy
 at 64 trials at least ``tune_tir_fast`` at 64, with and without transfer.
 
-    python benchmarks/bench_transfer.py --quick  # 2 workloads, 1 seed, evolutionary (~45 min)
+    python benchmarks/bench_transfer.py --quick  # 2 workloads, 1 seed, evolutionary (~50 min)
     python benchmarks/bench_transfer.py          # 5 workloads, 5 seeds, 4 strategies (a day)
 
 Output: the table and the goals on stdout, ``bench_results/transfer.csv``.
@@ -84,7 +85,8 @@ def _plan(strategies, seeds, budgets, first_seed=0) -> list[tuple[str, int, int]
     for seed in range(first_seed, first_seed + seeds):
         runs += [("tune_tir_fast", equal, seed), ("tune_tir_fast", long, seed)]
         for s in strategies:
-            runs += [(f"{s}+T", small, seed), (f"{s}+T", equal, seed), (s, equal, seed)]
+            runs += [(f"{s}+T", small, seed), (s, small, seed)]
+            runs += [(f"{s}+T", equal, seed), (s, equal, seed)]
     return runs
 
 
@@ -149,6 +151,11 @@ def _goals(rows: list[Row], strategies, budgets) -> list[str]:
                 f"{'':40s} {s}@{equal} / tune_tir_fast@{equal}: with transfer {with_t:5.2f}, "
                 f"without {without:5.2f} (goal >= 1)"
             )
+        for s in strategies:
+            # What transfer itself buys where it should matter most: the smallest budget.
+            effect = med(f"{s}+T", small) / med(s, small)
+            if math.isfinite(effect):
+                out.append(f"{'':40s} transfer's effect on {s}@{small}: {effect:5.2f}x")
     return out
 
 
