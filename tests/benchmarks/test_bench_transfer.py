@@ -13,8 +13,9 @@ from pathlib import Path
 
 from explorer.storage import get_store
 
+# The benchmarks are scripts, not a package.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from bench_transfer import Row, _fresh_copy, _goals, _plan  # the benchmarks are scripts, not a package
+from bench_transfer import Row, _fresh_copy, _goals, _plan
 
 # A writer that dies without closing: its commits stay in the -wal (no checkpoint on close).
 _DIE_MID_WRITE = """
