@@ -1,7 +1,8 @@
 """The goals of bench_transfer.py, from the re-timed lines of a log whose run was stopped
-before its own summary (it was stopped after its first held-out workload).
+before its own summary (each held-out workload's rows are re-timed, and printed, as soon as
+they are measured; the summary comes after the last workload).
 
-    python docs/reproduction/transfer/2026-12-05-goals.py docs/reproduction/transfer/2026-12-05.log
+    python docs/reproduction/transfer/goals_from_log.py docs/reproduction/transfer/2026-12-05.log
 """
 
 import math
