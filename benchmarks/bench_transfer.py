@@ -16,7 +16,7 @@ The goals (issue "small budgets that win"): with transfer, our best strategy at 
 least ``tune_tir_fast`` at 128 (median of the seeds, per workload); every model-guided strategy
 at 64 trials at least ``tune_tir_fast`` at 64, with and without transfer.
 
-    python benchmarks/bench_transfer.py --quick  # 2 workloads, 1 seed, evolutionary (~50 min)
+    python benchmarks/bench_transfer.py --quick  # 2 workloads, 1 seed, evolutionary (~45 min)
     python benchmarks/bench_transfer.py          # 5 workloads, 5 seeds, 4 strategies (a day)
 
 Output: the table and the goals on stdout, ``bench_results/transfer.csv``.
@@ -162,7 +162,9 @@ def _goals(rows: list[Row], strategies, budgets) -> list[str]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="2 workloads, 1 seed, evolutionary")
-    p.add_argument("--workloads", nargs="*", default=None)
+    # Only held-out workloads: any other was in the pretraining, and its copy's name could be
+    # the pretraining database's own (which a copy replaces).
+    p.add_argument("--workloads", nargs="*", default=None, choices=HELD_OUT)
     p.add_argument("--strategies", nargs="*", default=None)
     p.add_argument("--seeds", type=int, default=None)
     p.add_argument("--first-seed", type=int, default=0, help="seeds run: FIRST .. FIRST+SEEDS-1")

@@ -78,3 +78,18 @@ def test_the_goals_read_medians_of_the_re_timed_rows():
     assert "evolutionary+T@32 / tune_tir_fast@128 =  1.25" in lines[0]  # 200 / 160
     assert "with transfer  2.20, without  0.95" in lines[1]  # 220 / 100, 95 / 100
     assert "transfer's effect on evolutionary@32:  1.33x" in lines[2]  # 200 / 150
+
+
+def test_only_held_out_workloads_are_accepted(tmp_path):
+    """``--workloads pretrain`` would name its copy ``transfer_pretrain.db``, the pretraining
+    database itself; any preset outside the held-out five was pretrained on."""
+    bench = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_transfer.py"
+    for name in ("pretrain", "matmul_512"):
+        done = subprocess.run(
+            [sys.executable, str(bench), "--workloads", name, "--out", str(tmp_path / "out")],
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 2
+        assert f"invalid choice: '{name}'" in done.stderr
+        assert not (tmp_path / "out").exists()  # refused before anything was written
