@@ -4,10 +4,20 @@ measurer (build + run in the workers) and the record store.
     python benchmarks/bench_time_split.py evolutionary droplet --trials 64
 
 Each strategy runs once on matmul 512 (seed 0) through the real ``Tuner``, ``LocalMeasurer`` and
-SQLite store, with timers wrapped around the calls the Tuner makes. ``build`` is the sum of the
-workers' compile times divided by the builder count (an estimate of the build's share of
-``measure``); ``other`` is what no timer covers (baseline, confirmation re-timing, start-up).
-The split, not an absolute number, is the point: it names the part to make faster next.
+SQLite store, with timers wrapped around the calls the Tuner makes. ``baseline`` is the
+unscheduled program's measurement before the search, ``confirmation`` the re-timing of the best
+three beside it at the end (both services of the run's verdict, not search); ``measure`` is the
+search's own. ``build`` is the sum of the workers' compile times divided by the builder count
+(an estimate of the build's share of ``measure``); ``other`` is what no timer covers (start-up,
+the run's bookkeeping). The split, not an absolute number, is the point: it names the part to
+make faster next.
+
+    python benchmarks/bench_time_split.py droplet random --shipped
+
+``--shipped`` first runs TVM's ``tune_tir`` as shipped on the same workload, seed and trials,
+and prints each strategy's trials per minute over it twice: over the whole run, as
+``bench_search.py`` counts them, and over the searching alone (the run without its baseline
+and confirmation), the most that making those cheaper could bring.
 
     python benchmarks/bench_time_split.py evolutionary --trials 48 \
         --resnet18-task fused_conv2d9_add7_add8_relu4 --rounds 2
@@ -37,6 +47,7 @@ from _timing import kernel_secs
 
 from explorer.measure import LocalMeasurer
 from explorer.search import make_strategy
+from explorer.search._metaschedule import run_metaschedule
 from explorer.storage import get_store
 from explorer.target import Target, available_cores, cpu_model
 from explorer.tuner import Tuner
@@ -82,20 +93,48 @@ def run_one(strategy_name: str, trials: int, workload: Workload, seed: int) -> d
 
             measurer.measure = measure  # type: ignore[method-assign]
             tuner = Tuner(measurer=measurer, store=store)
+            _timed(tuner, "_measure_baseline", totals, "baseline")
+            _timed(tuner, "_confirm_best", totals, "confirmation")
             t0 = time.perf_counter()
             result = tuner.run(workload, target, strategy, max_trials=trials, seed=seed)
             wall = time.perf_counter() - t0
         store.close()
+    # The baseline is measured (and stored) through the wrapped calls: its time is its own.
+    baseline_calls = calls[0] if calls else 0.0
+    totals["measure"] -= totals["baseline"]
     n = result.num_trials
-    build = sum(built) / max(1, available_cores())
+    build = (sum(built) - (built[0] if built else 0.0)) / max(1, available_cores())
     covered = sum(totals.values())
-    print(f"\n{strategy_name}: {n} trials in {wall:.1f} s = {60 * n / wall:.0f} trials/min")
-    for label in ("ask", "tell", "predictions", "measure", "remeasure", "store"):
+    searching = wall - totals["baseline"] - totals["confirmation"]
+    print(f"\n{strategy_name}: {n} trials in {wall:.1f} s = {60 * n / wall:.0f} trials/min; "
+          f"searching alone {searching:.1f} s = {60 * n / searching:.0f} trials/min")  # fmt: skip
+    for label in ("baseline", "ask", "tell", "predictions", "measure", "store", "confirmation"):
         print(f"  {label:12s} {totals[label]:7.1f} s  {100 * totals[label] / wall:5.1f} %")
-    print(f"    (build est. {build:.1f} s of measure)")
-    print(f"    (kernel calls est. {sum(calls):.1f} s of measure: check, warm-up, repeats)")
+        if label == "baseline":
+            print(f"    (its kernel calls {baseline_calls:.1f} s)")
+        if label == "measure":
+            print(f"    (build est. {build:.1f} s of measure)")
+            print(f"    (kernel calls est. {sum(calls[1:]):.1f} s of measure: check, warm-up, "
+                  "repeats)")  # fmt: skip
     print(f"  {'other':12s} {wall - covered:7.1f} s  {100 * (wall - covered) / wall:5.1f} %")
-    return {**totals, "wall": wall, "build": build}
+    return {**totals, "wall": wall, "build": build, "searching": searching, "trials": n}
+
+
+def run_shipped(trials: int, workload: Workload, seed: int) -> float:
+    """Trials per minute of TVM's ``tune_tir`` as shipped (its own builder, runner and search),
+    counted over its whole call, as ``bench_search.py`` counts it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store = get_store(os.path.join(tmp, "shipped.db"))
+        t0 = time.perf_counter()
+        run = run_metaschedule(
+            workload, Target.local_cpu(), store, max_trials=trials,
+            num_trials_per_iter=min(64, trials), seed=seed, shipped=True,
+        )  # fmt: skip
+        wall = time.perf_counter() - t0
+        n = sum(1 for t in store.trials(run_id=run.id) if not t.is_remeasure)
+        store.close()
+    print(f"\ntune_tir as shipped: {n} trials in {wall:.1f} s = {60 * n / wall:.0f} trials/min")
+    return 60 * n / wall
 
 
 def resnet18_tasks(name: str) -> dict[str, Workload]:
@@ -123,11 +162,19 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--resnet18-task", help="a task of ResNet-18, lowered both ways")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--shipped", action="store_true", help="also tune_tir as shipped, first")
     args = parser.parse_args()
     print(f"CPU: {cpu_model()} ({Target.local_cpu()})")
     if args.resnet18_task is None:
-        for name in args.strategies:
-            run_one(name, args.trials, get_workload(args.workload), args.seed)
+        workload = get_workload(args.workload)
+        shipped = run_shipped(args.trials, workload, args.seed) if args.shipped else None
+        splits = {s: run_one(s, args.trials, workload, args.seed) for s in args.strategies}
+        if shipped is not None:
+            print(f"\ntrials/min / tune_tir as shipped ({shipped:.0f}): whole run, searching")
+            for name, split in splits.items():
+                whole = 60 * split["trials"] / split["wall"] / shipped
+                alone = 60 * split["trials"] / split["searching"] / shipped
+                print(f"  {name:22s} {whole:5.2f}x  {alone:5.2f}x")
         return
     tasks = resnet18_tasks(args.resnet18_task)
     for name in args.strategies:
