@@ -25,6 +25,8 @@ def test_the_split_separates_the_verdicts_services_from_the_search(capsys):
     # The unscheduled program is measured before the search and re-timed after it.
     assert split["baseline"] > 0 and split["confirmation"] > 0
     assert split["searching"] == split["wall"] - split["baseline"] - split["confirmation"]
+    # Each second counted once: the baseline's and the confirmation's measuring and storing
+    # are theirs alone, so the parts never add up to more than the run.
     parts = ("baseline", "ask", "tell", "predictions", "measure", "store", "confirmation")
     assert sum(split[p] for p in parts) <= split["wall"]
     assert split["measure"] > 0  # the search's own measuring, the baseline's taken out
