@@ -95,7 +95,6 @@ def run_one(strategy_name: str, trials: int, workload: Workload, seed: int) -> d
             for name in ("ask", "tell", "predictions"):
                 _timed(strategy, name, totals, name)
             _timed(measurer, "measure", totals, "measure")
-            _timed(measurer, "remeasure", totals, "remeasure")
             for name in ("add_trials", "heartbeat"):
                 _timed(store, name, totals, "store")
             built: list[float] = []

@@ -7,6 +7,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from explorer.core import MeasureResult
 from explorer.measure import MeasureConfig
 from explorer.types import MeasureStatus
@@ -39,7 +41,9 @@ def test_a_long_calls_kernel_time_is_its_repeats_alone():
     # The unscheduled matmul 1024: about 6 s a call, timed call by call, the check's call
     # its first repeat. Two calls were made, not four.
     slow = MeasureResult(MeasureStatus.OK, run_secs=(6.0, 6.2))
-    assert kernel_secs(slow, config) == 2 * 6.1
+    assert kernel_secs(slow, config) == pytest.approx(2 * 6.1)
     # A short kernel: the check (also the warm-up), TVM's untimed call, and 5 repeats of 20 ms.
     fast = MeasureResult(MeasureStatus.OK, run_secs=(0.001,) * 5)
-    assert kernel_secs(fast, config) == config.warmup_secs + 0.001 + 5 * config.min_repeat_secs
+    assert kernel_secs(fast, config) == pytest.approx(
+        config.warmup_secs + 0.001 + 5 * config.min_repeat_secs
+    )
