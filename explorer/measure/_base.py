@@ -37,12 +37,16 @@ class MeasureConfig:
 
     Two cases get fewer repeats, and their results say so by holding fewer ``run_secs``:
 
-    * a hopeless kernel, when a search measures it (``Measurer.measure(..., best_secs=...)``;
-      never when re-timing): one whose check call and first 2 repeats each took at least
-      ``hopeless_ratio`` times the search's best so far (or the batch's fastest kernel timed
-      before it) stops after those 2. It cannot be the best, and on matmul 1024 the repeats of
-      such kernels (20 ms to 2 s a call) were most of a search's time. ``None`` times every
-      kernel in full.
+    * a hopeless kernel, when a search measures it (``Measurer.measure(..., best_secs=...)``):
+      one whose check call and first 2 repeats each took at least ``hopeless_ratio`` times the
+      search's best so far (or the batch's fastest kernel timed before it) stops after those
+      2, and one whose check's call alone took that long and a second or more
+      (``_timing.LONG_CALL_SECS``) after that call. It cannot be the best, and on matmul 1024
+      the repeats of such kernels (20 ms to 2 s a call) were most of a search's time. A
+      side-by-side re-timing (``measure_paired``) cuts only kernels whose check's call took
+      ``_batch.CUT_MIN_CALL_SECS`` (0.1 s) or more, against the fastest kernel it timed
+      before (the unscheduled matmul 1024 beside a run's best: one call of 6-7 s instead of
+      two). ``None`` times every kernel in full.
     * a kernel too slow for ``repeat`` repeats within half of ``run_timeout_secs`` gets as many
       as fit, at least 2 (it was a ``TIMEOUT``, with no time at all).
 

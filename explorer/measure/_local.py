@@ -63,7 +63,7 @@ from explorer.core import (
     shutdown_pool,
 )
 from explorer.measure._base import MeasureConfig, Measurer
-from explorer.measure._batch import Batch
+from explorer.measure._batch import CUT_MIN_CALL_SECS, Batch
 from explorer.measure._builds import Build, BuildCache, build_key
 from explorer.target import Target, available_cores, cuda_available
 from explorer.types import CacheFlush, MeasureStatus
@@ -139,7 +139,8 @@ class LocalMeasurer(Measurer):
 
         With ``best_secs`` (a search's best so far; ``math.inf`` when it has none yet), a kernel
         whose check call and first 2 repeats each take ``config.hopeless_ratio`` times as long
-        as that, or as the fastest kernel of this batch timed before it, stops after those 2.
+        as that, or as the fastest kernel of this batch timed before it, stops after those 2
+        (after its check's call alone when that took ``_timing.LONG_CALL_SECS`` or more).
 
         Raises:
             RuntimeError: the measurer is closed.
@@ -160,7 +161,10 @@ class LocalMeasurer(Measurer):
         After a round, a candidate ``config.hopeless_ratio`` times slower than that round's
         fastest and taking ``CUT_MIN_CALL_SECS`` or more a call is not timed again (the
         unscheduled matmul 1024 takes 7 s a call); faster ones get every round, since one
-        slow round of theirs may be the machine's load.
+        slow round of theirs may be the machine's load. Such a candidate is cut within the
+        first round already, against the fastest candidate timed before it, as a search's
+        hopeless kernel is (``measure``), by its check's call: 2 repeats, or that call alone
+        from ``_timing.LONG_CALL_SECS`` a call on.
 
         Returns:
             Per candidate, its result of each round it was timed in (the first round's is
@@ -171,7 +175,7 @@ class LocalMeasurer(Measurer):
             raise ValueError(f"rounds must be at least 1 (got {rounds})")
         with self._lock:
             self._check_open()
-            return self._measure(cands, rounds=rounds, best=None)
+            return self._measure(cands, rounds=rounds, best=None, retiming=True)
 
     def start_workers(
         self, *, num_candidates: int | None = None, num_threads: int | None = None
@@ -280,10 +284,11 @@ class LocalMeasurer(Measurer):
         *,
         rounds: int,
         best: float | None,
+        retiming: bool = False,
     ) -> list[list[MeasureResult]]:
         """Per candidate, its result of each round (see ``measure_paired``)."""
         cfg = self.config
-        batch = Batch(cands, best_secs=best)
+        batch = Batch(cands, best_secs=best, retiming=retiming)
 
         # Step 1. Refuse what this measurer cannot run.
         for i, cand in enumerate(cands):
@@ -332,11 +337,12 @@ class LocalMeasurer(Measurer):
         return batch.per_round(cfg.max_spread)
 
     def _hopeless_secs(self, batch: Batch) -> float | None:
-        """The time from which the batch's next kernel stops after 2 repeats, or ``None``."""
+        """The time from which the batch's next kernel is cut short (``Batch.best_secs``), or
+        ``None``."""
         ratio = self.config.hopeless_ratio
-        if batch.best_secs is None or ratio is None:
+        if ratio is None or (batch.best_secs is None and not batch.retiming):
             return None
-        best = min(batch.best_secs, batch.fastest_secs)
+        best = min(math.inf if batch.best_secs is None else batch.best_secs, batch.fastest_secs)
         return ratio * best if math.isfinite(best) else None
 
     def _submit_builds(
@@ -455,6 +461,7 @@ class LocalMeasurer(Measurer):
             # Extra rounds must not turn a good kernel into a TIMEOUT.
             "timing_budget_secs": cfg.run_timeout_secs / 2,
             "hopeless_secs": hopeless_secs,
+            "hopeless_min_call_secs": CUT_MIN_CALL_SECS if batch.retiming else 0.0,
         }
 
     def _build_failure(self, reply: dict[str, Any] | WorkerLost) -> MeasureResult | None:

@@ -365,8 +365,8 @@ class RemoteMeasurer(LocalMeasurer):
     def _remote_request(self, batch: Batch, chunk: list[int], rounds: int) -> dict[str, Any]:
         cfg = self.config
         # The bar: the caller's best, or the fastest kernel already back from any device of
-        # the batch (the key's devices share a target); re-timing has none, so every kernel
-        # gets all its repeats.
+        # the batch (the key's devices share a target); a re-timing has only the latter, and
+        # cuts only kernels of 0.1 s or more a call against it (CUT_MIN_CALL_SECS).
         first, bar = batch.cands[chunk[0]], self._hopeless_secs(batch)
         request = self._run_request(first, batch, chunk[0], False, bar)
         per_item = ("workload", "family_module", "path", "prepacked", "check")

@@ -201,10 +201,14 @@ def time_main(
     before this one, times ``MeasureConfig.hopeless_ratio``), a kernel whose first call was
     that slow is timed 2 repeats first, and stops there when both are that slow too: it cannot
     be the best, and the other repeats would only cost time (most of a search's timing on
-    matmul 1024, whose random candidates take 20 ms to 2 s a call). Otherwise the round has all
-    its repeats (``repeats_that_fit``). A kernel of ``LONG_CALL_SECS`` or more a call is
-    timed call by call here, its check's call first (``first_call_secs`` must then be a timing
-    of a completed call: the device synchronised).
+    matmul 1024, whose random candidates take 20 ms to 2 s a call); a kernel whose check's
+    call took ``LONG_CALL_SECS`` or more stops after that call alone. With
+    ``hopeless_min_call_secs`` (a side-by-side re-timing: ``_batch.CUT_MIN_CALL_SECS``) only
+    a kernel whose check's call took that long is cut: a faster one's round costs a fraction
+    of a second, and a slow round of it may be the machine's load. Otherwise the round has
+    all its repeats (``repeats_that_fit``). A kernel of ``LONG_CALL_SECS`` or more a call is
+    timed call by call here, its check's call first (``first_call_secs`` must then be a
+    timing of a completed call: the device synchronised).
     """
     budget = float(req.get("timing_budget_secs", math.inf))
     call = call_secs if call_secs > 0 else first_call_secs
@@ -227,7 +231,11 @@ def time_main(
         deadline=time.perf_counter() + budget,
     )
     hopeless = req.get("hopeless_secs")
-    probe = 2
+    if first_call_secs < float(req.get("hopeless_min_call_secs", 0.0)):
+        hopeless = None
+    # A long call is a reading in itself: the check's call alone tells a hopeless one, and
+    # each call saved is a second or more (the unscheduled matmul 1024: 6-7 s).
+    probe = 1 if carried else 2
     if hopeless is None or first_call_secs < float(hopeless) or repeat <= probe:
 
         def time_once() -> list[float]:

@@ -27,6 +27,7 @@ from explorer.measure import (
     MeasureResult,
     _timing,
 )
+from explorer.measure._batch import CUT_MIN_CALL_SECS
 from explorer.measure._timing import repeats_that_fit, warm_up
 from explorer.measure._timing import timed_rounds as _timed_rounds
 from explorer.storage import NewTrial, get_store, summarize_run
@@ -311,9 +312,11 @@ def test_a_hopeless_kernel_stops_after_two_repeats_when_measured_not_when_re_tim
         (hopeless,) = m.measure([slow], best_secs=bar)
         (faster,) = m.measure([fast], best_secs=full.median_secs)  # not slower: all repeats
         (retimed,) = m.remeasure([slow], rounds=1)  # re-timing: never cut short
+        # ... not even beside the fast one: a call of it is milliseconds, not a second.
+        _, [beside] = m.measure_paired([fast, slow], rounds=1)
         with pytest.raises(ValueError, match="best_secs"):
             m.measure([fast], best_secs=-1.0)
-    assert [len(r.run_secs) for r in (best, full, faster, retimed)] == [5, 5, 5, 5]
+    assert [len(r.run_secs) for r in (best, full, faster, retimed, beside)] == [5] * 5
     assert hopeless.is_ok and len(hopeless.run_secs) == 2
     assert min(hopeless.run_secs) >= 3 * bar
     with LocalMeasurer(replace(config, hopeless_ratio=None), num_build_workers=1) as m:
@@ -353,6 +356,43 @@ def test_a_search_cuts_short_only_kernels_three_times_slower_than_its_best_so_fa
     assert cut > 0, "random matmul 128 schedules 3x slower than the best are common"
 
 
+def test_a_re_timing_cuts_a_kernel_of_a_tenth_of_a_second_within_its_first_round(target):
+    # A BERT layer's unscheduled tasks take 0.1-1 s a call, and a model tune's every chunk
+    # re-timed one in full (5 repeats) beside kernels of milliseconds before leaving it out.
+    w = get_workload("matmul", M=512, N=512, K=512)
+    config = MeasureConfig(max_spread=math.inf)
+    with LocalMeasurer(config, num_build_workers=1) as m:
+        fast_rounds, slow_rounds = m.measure_paired(
+            [tiled(w, target, 16, 16), unscheduled(w, target)]
+        )
+    assert len(fast_rounds) == 3 and all(len(r.run_secs) == 5 for r in fast_rounds)
+    [slow] = slow_rounds  # cut within round 1, then left out
+    assert min(slow.run_secs) >= max(CUT_MIN_CALL_SECS, 3 * fast_rounds[0].median_secs)
+    assert len(slow.run_secs) == 2
+
+
+def test_a_run_carried_over_cuts_its_baseline_short_against_the_earlier_best(target):
+    # Issue 24 (throughput): a model tune timed its task's unscheduled program in full before
+    # every chunk (a BERT layer's largest matmul: 5 repeats of 1.1 s each time, 1/6 of the
+    # tune with its re-timings). The earlier chunks' best makes it a hopeless kernel.
+    w = get_workload("matmul", M=256, N=256, K=256)
+    config = MeasureConfig(max_spread=math.inf, min_repeat_secs=0.005)
+    with LocalMeasurer(config) as m, get_store(":memory:") as store:
+        tuner = Tuner(measurer=m, store=store, batch_size=4, confirm_top=1)
+        first = tuner.run(w, target, "random", max_trials=8, seed=0)
+        second = tuner.run(w, target, "random", max_trials=4, seed=1, prior_runs=[first.run.id])
+        rows = store.trial_rows(run_id=second.run.id)
+    assert first.baseline is not None and second.baseline is not None
+    assert first.best_secs and first.baseline_secs
+    # Precondition: the unscheduled program is far more than 3x the best of 8 random schedules.
+    assert min(first.baseline.result.run_secs) >= 3 * first.best_secs
+    assert len(first.baseline.result.run_secs) == 5  # no earlier best: all its repeats
+    assert len(second.baseline.result.run_secs) == 2  # hopeless against the earlier best
+    # ... and still re-timed beside the run's best, which decides.
+    assert second.is_conclusive and second.baseline_secs
+    assert sum(r.trace_hash == rows[0].trace_hash for r in rows) > 1
+
+
 def test_a_kernel_too_slow_for_its_repeats_is_timed_with_those_that_fit(target):
     # 1 s a call and a 5 s run timeout (half of it for timing): the check, TVM's untimed first
     # call and 5 repeats took 7 s and the kernel was a TIMEOUT, with no time at all. Now it
@@ -372,6 +412,45 @@ def test_a_kernel_too_slow_for_its_repeats_is_timed_with_those_that_fit(target):
     assert r.is_ok, r.error_msg
     assert len(r.run_secs) == 3 and min(r.run_secs) >= SLOW_CALL_SECS
     assert isinstance(calls, dict) and calls["value"] == 3, calls
+
+
+def test_a_hopeless_kernel_of_a_second_a_call_is_read_by_its_check_call_alone(target):
+    # Issue 24 (throughput): the unscheduled matmul 1024 (6-7 s a call) was timed twice in
+    # the confirmation of every run beside kernels of milliseconds, 2 calls each time; the
+    # first call already says it is hopeless. The `slow` hook takes 1 s every call.
+    config = MeasureConfig(
+        repeat=3,
+        min_repeat_secs=0,
+        warmup_secs=0,
+        run_timeout_secs=20,
+        max_spread=math.inf,
+        num_threads=1,  # the runner the count is asked of (another count restarts it)
+    )
+    slow, ok = hook("slow", target), hook("ok", target)
+    with LocalMeasurer(config, num_build_workers=1) as m:
+
+        def calls() -> int:
+            reply = m._pool.call("explorer.testing.hooks:uneven_calls", "slow", num_threads=1)
+            assert isinstance(reply, dict)
+            return int(reply["value"])
+
+        (cut,) = m.measure([slow], best_secs=SLOW_CALL_SECS / 10)  # a search's: hopeless
+        calls_cut = calls()
+        (full,) = m.measure([slow], best_secs=SLOW_CALL_SECS)  # within 3x of the best
+        calls_full = calls() - calls_cut
+        # A confirmation: round 1 reads it by its check's call, beside the fast kernel timed
+        # before it; later rounds leave it out (`Batch.settled`).
+        fast_rounds, slow_rounds = m.measure_paired([ok, slow], rounds=3)
+        calls_paired = calls() - calls_cut - calls_full
+        # Timed first, nothing faster seen yet: all its repeats.
+        [[first]] = m.measure_paired([slow], rounds=1)
+    assert cut.is_ok and len(cut.run_secs) == 1 and calls_cut == 1
+    assert min(cut.run_secs) >= SLOW_CALL_SECS
+    assert len(full.run_secs) == 3 and calls_full == 3
+    assert len(fast_rounds) == 3 and all(len(r.run_secs) == 3 for r in fast_rounds)
+    assert len(slow_rounds) == 1 and len(slow_rounds[0].run_secs) == 1 and calls_paired == 1
+    assert slow_rounds[0].is_ok and min(slow_rounds[0].run_secs) >= SLOW_CALL_SECS
+    assert len(first.run_secs) == 3
 
 
 @given(
