@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import _checkout  # noqa: F401  (first: this checkout's explorer)
 from _retime import retime, top_candidates
 
 from explorer.measure import LocalMeasurer, MeasureConfig

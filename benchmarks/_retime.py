@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import _checkout  # noqa: F401  (first: this checkout's explorer)
+
 from explorer.core._records import RecordStore, TrialRecord
 from explorer.measure import Candidate, LocalMeasurer, MeasureResult, fastest_round, trace_key
 from explorer.types import MeasureStatus

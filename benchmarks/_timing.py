@@ -7,6 +7,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import _checkout  # noqa: F401  (first: this checkout's explorer)
+
 from explorer.measure._timing import LONG_CALL_SECS
 
 

@@ -17,6 +17,7 @@ import math
 from pathlib import Path
 from types import SimpleNamespace
 
+import _checkout  # noqa: F401  (first: this checkout's explorer)
 from bench_search import MEASURE, OURS, RunRow, _confirm, _report, _write
 
 from explorer.machine import NumpyTimer, measured_peak

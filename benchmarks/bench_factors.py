@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import _checkout  # noqa: F401  (first: this checkout's explorer)
 from _retime import TIMED, retime, searched_trials, top_candidates
 
 from explorer.measure import LocalMeasurer, MeasureConfig

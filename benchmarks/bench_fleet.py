@@ -32,6 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import _checkout  # noqa: F401  (first: this checkout's explorer)
 from bench_measure import _design_space, _sample
 
 from explorer.fleet import ServerSpec, measure_transfer, start_fleet, stop_fleet

@@ -41,6 +41,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import _checkout  # noqa: F401  (first: this checkout's explorer)
+
 from explorer.core._marks import BASELINE_MARK, has_mark
 from explorer.measure import Candidate, LocalMeasurer, fastest_round
 from explorer.search._baseline import baseline_candidate

@@ -32,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import _checkout  # noqa: F401  (first: this checkout's explorer)
+
 from explorer import _tvm
 from explorer.measure import Candidate, LocalMeasurer, MeasureConfig
 from explorer.target import Target

@@ -31,6 +31,7 @@ import sys
 import time
 from pathlib import Path
 
+import _checkout  # noqa: F401  (first: this checkout's explorer)
 import onnx
 
 from explorer.measure import CacheFlush, LocalMeasurer, MeasureConfig

@@ -34,6 +34,7 @@ import sys
 import time
 from pathlib import Path
 
+import _checkout  # noqa: F401  (first: this checkout's explorer)
 import numpy as np
 
 from explorer.analysis import nas_front_info

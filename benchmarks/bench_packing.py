@@ -29,6 +29,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+import _checkout  # noqa: F401  (first: this checkout's explorer)
 from _retime import TIMED, retime, searched_trials, top_candidates
 
 from explorer.machine import NumpyTimer, measured_peak

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 
+import _checkout  # noqa: F401  (first: this checkout's explorer)
 from _ab import Arm, compare
 from bench_search import MEASURE, _workload
 

@@ -34,6 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import _checkout  # noqa: F401  (first: this checkout's explorer)
 import numpy as np
 import onnxruntime
 

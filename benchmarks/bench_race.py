@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 import time
 
+import _checkout  # noqa: F401  (first: this checkout's explorer)
+
 from explorer.analysis import race_info
 from explorer.measure import LocalMeasurer
 from explorer.replay import DEFAULT_STRATEGIES, example_recording, race

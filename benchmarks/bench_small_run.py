@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import _checkout  # noqa: F401  (first: this checkout's explorer)
 
 from explorer.measure import LocalMeasurer
 from explorer.measure._builds import BuildCache

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import _checkout  # noqa: F401  (first: this checkout's explorer)
 from _timing import median_ms
 
 from explorer import _tvm

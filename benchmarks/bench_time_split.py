@@ -35,14 +35,11 @@ import argparse
 import functools
 import os
 import statistics
-import sys
 import tempfile
 import time
 from collections import defaultdict
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
+import _checkout  # noqa: F401  (first: this checkout's explorer)
 from _timing import kernel_secs
 
 from explorer.measure import LocalMeasurer

@@ -33,6 +33,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+import _checkout  # noqa: F401  (first: this checkout's explorer)
 from _retime import TIMED, retime, searched_trials, top_candidates
 
 from explorer.measure import LocalMeasurer, MeasureConfig

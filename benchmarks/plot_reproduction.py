@@ -22,6 +22,7 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+import _checkout  # noqa: F401  (first: this checkout's explorer)
 from _retime import TIMED
 
 from explorer.storage import get_store

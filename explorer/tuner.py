@@ -191,9 +191,7 @@ class Tuner:
             environment={**environment(), **self.measurer.run_environment(target)},
         )
         self.run_id = run.id
-        return self._search(
-            run, strategy, budget, [], should_stop, on_progress, known_best=_fastest(prior, None)
-        )
+        return self._search(run, strategy, budget, [], should_stop, on_progress, prior)
 
     def resume(
         self,
@@ -243,9 +241,7 @@ class Tuner:
             interrupted = isinstance(exc, KeyboardInterrupt) or before is RunStatus.RUNNING
             self.store.finish_run(run.id, RunStatus.INTERRUPTED if interrupted else before)
             raise
-        return self._search(
-            run, strategy, budget, history, should_stop, on_progress, _fastest(prior, None)
-        )
+        return self._search(run, strategy, budget, history, should_stop, on_progress, prior)
 
     def _search(
         self,
@@ -255,10 +251,10 @@ class Tuner:
         history: list[TrialRecord],
         should_stop: Callable[[], bool],
         on_progress: Callable[[TuneProgress], None] | None,
-        known_best: float | None = None,
+        prior: Sequence[TrialRecord] = (),
     ) -> TuneResult:
         """The batch loop, on a run this process owns; ``finish_run`` releases it.
-        ``known_best``: the fastest schedule of the prior runs (``_measure_baseline``)."""
+        ``prior``: the prior runs' trials (their best cuts the baseline: ``_measure_baseline``)."""
         started = time.monotonic()
         active_before = run.active_secs  # searching time of the run's earlier sessions
 
@@ -273,7 +269,7 @@ class Tuner:
         error: BaseException | None = None
         searched_secs: float | None = None
         try:
-            if self._measure_baseline(run, _fastest(history, known_best)):
+            if self._measure_baseline(run, _fastest([*history, *prior], None)):
                 # The baseline is not a trial: its time is not the search's either.
                 started = time.monotonic()
             while num_trials < budget.max_trials:

@@ -398,50 +398,47 @@ def test_a_kernel_too_slow_for_its_repeats_is_timed_with_those_that_fit(target):
     # call and 5 repeats took 7 s and the kernel was a TIMEOUT, with no time at all. Now it
     # gets the repeats that fit in 2.5 s, timed call by call, the check's call the first: 3
     # repeats, 3 calls in all.
-    config = MeasureConfig(
-        repeat=5,
+    with LocalMeasurer(_slow_calls_config(5, run_timeout_secs=5), num_build_workers=1) as m:
+        (r,) = m.measure([hook("slow", target)])
+        calls = _slow_calls(m)
+    assert r.is_ok, r.error_msg
+    assert len(r.run_secs) == 3 and min(r.run_secs) >= SLOW_CALL_SECS
+    assert calls == 3
+
+
+def _slow_calls_config(repeat: int, *, run_timeout_secs: float) -> MeasureConfig:
+    """Repeats of one call each, no warm-up: the `slow` hook's calls are counted."""
+    return MeasureConfig(
+        repeat=repeat,
         min_repeat_secs=0,
         warmup_secs=0,
-        run_timeout_secs=5,
+        run_timeout_secs=run_timeout_secs,
         max_spread=math.inf,
         num_threads=1,  # the runner the count is asked of (another count restarts it)
     )
-    with LocalMeasurer(config, num_build_workers=1) as m:
-        (r,) = m.measure([hook("slow", target)])
-        calls = m._pool.call("explorer.testing.hooks:uneven_calls", "slow", num_threads=1)
-    assert r.is_ok, r.error_msg
-    assert len(r.run_secs) == 3 and min(r.run_secs) >= SLOW_CALL_SECS
-    assert isinstance(calls, dict) and calls["value"] == 3, calls
+
+
+def _slow_calls(m: LocalMeasurer) -> int:
+    """How many times the measurer's runner has called the `slow` hook."""
+    reply = m._pool.call("explorer.testing.hooks:uneven_calls", "slow", num_threads=1)
+    assert isinstance(reply, dict)
+    return int(reply["value"])
 
 
 def test_a_hopeless_kernel_of_a_second_a_call_is_read_by_its_check_call_alone(target):
     # Issue 24 (throughput): the unscheduled matmul 1024 (6-7 s a call) was timed twice in
     # the confirmation of every run beside kernels of milliseconds, 2 calls each time; the
     # first call already says it is hopeless. The `slow` hook takes 1 s every call.
-    config = MeasureConfig(
-        repeat=3,
-        min_repeat_secs=0,
-        warmup_secs=0,
-        run_timeout_secs=20,
-        max_spread=math.inf,
-        num_threads=1,  # the runner the count is asked of (another count restarts it)
-    )
     slow, ok = hook("slow", target), hook("ok", target)
-    with LocalMeasurer(config, num_build_workers=1) as m:
-
-        def calls() -> int:
-            reply = m._pool.call("explorer.testing.hooks:uneven_calls", "slow", num_threads=1)
-            assert isinstance(reply, dict)
-            return int(reply["value"])
-
+    with LocalMeasurer(_slow_calls_config(3, run_timeout_secs=20), num_build_workers=1) as m:
         (cut,) = m.measure([slow], best_secs=SLOW_CALL_SECS / 10)  # a search's: hopeless
-        calls_cut = calls()
+        calls_cut = _slow_calls(m)
         (full,) = m.measure([slow], best_secs=SLOW_CALL_SECS)  # within 3x of the best
-        calls_full = calls() - calls_cut
+        calls_full = _slow_calls(m) - calls_cut
         # A confirmation: round 1 reads it by its check's call, beside the fast kernel timed
         # before it; later rounds leave it out (`Batch.settled`).
         fast_rounds, slow_rounds = m.measure_paired([ok, slow], rounds=3)
-        calls_paired = calls() - calls_cut - calls_full
+        calls_paired = _slow_calls(m) - calls_cut - calls_full
         # Timed first, nothing faster seen yet: all its repeats.
         [[first]] = m.measure_paired([slow], rounds=1)
     assert cut.is_ok and len(cut.run_secs) == 1 and calls_cut == 1
