@@ -51,33 +51,22 @@ from explorer.tuner import Tuner
 from explorer.workloads import Workload, get_workload
 
 
-def _timed(obj: object, name: str, totals: dict[str, float], label: str) -> None:
+def _timed(
+    obj: object, name: str, totals: dict[str, float], label: str, *, owns: tuple[str, ...] = ()
+) -> None:
+    """Add the time of ``obj.name`` to ``totals[label]``. ``owns``: the labels whose time
+    inside it is its own (the baseline's and the confirmation's measuring and storing), not
+    added to them too."""
     fn = getattr(obj, name)
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        t0 = time.perf_counter()
+        t0, inner = time.perf_counter(), {k: totals[k] for k in owns}
         try:
             return fn(*args, **kwargs)
         finally:
             totals[label] += time.perf_counter() - t0
-
-    setattr(obj, name, wrapper)
-
-
-def _service(obj: object, name: str, totals: dict[str, float], label: str) -> None:
-    """Time ``name`` as ``label`` alone: the measuring and storing inside it are its own, not
-    added to ``measure`` and ``store`` too."""
-    fn = getattr(obj, name)
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        t0, inner = time.perf_counter(), (totals["measure"], totals["store"])
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            totals[label] += time.perf_counter() - t0
-            totals["measure"], totals["store"] = inner
+            totals.update(inner)
 
     setattr(obj, name, wrapper)
 
@@ -106,8 +95,9 @@ def run_one(strategy_name: str, trials: int, workload: Workload, seed: int) -> d
 
             measurer.measure = measure  # type: ignore[method-assign]
             tuner = Tuner(measurer=measurer, store=store)
-            _service(tuner, "_measure_baseline", totals, "baseline")
-            _service(tuner, "_confirm_best", totals, "confirmation")
+            services = {"_measure_baseline": "baseline", "_confirm_best": "confirmation"}
+            for name, label in services.items():
+                _timed(tuner, name, totals, label, owns=("measure", "store"))
             t0 = time.perf_counter()
             result = tuner.run(workload, target, strategy, max_trials=trials, seed=seed)
             wall = time.perf_counter() - t0
