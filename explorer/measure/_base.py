@@ -46,7 +46,10 @@ class MeasureConfig:
       side-by-side re-timing (``measure_paired``) cuts only kernels whose check's call took
       ``_batch.CUT_MIN_CALL_SECS`` (0.1 s) or more, against the fastest kernel it timed
       before (the unscheduled matmul 1024 beside a run's best: one call of 6-7 s instead of
-      two). ``None`` times every kernel in full.
+      two). A reference (``Measurer.measure(..., reference=True)``: a run's unscheduled
+      program before its search) is cut the same way from 0.1 s a call on, with no kernel
+      to compare: the re-timing beside the run's best, which decides, reads it so too.
+      ``None`` times every kernel in full.
     * a kernel too slow for ``repeat`` repeats within half of ``run_timeout_secs`` gets as many
       as fit, at least 2 (it was a ``TIMEOUT``, with no time at all).
 
@@ -127,7 +130,11 @@ class Measurer(abc.ABC):
 
     @abc.abstractmethod
     def measure(
-        self, candidates: Sequence[Candidate], *, best_secs: float | None = None
+        self,
+        candidates: Sequence[Candidate],
+        *,
+        best_secs: float | None = None,
+        reference: bool = False,
     ) -> list[MeasureResult]:
         """Build, run and check every candidate; one result each, in order.
 
@@ -135,6 +142,9 @@ class Measurer(abc.ABC):
         (a search's best so far; ``math.inf`` when it has none yet). A measurer may time
         kernels far slower than it, or than the batch's fastest, with fewer repeats
         (``MeasureConfig.hopeless_ratio``); without it every kernel gets all of them.
+        ``reference``: the candidates are timed to compare against, not to be ranked (a run's
+        unscheduled program before its search, re-timed beside the best at the end): a
+        measurer may time those of a tenth of a second or more a call with fewer repeats.
         """
 
     def measure_paired(

@@ -26,10 +26,12 @@ class Batch:
     # The caller's best so far (measure only; None: no kernel is cut short), and the fastest
     # timing of this batch so far: kernels hopeless_ratio times slower stop after 2 repeats
     # (``_timing.time_main``). A side-by-side re-timing (``retiming``) has no best, and cuts
-    # only kernels of ``CUT_MIN_CALL_SECS`` or more a call against its fastest.
+    # only kernels of ``CUT_MIN_CALL_SECS`` or more a call against its fastest. A reference
+    # (a run's baseline) cuts kernels of ``CUT_MIN_CALL_SECS`` or more a call as it would.
     best_secs: float | None = None
     fastest_secs: float = math.inf
     retiming: bool = False
+    reference: bool = False
     todo: list[int] = field(default_factory=list)  # the candidates to build and run
     results: list[MeasureResult | None] = field(default_factory=list)  # failures so far
     paths: dict[int, str] = field(default_factory=dict)

@@ -133,7 +133,11 @@ class LocalMeasurer(Measurer):
 
     # -- public API ---------------------------------------------------------------------------
     def measure(
-        self, candidates: Sequence[Candidate], *, best_secs: float | None = None
+        self,
+        candidates: Sequence[Candidate],
+        *,
+        best_secs: float | None = None,
+        reference: bool = False,
     ) -> list[MeasureResult]:
         """Build, check and time every candidate; one result each, in order.
 
@@ -141,6 +145,11 @@ class LocalMeasurer(Measurer):
         whose check call and first 2 repeats each take ``config.hopeless_ratio`` times as long
         as that, or as the fastest kernel of this batch timed before it, stops after those 2
         (after its check's call alone when that took ``_timing.LONG_CALL_SECS`` or more).
+        With ``reference`` (a run's unscheduled program), so does a kernel whose check's call
+        and 2 repeats took ``CUT_MIN_CALL_SECS`` or more each: at 0.1 s a call a repeat is one
+        call, far above a busy machine's time slices, and the run's confirmation re-times it
+        beside the best (cut the same way), which decides. The unscheduled matmul 1024 was
+        timed twice before every search, 5 s a call.
 
         Raises:
             RuntimeError: the measurer is closed.
@@ -149,7 +158,9 @@ class LocalMeasurer(Measurer):
         cands = _checked(candidates)
         with self._lock:
             self._check_open()
-            per_round = self._measure(cands, rounds=1, best=_checked_best(best_secs))
+            per_round = self._measure(
+                cands, rounds=1, best=_checked_best(best_secs), reference=bool(reference)
+            )
             return [rs[0] for rs in per_round]
 
     def measure_paired(
@@ -285,10 +296,11 @@ class LocalMeasurer(Measurer):
         rounds: int,
         best: float | None,
         retiming: bool = False,
+        reference: bool = False,
     ) -> list[list[MeasureResult]]:
         """Per candidate, its result of each round (see ``measure_paired``)."""
         cfg = self.config
-        batch = Batch(cands, best_secs=best, retiming=retiming)
+        batch = Batch(cands, best_secs=best, retiming=retiming, reference=reference)
 
         # Step 1. Refuse what this measurer cannot run.
         for i, cand in enumerate(cands):
@@ -340,10 +352,13 @@ class LocalMeasurer(Measurer):
         """The time from which the batch's next kernel is cut short (``Batch.best_secs``), or
         ``None``."""
         ratio = self.config.hopeless_ratio
-        if ratio is None or (batch.best_secs is None and not batch.retiming):
+        if ratio is None:
             return None
         best = min(math.inf if batch.best_secs is None else batch.best_secs, batch.fastest_secs)
-        return ratio * best if math.isfinite(best) else None
+        bar = ratio * best if batch.best_secs is not None or batch.retiming else math.inf
+        if batch.reference:
+            bar = min(bar, CUT_MIN_CALL_SECS)
+        return bar if math.isfinite(bar) else None
 
     def _submit_builds(
         self, pool: WorkerPool, batch: Batch, kept: dict[int, Build]

@@ -66,10 +66,14 @@ class ReplayMeasurer(Measurer):
         return self._table.get(trace_key(trace))
 
     def measure(
-        self, candidates: Sequence[Candidate], *, best_secs: float | None = None
+        self,
+        candidates: Sequence[Candidate],
+        *,
+        best_secs: float | None = None,
+        reference: bool = False,
     ) -> list[MeasureResult]:
         """The stored result of every candidate; ``INVALID`` for traces never recorded
-        (``best_secs`` changes nothing: nothing is timed)."""
+        (``best_secs`` and ``reference`` change nothing: nothing is timed)."""
         out = []
         for cand in candidates:
             if not isinstance(cand, Candidate):

@@ -42,7 +42,11 @@ class SlowReplay(Measurer):
         self.batches = 0
 
     def measure(
-        self, candidates: Sequence[Candidate], *, best_secs: float | None = None
+        self,
+        candidates: Sequence[Candidate],
+        *,
+        best_secs: float | None = None,
+        reference: bool = False,
     ) -> list[MeasureResult]:
         # The run's baseline (the unscheduled program) is measured alone before the search;
         # it is not a batch of trials.

@@ -436,7 +436,11 @@ class Instant(Measurer):
         self.closed = 0
 
     def measure(  # type: ignore[override]
-        self, candidates: list[Candidate], *, best_secs: float | None = None
+        self,
+        candidates: list[Candidate],
+        *,
+        best_secs: float | None = None,
+        reference: bool = False,
     ) -> list[MeasureResult]:
         self.measured += len(candidates)
         return [MeasureResult(MeasureStatus.OK, (1e-3,), flops=1) for _ in candidates]

@@ -46,12 +46,16 @@ class Lent(Measurer):
         self.batches = 0
 
     def measure(
-        self, candidates: Sequence[Candidate], *, best_secs: float | None = None
+        self,
+        candidates: Sequence[Candidate],
+        *,
+        best_secs: float | None = None,
+        reference: bool = False,
     ) -> list[MeasureResult]:
         self.batches += 1
         if self.gate is not None:
             assert self.gate.wait(WAIT), "the test never opened the gate"
-        return self.inner.measure(candidates, best_secs=best_secs)
+        return self.inner.measure(candidates, best_secs=best_secs, reference=reference)
 
     def close(self) -> None:
         self.closed += 1

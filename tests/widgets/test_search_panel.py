@@ -41,13 +41,17 @@ class Lent(Measurer):
         self.closed = 0
 
     def measure(
-        self, candidates: Sequence[Candidate], *, best_secs: float | None = None
+        self,
+        candidates: Sequence[Candidate],
+        *,
+        best_secs: float | None = None,
+        reference: bool = False,
     ) -> list[MeasureResult]:
         if self.gate is not None:
             assert self.gate.wait(WAIT)
         if self.fail:
             raise RuntimeError("the measurer broke")
-        return self.inner.measure(candidates, best_secs=best_secs)
+        return self.inner.measure(candidates, best_secs=best_secs, reference=reference)
 
     def close(self) -> None:
         self.closed += 1
@@ -57,7 +61,11 @@ class Instant(Measurer):
     """Answers at once (for tests about the panel, not about measuring)."""
 
     def measure(
-        self, candidates: Sequence[Candidate], *, best_secs: float | None = None
+        self,
+        candidates: Sequence[Candidate],
+        *,
+        best_secs: float | None = None,
+        reference: bool = False,
     ) -> list[MeasureResult]:
         return [MeasureResult(MeasureStatus.OK, (1e-3,), flops=1) for _ in candidates]
 

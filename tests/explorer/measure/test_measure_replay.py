@@ -89,7 +89,7 @@ def test_confirm_best_pools_with_the_default_remeasure(mm, target):
         def __init__(self, *results: MeasureResult) -> None:
             self.results = list(results)
 
-        def measure(self, candidates, *, best_secs=None):
+        def measure(self, candidates, *, best_secs=None, reference=False):
             return [self.results.pop(0) for _ in candidates]
 
     c = cand(mm, target, 1)
