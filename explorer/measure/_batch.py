@@ -27,7 +27,8 @@ class Batch:
     # timing of this batch so far: kernels hopeless_ratio times slower stop after 2 repeats
     # (``_timing.time_main``). A side-by-side re-timing (``retiming``) has no best, and cuts
     # only kernels of ``CUT_MIN_CALL_SECS`` or more a call against its fastest. A reference
-    # (a run's baseline) cuts kernels of ``CUT_MIN_CALL_SECS`` or more a call as it would.
+    # (a run's baseline) cuts every kernel of ``CUT_MIN_CALL_SECS`` or more a call, with or
+    # without a best.
     best_secs: float | None = None
     fastest_secs: float = math.inf
     retiming: bool = False

@@ -153,13 +153,15 @@ class LocalMeasurer(Measurer):
 
         Raises:
             RuntimeError: the measurer is closed.
-            TypeError: an element is not a ``Candidate``.
+            TypeError: an element is not a ``Candidate``, or ``reference`` is not a bool.
         """
         cands = _checked(candidates)
+        if not isinstance(reference, bool):
+            raise TypeError(f"reference must be True or False (got {reference!r})")
         with self._lock:
             self._check_open()
             per_round = self._measure(
-                cands, rounds=1, best=_checked_best(best_secs), reference=bool(reference)
+                cands, rounds=1, best=_checked_best(best_secs), reference=reference
             )
             return [rs[0] for rs in per_round]
 

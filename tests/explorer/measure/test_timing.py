@@ -407,6 +407,8 @@ def test_a_run_times_its_baseline_of_a_tenth_of_a_second_as_a_reference(target):
         (plain,) = m.measure([slow])
         (reference,) = m.measure([slow], reference=True)
         (quick,) = m.measure([fast], reference=True)  # under 0.1 s a call: every repeat
+        with pytest.raises(TypeError, match="reference"):
+            m.measure([fast], reference="yes")
         with get_store(":memory:") as store:
             run = Tuner(measurer=m, store=store, confirm_top=1).run(
                 w, target, "random", max_trials=2, seed=0
