@@ -46,6 +46,7 @@ from explorer.model import (
     race_model,
     task_states,
     tune_model,
+    tune_spent,
 )
 from explorer.storage import environment, get_store
 
@@ -83,9 +84,12 @@ def main() -> int:
             )  # fmt: skip
             tuned_at = time.perf_counter()
             _print_tasks(task_states(model, store, tune))
+            # tune_relax gets what ours spent: a tune stops short of --trials when every
+            # task's search ran out of new schedules.
+            spent = tune_spent(model, store, tune)
             race = race_model(
                 model, store, tune=tune, rounds=args.rounds,
-                tune_relax_trials=0 if args.no_tune_relax else args.trials,
+                tune_relax_trials=0 if args.no_tune_relax else spent,
             )  # fmt: skip
             raced = time.perf_counter() - tuned_at
             secs = {e.name: e.fastest_secs for e in race.entries if not e.error}

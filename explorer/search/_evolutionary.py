@@ -35,9 +35,10 @@ from explorer.errors import ExplorerError, SearchError
 from explorer.search._base import AUTO, Capabilities, SearchStrategy, check_scaled
 from explorer.search._feature_cache import cached_per_store_feature
 from explorer.search._start import StartPlan, first_candidates, is_hand_start, plan_start
+from explorer.search._trace_matcher import TraceMatcher, replay
 from explorer.search._transfer import by_workload, check_transfer_from, transfer_records
-from explorer.space import SAMPLING_KINDS, KnobSpace, Point
-from explorer.types import JSON, MeasureStatus
+from explorer.space import KnobSpace, Point
+from explorer.types import MeasureStatus
 
 log = logging.getLogger(__name__)
 
@@ -51,72 +52,6 @@ _UNBOUNDED_TRIALS = 1 << 30
 _POPULATION, _MIN_POPULATION = 512, 64  # MetaSchedule's default; a floor for small rounds
 # Build failures never reach MetaSchedule's cost model (update_cost_model.cc prunes them).
 _BUILD_FAILURES = (MeasureStatus.BUILD_ERROR, MeasureStatus.INVALID)
-
-
-class TraceMatcher:
-    """Maps a MetaSchedule trace back onto the knob space, when it lies in it.
-
-    A trace is *representable* when its instructions (postprocessing aside) are exactly those of
-    one sketch and every decision lies in that knob's domain. MetaSchedule's ``MutateParallel``
-    rewrites an annotation and ``MutateComputeLocation`` moves a block; such traces are real
-    schedules the knob space cannot name, so they keep their raw decisions instead.
-    """
-
-    def __init__(self, knob_space: KnobSpace):
-        self.knob_space = knob_space
-        design = knob_space.design
-        self._signatures = [
-            _signature(design.sketch_trace(s)) for s in range(knob_space.num_sketches)
-        ]
-
-    def sketch_of(self, trace: Any) -> int | None:
-        """The sketch this trace instantiates, or ``None``.
-
-        A prefix match: a trace replayed from JSON has lost its postprocessing marker, so its
-        postprocessing instructions follow the sketch's as ordinary ones.
-        """
-        sig = _signature(trace)
-        matches = [s for s, known in enumerate(self._signatures) if sig[: len(known)] == known]
-        return max(matches, key=lambda s: len(self._signatures[s]), default=None)
-
-    def describe(self, trace: Any) -> dict[str, JSON]:
-        """``Candidate.decisions`` for a trace: KnobSpace form when representable, else raw.
-
-        Representable: ``{"sketch", "point", "values"}`` (what ``KnobSpace.materialize`` writes,
-        so ``KnobSpace.point_of_candidate`` works). Otherwise ``{"sketch": s | None, "values"}``.
-        """
-        values = _decisions_of(trace)
-        sketch = self.sketch_of(trace)
-        point = None if sketch is None else self.knob_space.point_of(sketch, values)
-        if point is None:
-            return {"sketch": sketch, "values": list(values)}
-        return {"sketch": sketch, "point": list(point.indices), "values": list(values)}
-
-    def point_of(self, trace: Any, *, project: bool = False) -> Point | None:
-        """The knob-space point of a trace; with ``project`` an out-of-domain decision falls back
-        to the sketch's own (index 0) instead of making the trace unrepresentable."""
-        sketch = self.sketch_of(trace)
-        if sketch is None:
-            return None
-        values = _decisions_of(trace)
-        point = self.knob_space.point_of(sketch, values)
-        if point is not None or not project:
-            return point
-        domains = self.knob_space.domains[sketch]
-        if len(domains) != len(values):
-            return None
-        indices = tuple(
-            d.values.index(v) if v in d.values else 0 for d, v in zip(domains, values, strict=True)
-        )
-        return Point(sketch, indices)
-
-    def point_of_candidate(self, candidate: Candidate, *, project: bool = False) -> Point | None:
-        """Like ``point_of``, for any candidate (its trace is replayed when it has no point)."""
-        point = self.knob_space.point_of_candidate(candidate)
-        if point is not None:
-            return point
-        sch = _replay(candidate.workload.mod(), candidate.trace)
-        return None if sch is None else self.point_of(sch.trace, project=project)
 
 
 def population_for(population_size: int | str, per_iter: int) -> int:
@@ -162,7 +97,10 @@ class EvolutionarySearch(SearchStrategy):
             settings record the numbers used.
         num_threads: threads for MetaSchedule's sampling and XGBoost. TVM splits work between
             threads dynamically, so proposals are reproducible under a seed only with 1.
-        max_empty_rounds: consecutive rounds without a new candidate after which ``ask`` gives up.
+        max_empty_rounds: consecutive rounds of MetaSchedule without a new candidate after which
+            a round of the design space's random points, the cost model's best first, is
+            measured instead (``num_random_rounds_`` counts them); ``ask`` gives up when that
+            finds nothing new either.
         transfer_from: ``None`` or ``"auto"``: before the first round, the XGB model learns
             from the record store's trials of *other* workloads on the same target
             (``explorer.search._transfer``), as ``tune_relax`` shares one model between tasks.
@@ -270,12 +208,13 @@ class EvolutionarySearch(SearchStrategy):
             self.cost_model_,
         )
         self._seen: set[str] = set()  # trace keys proposed or told
+        self._seen_points: set[Point] = set()  # their knob points: a point has several traces
         self._predicted: dict[str, float] = {}
         self._round: dict[str, Any] = {}  # key -> MS candidate, this round (asked or pending)
         self._pending: list[tuple[str, Candidate]] = []  # generated, not yet asked
         self._results: dict[str, tuple[Any, bool]] = {}  # key -> (RunnerResult, built)
         self._exhausted = False
-        self.num_rounds_ = 0
+        self.num_rounds_ = self.num_random_rounds_ = 0
         # Step 2. A start is measured before the first round, so that round's population
         # draws on it.
         self.start_plan_: StartPlan | None = plan_start(self.start, self.knob_space_, history)
@@ -333,7 +272,8 @@ class EvolutionarySearch(SearchStrategy):
             return []
         if self._first:
             out, self._first = self._first[:n], self._first[n:]
-            self._seen.update(trace_key(c.trace) for c in out)
+            for c in out:
+                self._see(c)
             return out
         if not self._pending:
             self._close_round()
@@ -344,8 +284,7 @@ class EvolutionarySearch(SearchStrategy):
     def tell(self, records: Sequence[TrialRecord]) -> None:
         foreign = []
         for r in records:
-            key = trace_key(r.candidate.trace)
-            self._seen.add(key)
+            key = self._see(r.candidate)
             if key in self._round and key not in self._results:
                 self._results[key] = _runner_result(r.result)
             elif is_hand_start(r.candidate):
@@ -368,7 +307,8 @@ class EvolutionarySearch(SearchStrategy):
 
     # -- MetaSchedule round -------------------------------------------------------------------
     def _new_round(self) -> None:
-        for _ in range(self.max_empty_rounds):
+        # After a random round, one more of MetaSchedule's may already say it has nothing new.
+        for _ in range(1 if self.num_random_rounds_ else self.max_empty_rounds):
             # Not while a kernel is timed in another thread (the notebook): it uses every core.
             with _numpy_global_seed(self.rng), TIMING_GATE.work():
                 generated = self.context_.generate_measure_candidates()
@@ -386,9 +326,10 @@ class EvolutionarySearch(SearchStrategy):
                 if not self._allowed(cand):  # a space within a recording: only what it holds
                     continue
                 # MetaSchedule deduplicates within a session only; after a resume it may offer
-                # what was measured before, which the ask/tell contract forbids.
-                if key not in self._seen:
-                    self._seen.add(key)
+                # what was measured before, which the ask/tell contract forbids (under another
+                # trace, too: a point drawn at random, in its database since).
+                if not self._was_seen(cand):
+                    self._see(cand)
                     fresh.append((key, mc, cand))
             if not fresh:
                 continue
@@ -400,7 +341,47 @@ class EvolutionarySearch(SearchStrategy):
                 self._pending.append((key, cand))
             self.num_rounds_ += 1
             return
-        self._exhausted = True
+        # MetaSchedule's evolution counts as measured only what it proposed in this session.
+        # Carried over from earlier runs (a model tune's chunk), its population converged on
+        # their schedules: BERT's largest matmul after 194 trials got 0 new of 4, five rounds
+        # in a row, and the model tune stopped at 1500 of 2000 trials. Random points go on.
+        self._exhausted = not self._random_round()
+
+    def _see(self, cand: Candidate) -> str:
+        """Mark ``cand`` proposed or told, by its trace and its knob point; its trace's key."""
+        key = trace_key(cand.trace)
+        self._seen.add(key)
+        if (point := self.knob_space_.point_of_candidate(cand)) is not None:
+            self._seen_points.add(point)
+        return key
+
+    def _was_seen(self, cand: Candidate) -> bool:
+        point = self.knob_space_.point_of_candidate(cand)
+        return trace_key(cand.trace) in self._seen or point in self._seen_points
+
+    def _random_round(self) -> bool:
+        """Queue the ``num_trials_per_iter`` best of ``population_size`` random points of the
+        design space not proposed before, by the cost model; whether there was any."""
+        drawn: list[Candidate] = []
+        for _ in range(int(self.resolved_["population_size"])):
+            try:
+                drawn.append(self.space.sample(self.rng).candidate)
+            except SearchError:
+                continue
+        # Read as MetaSchedule's traces are (a drawn trace, replayed, may name another point).
+        unique: dict[object, Candidate] = {}  # by point (by trace where it has none)
+        for cand in self._predicted_points(drawn):
+            if not self._was_seen(cand) and self._allowed(cand):
+                point = self.knob_space_.point_of_candidate(cand)
+                unique.setdefault(point or trace_key(cand.trace), cand)
+        fresh = sorted(unique.values(), key=lambda c: -self._predicted[trace_key(c.trace)])
+        for cand in fresh[: int(self.resolved_["num_trials_per_iter"])]:
+            self._pending.append((self._see(cand), cand))  # told as foreign: learned
+        if fresh:
+            self.num_random_rounds_ += 1
+            log.info("EvolutionarySearch: MetaSchedule offered only measured schedules; "
+                     "random round %d", self.num_random_rounds_)  # fmt: skip
+        return bool(fresh)
 
     def _pool_sample(self, n: int) -> list[Candidate]:
         """``n`` distinct random points of the pool: the first round's measured traces."""
@@ -417,18 +398,25 @@ class EvolutionarySearch(SearchStrategy):
         sketches its first draws measured: in 150-trial ResNet-18 tunes every 3x3 task that
         measured a packed sketch reached 161-231 GFLOPS, every other one 44-163."""
         done = {_sketch_of(r.candidate) for r in history}
-        out: list[Candidate] = []
-        drawn_mcs: list[Any] = []
+        drawn: list[Candidate] = []
         for sketch in self.rng.permutation(self.space.num_sketches):
             if int(sketch) in done:
                 continue
             try:
-                drawn = self.space.sample(self.rng, sketch=int(sketch)).candidate
+                drawn.append(self.space.sample(self.rng, sketch=int(sketch)).candidate)
             except SearchError:  # no valid draw of it: its share of the evolution stays
                 continue
-            sch = _replay(self._mod, drawn.trace)
-            if sch is not None:  # as MetaSchedule's proposals are: described and predicted
-                out.append(replace(drawn, decisions=self.matcher_.describe(sch.trace)))
+        return self._predicted_points(drawn)
+
+    def _predicted_points(self, drawn: Sequence[Candidate]) -> list[Candidate]:
+        """The design space's points ``drawn`` that replay here, as MetaSchedule's proposals
+        are: described, and their cost model's scores kept."""
+        out: list[Candidate] = []
+        drawn_mcs: list[Any] = []
+        for cand in drawn:
+            sch = replay(self._mod, cand.trace)
+            if sch is not None:
+                out.append(replace(cand, decisions=self.matcher_.describe(sch.trace)))
                 drawn_mcs.append(_tvm.ms.MeasureCandidate(sch, self._args_info))
         if out:
             with _numpy_global_seed(self.rng), TIMING_GATE.work():
@@ -546,41 +534,17 @@ def _as_measured(
     (``_runner_result``: with whether its cost model learns from each)."""
     cands, results = [], []
     for r in records:
-        sch = _replay(mod, r.candidate.trace)
+        sch = replay(mod, r.candidate.trace)
         if sch is not None:
             cands.append(_tvm.ms.MeasureCandidate(sch, args_info))
             results.append(_runner_result(r.result))
     return cands, results
 
 
-def _replay(mod: Any, trace_json: JSON) -> Any | None:
-    sch = _tvm.Schedule(mod)
-    try:
-        _tvm.apply_trace_json(trace_json, sch)
-    except (_tvm.ScheduleError, ValueError, RuntimeError):
-        return None
-    return sch
-
-
 def _sketch_of(candidate: Candidate) -> int | None:
     """The sketch ``candidate.decisions`` names (``TraceMatcher.describe``), if any."""
     decisions = candidate.decisions
     return decisions.get("sketch") if isinstance(decisions, dict) else None
-
-
-def _signature(trace: Any) -> tuple[str, ...]:
-    """The trace's instructions without decisions or postprocessing, as lines of text."""
-    simplified = trace.simplified(remove_postproc=True)
-    lines = _tvm.Trace(list(simplified.insts), {}).as_python(remove_postproc=True)
-    return tuple(str(line) for line in lines)
-
-
-def _decisions_of(trace: Any) -> tuple[JSON, ...]:
-    return tuple(
-        _tvm.to_plain(trace.get_decision(inst))
-        for inst in trace.insts
-        if inst.kind.name in SAMPLING_KINDS
-    )
 
 
 @contextlib.contextmanager

@@ -31,7 +31,8 @@ from explorer.core import (
     RunInfo,
     TrialRecord,
 )
-from explorer.search._evolutionary import FAILED_RUN_SECS, TraceMatcher
+from explorer.search._evolutionary import FAILED_RUN_SECS
+from explorer.search._trace_matcher import TraceMatcher
 from explorer.space import KnobSpace
 from explorer.target import Target
 from explorer.types import MeasureStatus

@@ -122,6 +122,25 @@ def test_a_search_measures_each_sketch_first_and_a_resumed_one_those_not_measure
     assert drawn == set(range(n)) - {r.candidate.decisions["sketch"] for r in history}
 
 
+def test_a_chunk_whose_evolution_offers_only_measured_schedules_draws_random_ones(space):
+    """MetaSchedule's evolution counts as measured only what it proposed itself: carried over
+    from earlier runs (a model tune's chunk), a converged population re-proposed their
+    schedules round after round, and the run stopped with its budget unspent (a 2000-trial BERT
+    tune ended at 1500: each task's chunk got 0-2 of 16). A search that evolves nothing and
+    starts from the measured ones only re-proposes them every round: it goes on with random
+    points of the space, ranked by its model, and never repeats one."""
+    history = _drive(_small(), space, trials=24, seed=0)
+    s = _small(init_measured_ratio=1.0, init_min_unmeasured=0, genetic_num_iters=0, eps_greedy=0)
+    more = _drive(s, space, trials=24 + 12, seed=1, history=history)[24:]
+    assert s.num_random_rounds_ >= 2 and s.num_rounds_ == 0
+    old = {trace_key(r.candidate.trace) for r in history}
+    new = [trace_key(r.candidate.trace) for r in more]
+    assert len(set(new)) == 12 and not old & set(new)
+    assert all(math.isfinite(r.predicted[PREDICTION_NAME]) for r in more)
+    assert all(r.candidate.decisions.get("sketch") is not None for r in more)
+    assert s.cost_model_.data_size == 24 + 12  # each random round's results learned from
+
+
 def test_registry_and_settings():
     s = make_strategy("evolutionary", population_size=64)
     assert isinstance(s, EvolutionarySearch)
