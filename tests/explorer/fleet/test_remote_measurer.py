@@ -32,6 +32,7 @@ from explorer.fleet import (
 from explorer.fleet._local import WORK_PREFIX
 from explorer.machine import CACHE_ENV, measure_peak
 from explorer.measure import Candidate, MeasureConfig, RemoteMeasurer
+from explorer.measure._batch import CUT_MIN_CALL_SECS
 from explorer.measure._remote import NoSuchKey, TargetNotReported
 from explorer.search import make_strategy
 from explorer.session import ScheduleSession
@@ -471,3 +472,23 @@ def test_a_network_task_split_from_its_weight_copy_runs_on_a_device(
     with RemoteMeasurer(fleet.tracker, "local", FAST) as m:
         results = m.measure(packed)
     assert [r.status for r in results] == [MeasureStatus.OK] * len(packed), results
+
+
+def test_a_reference_and_a_hopeless_kernel_are_cut_short_on_a_device_too(
+    fleet: LocalFleet, target: Target
+) -> None:
+    """The device's runner honours the bar the measurer sends: a run's baseline timed as a
+    reference (``reference=True``) gets 2 repeats from 0.1 s a call, a kernel hopeless
+    against the caller's best gets 2, and the same program alone gets every repeat."""
+    slow = unscheduled(get_workload("matmul", M=512, N=512, K=512), target)
+    config = MeasureConfig(repeat=5, max_spread=math.inf, run_timeout_secs=20)
+    with RemoteMeasurer(fleet.tracker, "local", config) as m:
+        (plain,) = m.measure([slow])
+        (reference,) = m.measure([slow], reference=True)
+        (hopeless,) = m.measure([slow], best_secs=0.001)
+    for result in (plain, reference, hopeless):
+        assert result.is_ok, result.error_msg
+    assert min(plain.run_secs) >= CUT_MIN_CALL_SECS, "no longer slow enough to be cut"
+    assert len(plain.run_secs) == 5
+    # 2 repeats, or the check's call alone should a call take a second (a busy machine)
+    assert len(reference.run_secs) in (1, 2) and len(hopeless.run_secs) in (1, 2)
