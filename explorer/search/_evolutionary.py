@@ -326,8 +326,8 @@ class EvolutionarySearch(SearchStrategy):
                 if not self._allowed(cand):  # a space within a recording: only what it holds
                     continue
                 # MetaSchedule deduplicates within a session only; after a resume it may offer
-                # what was measured before, which the ask/tell contract forbids (under another
-                # trace, too: a point drawn at random, in its database since).
+                # what was measured before, which the ask/tell contract forbids (by its knob
+                # point too: one point has several traces).
                 if not self._was_seen(cand):
                     self._see(cand)
                     fresh.append((key, mc, cand))
