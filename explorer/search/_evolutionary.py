@@ -373,7 +373,7 @@ class EvolutionarySearch(SearchStrategy):
         for cand in self._predicted_points(drawn):
             if not self._was_seen(cand) and self._allowed(cand):
                 point = self.knob_space_.point_of_candidate(cand)
-                unique.setdefault(point or trace_key(cand.trace), cand)
+                unique.setdefault(trace_key(cand.trace) if point is None else point, cand)
         fresh = sorted(unique.values(), key=lambda c: -self._predicted[trace_key(c.trace)])
         for cand in fresh[: int(self.resolved_["num_trials_per_iter"])]:
             self._pending.append((self._see(cand), cand))  # told as foreign: learned
