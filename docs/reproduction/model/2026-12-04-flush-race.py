@@ -5,7 +5,9 @@ NAME]``: the model ``NAME`` (default: the first) of each database (``bench_model
 ``records.db``) built with each task's best schedule as the race builds it, every build checked
 against ONNX Runtime, then all of them and ONNX Runtime timed in ``N`` interleaved rounds (each
 round in another order) by the race's timer, each round's fastest call. Printed: each network's
-fastest call and its ratio to ONNX Runtime's in this run.
+fastest call and its ratio to ONNX Runtime's in this run. It runs in a session of its own, as
+the race's child does (``explorer.core._sched``): started from a shell's session on 2026-12-06,
+every contender, ONNX Runtime included, read about 1.8x slower than in the races.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 import onnxruntime
 
 from explorer import _tvm
+from explorer.core._sched import leave_session
 from explorer.measure import keep_off_worker_cores
 from explorer.model import MAX_ERROR, best_schedules
 from explorer.model._import import lower_as_stored
@@ -31,6 +34,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--model", default=None)
     args = parser.parse_args()
+    leave_session()
     print(f"machine: {environment()['cpu_model']}", flush=True)
     runners, session, feed = {}, None, None
     for db in args.db:
