@@ -2,11 +2,12 @@
 
 Import an ONNX file (its path on the kernel's machine), or pick a model already in the database;
 the panel lists its tasks by their share of the network's time, untuned and now. **Tune** spends
-one budget over the tasks (``explorer.model.tune_model``, the gradient scheduler by default);
-**Race** builds the network with every task's best schedule and races it against ONNX Runtime
-and the untuned build (``explorer.model.race_model``). Import, tune and race run one at a time on
-the context's search worker (``ctx.search_jobs``: they share the machine with a schedule search)
-and report through the UI thread. **Open in editor** opens the chosen task (the slowest now, at
+one budget over the tasks (``explorer.model.tune_model``, the gradient scheduler by default;
+**Learn from other tasks** is its ``transfer``); **Race** builds the network with every task's
+best schedule and races it against ONNX Runtime and the untuned build
+(``explorer.model.race_model``). Import, tune and race run one at a time on the context's search
+worker (``ctx.search_jobs``: they share the machine with a schedule search) and report through
+the UI thread. **Open in editor** opens the chosen task (the slowest now, at
 first) in the schedule editor: its best schedule when it was tuned, else unscheduled.
 
 Two plots: where the time goes (each task, untuned and now) and the races against trials spent
@@ -25,7 +26,7 @@ import ipywidgets as w
 
 from explorer.analysis import ModelTimesInfo, model_race_info, model_times_info
 from explorer.core import ModelRace, ModelRecord
-from explorer.errors import ModelError, RaceStopped
+from explorer.errors import CapabilityError, ModelError, RaceStopped
 from explorer.extras import check_installed
 from explorer.model import (
     SCHEDULERS,
@@ -42,7 +43,7 @@ from explorer.model import (
     tune_spent,
 )
 from explorer.plots import make_model_race_figure, make_model_tasks_figure
-from explorer.search import STRATEGIES
+from explorer.search import STRATEGIES, check_capabilities
 from explorer.session import ScheduleSession
 from explorer.text import error_text, format_secs, plural
 from explorer.types import MAX_TRIALS, TOO_MANY_TRIALS
@@ -142,6 +143,10 @@ class ModelPanel(Panel):
             w.Dropdown(options=list(SCHEDULERS), value="gradient", description="Scheduler"),
             "se-model-scheduler",
         )
+        self.transfer = tagged(  # tune_model(transfer=True): the CLI's --transfer
+            w.Checkbox(value=False, description="Learn from other tasks", indent=False),
+            "se-model-transfer",
+        )
         self.tune_button = tagged(
             w.Button(description="Tune", button_style="primary", icon="play"), "se-model-tune"
         )
@@ -165,7 +170,7 @@ class ModelPanel(Panel):
                 row(self.path, self.inputs, self.import_button),
                 self.tasks_table,
                 row(self.task, self.open_button),
-                row(self.trials, self.strategy, self.scheduler),
+                row(self.trials, self.strategy, self.scheduler, self.transfer),
                 row(self.tune_button, self.race_button, self.stop_button, self.progress),
                 self.status,
                 self.race_table,
@@ -227,7 +232,8 @@ class ModelPanel(Panel):
         )
 
     def tune(self) -> Job | None:
-        """Tune the shown model's tasks with the panel's budget, strategy and scheduler."""
+        """Tune the shown model's tasks with the panel's budget, strategy, scheduler and
+        transfer (Learn from other tasks)."""
         model = self._need_model("tune")
         trials = parse_whole(
             "Trials", self.trials.value, 1, "at least 1 trial", MAX_TRIALS, TOO_MANY_TRIALS
@@ -238,10 +244,19 @@ class ModelPanel(Panel):
             self._say(f"Not started: {trials}")
             return None
         strategy, scheduler = str(self.strategy.value), str(self.scheduler.value)
-        spent = tune_spent(model, self.ctx.store, tune_name(strategy, 0, scheduler))
+        transfer = bool(self.transfer.value)
+        try:
+            check_capabilities(strategy, transfer=transfer)
+        except CapabilityError as exc:
+            self._say(f"Not started: {exc} (untick Learn from other tasks, or pick one).")
+            return None
+        how = f"{strategy} ({scheduler}{', learning from other tasks' if transfer else ''})"
+        spent = tune_spent(
+            model, self.ctx.store, tune_name(strategy, 0, scheduler, transfer=transfer)
+        )
         if spent >= trials:  # Trials is the tune's total: nothing would run, and it would race
             self._say(
-                f"Not started: {model.name}'s tune with {strategy} ({scheduler}) has spent "
+                f"Not started: {model.name}'s tune with {how} has spent "
                 f"{plural(spent, 'trial')} already and Trials is its total: set Trials above "
                 f"{spent} to tune further (Race races what it found)."
             )
@@ -254,7 +269,7 @@ class ModelPanel(Panel):
             with self.ctx.search_measurer() as measurer:
                 return tune_model(
                     model, self.ctx.store, measurer, max_trials=trials, strategy=strategy,
-                    scheduler=scheduler, should_stop=job.is_cancelled,
+                    scheduler=scheduler, transfer=transfer, should_stop=job.is_cancelled,
                     on_progress=lambda p: _ui.call_soon(self._on_progress, p),
                     on_step=lambda step: _ui.call_soon(self._say, f"{model.name}: {step}..."),
                 )  # fmt: skip
@@ -262,7 +277,7 @@ class ModelPanel(Panel):
         self.progress.value, self.progress.max = 0, trials
         return self._submit(
             TUNE, work, self._on_tuned,
-            f"Tuning {model.name}: {more} with {strategy} ({scheduler})...",
+            f"Tuning {model.name}: {more} with {how}...",
         )  # fmt: skip
 
     def race(self, tune: str | None = None) -> Job | None:

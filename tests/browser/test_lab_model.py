@@ -73,6 +73,13 @@ def test_the_model_tab_imports_tunes_races_and_opens_a_task(model_page: Any) -> 
 
     set_text(page, "se-model-trials", "8")
     page.locator(".se-model-strategy select").select_option("random")
+    # learning from the other tasks needs a model-guided strategy: refused in one sentence
+    transfer = page.locator(".se-model-transfer input[type=checkbox]")
+    transfer.check()
+    kernel_settled(page)
+    page.locator(".se-model-tune").click()
+    expect(status).to_contain_text("Not started: strategy 'random' cannot learn from other")
+    transfer.uncheck()
     kernel_settled(page)
     page.locator(".se-model-tune").click()
     expect(status).to_contain_text("Race 1: tuned ", timeout=RACE_TIMEOUT)

@@ -319,3 +319,46 @@ def test_an_import_and_a_tune_on_a_busy_machine_say_so(local_ctx, tiny_onnx) -> 
         "than on a quiet machine and may rank its schedules wrongly (the race times the "
         "network again)."
     ), panel.status.value
+
+
+@pytest.mark.timeout(900)
+def test_a_tune_that_learns_from_the_other_tasks(local_ctx, tiny_onnx) -> None:
+    panel = ModelPanel(local_ctx)
+    panel.path.value = str(tiny_onnx)
+    panel.import_file()
+    settle(panel)
+    model = panel.model
+    assert model is not None and not panel.transfer.value  # off unless asked for
+    # a strategy without a model to teach is refused in one sentence, before any work
+    panel.trials.value, panel.strategy.value, panel.transfer.value = "4", "random", True
+    assert panel.tune() is None
+    said = panel.status.value
+    assert said.startswith("Not started: strategy 'random' cannot learn from other workloads'")
+    assert said.endswith("(untick Learn from other tasks, or pick one).")
+    assert "these can: autotvm, evolutionary" in said
+    assert local_ctx.store.model_runs(model.id) == []
+
+    panel.strategy.value = "evolutionary"
+    job = panel.tune()
+    assert job is not None
+    said = panel.status.value
+    assert said == (
+        "Tuning tiny: 4 trials with evolutionary (gradient, learning from other tasks)..."
+    )
+    assert job.wait(WAIT) and job.state is JobState.FINISHED, job.exception
+    runs = local_ctx.store.model_runs(model.id)
+    assert runs and {tune for _, _, tune in runs} == {"evolutionary+transfer/seed0/gradient"}
+    assert all(
+        local_ctx.store.get_run(run_id).settings.get("transfer_from") == "auto"
+        for run_id, _, _ in runs
+    )
+    # the race that follows is stopped: this test is about the tune
+    assert eventually(lambda: panel.job is not None and panel.job.name == RACE, 30)
+    panel.stop()
+    settle(panel, JobState.ERROR)
+    # Trials is that tune's total, as for any other tune
+    assert panel.tune() is None
+    assert panel.status.value.startswith(
+        "Not started: tiny's tune with evolutionary (gradient, learning from other tasks) has "
+        "spent 4 trials already"
+    ), panel.status.value
