@@ -37,6 +37,15 @@ def settle(panel: ModelPanel, state: JobState = JobState.FINISHED) -> None:
     assert job.state is state, job.exception
 
 
+def imported_panel(ctx: Context, onnx_path) -> ModelPanel:
+    """A Model panel with the tiny network imported."""
+    panel = ModelPanel(ctx)
+    panel.path.value = str(onnx_path)
+    panel.import_file()
+    settle(panel)
+    return panel
+
+
 def eventually(condition: Callable[[], bool], secs: float) -> bool:
     """Run the UI's queued calls (the panel's polls among them) until ``condition`` holds."""
     deadline = time.monotonic() + secs
@@ -228,10 +237,7 @@ def test_a_second_notebook_on_the_same_database_shows_in_the_first(
 
 @pytest.mark.timeout(900)
 def test_budget_again_double_click_and_a_stopped_race(local_ctx, tiny_onnx) -> None:
-    panel = ModelPanel(local_ctx)
-    panel.path.value = str(tiny_onnx)
-    panel.import_file()
-    settle(panel)
+    panel = imported_panel(local_ctx, tiny_onnx)
     panel.trials.value, panel.strategy.value = "4", "random"
     assert panel.tune() is not None
     settle(panel)
@@ -269,10 +275,7 @@ def test_budget_again_double_click_and_a_stopped_race(local_ctx, tiny_onnx) -> N
 def test_a_race_read_on_a_busy_machine_says_so_wherever_its_verdict_shows(
     local_ctx, tiny_onnx
 ) -> None:
-    panel = ModelPanel(local_ctx)
-    panel.path.value = str(tiny_onnx)
-    panel.import_file()
-    settle(panel)
+    panel = imported_panel(local_ctx, tiny_onnx)
     model = panel.model
     # a race as the race stores it when other processes kept 1.4 cores busy meanwhile
     entries = (
@@ -323,10 +326,7 @@ def test_an_import_and_a_tune_on_a_busy_machine_say_so(local_ctx, tiny_onnx) -> 
 
 @pytest.mark.timeout(900)
 def test_a_tune_that_learns_from_the_other_tasks(local_ctx, tiny_onnx) -> None:
-    panel = ModelPanel(local_ctx)
-    panel.path.value = str(tiny_onnx)
-    panel.import_file()
-    settle(panel)
+    panel = imported_panel(local_ctx, tiny_onnx)
     model = panel.model
     assert model is not None and not panel.transfer.value  # off unless asked for
     # a strategy without a model to teach is refused in one sentence, before any work
