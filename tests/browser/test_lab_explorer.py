@@ -165,6 +165,10 @@ def apply_step(page: Any, primitive: str, loop: str, factors: str | None = None)
     choose(page, "se-param-loop", loop)
     if factors is not None:
         set_text(page, "se-param-factors", factors)
+    # ipywidgets holds a field's update back while its previous one is unanswered, and the
+    # click (another widget) does not wait for it: a clean clone's CI split i_0 with the old
+    # factors where the test had chosen j (2026-12-06). The kernel has the form first.
+    kernel_settled(page)
     page.locator(".se-apply").first.click()
 
 
@@ -456,6 +460,7 @@ def test_long_fused_loop_names_stay_inside_the_editor(ui):
         choose_primitive(page, primitive, ["loops"])
         kernel_settled(page)
         set_text(page, "se-param-loops", names)
+        kernel_settled(page)  # the kernel has the form before the click (apply_step)
         page.locator(".se-apply").first.click()
         before = wait_script_changed(page, before)
     expect(page.locator(".se-error").first).to_be_hidden()
