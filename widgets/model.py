@@ -7,8 +7,8 @@ one budget over the tasks (``explorer.model.tune_model``, the gradient scheduler
 best schedule and races it against ONNX Runtime and the untuned build
 (``explorer.model.race_model``). Import, tune and race run one at a time on the context's search
 worker (``ctx.search_jobs``: they share the machine with a schedule search) and report through
-the UI thread. **Open in editor** opens the chosen task (the slowest now, at
-first) in the schedule editor: its best schedule when it was tuned, else unscheduled.
+the UI thread. **Open in editor** opens the chosen task (the slowest now, at first) in the
+schedule editor: its best schedule when it was tuned, else unscheduled.
 
 Two plots: where the time goes (each task, untuned and now) and the races against trials spent
 (``explorer._plots_model``, over ``explorer.analysis.model_times_info`` / ``model_race_info``).
