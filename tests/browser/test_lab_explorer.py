@@ -165,10 +165,8 @@ def apply_step(page: Any, primitive: str, loop: str, factors: str | None = None)
     choose(page, "se-param-loop", loop)
     if factors is not None:
         set_text(page, "se-param-factors", factors)
-    # ipywidgets holds a field's update back while its previous one is unanswered, and the
-    # click (another widget) does not wait for it: a clean clone's CI split i_0 with the old
-    # factors where the test had chosen j (2026-12-06). The kernel has the form first.
-    kernel_settled(page)
+    # Clicked at once, as a user would: the click reaches the kernel after the fields'
+    # updates, held back or not (test_apply_on_a_busy_kernel_splits_the_loop_chosen_last).
     page.locator(".se-apply").first.click()
 
 
@@ -323,6 +321,42 @@ def test_editor_illegal_steps_show_the_banner_and_keep_the_script(ui):
     assert_page_clean(page, page.log, "after illegal steps")
 
 
+CLICK_ORDER = "schedule-explorer:click-order"
+_HOLD_KERNEL_JS = """(secs) => {
+  const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+  window._seHeld = kernel.requestExecute({code: `import time; time.sleep(${secs})`,
+                                          store_history: false});
+}"""
+
+
+def test_apply_on_a_busy_kernel_splits_the_loop_chosen_last(ui):
+    """A user who changes their mind about the loop and clicks Apply while the kernel is busy
+    gets the loop the page shows. ipywidgets holds the second choice back until the kernel has
+    answered the first, and the click used to overtake it: the step split the first choice.
+    The explorer's JupyterLab extension (plugin ``schedule-explorer:click-order``) sends held
+    updates before a click; without it (checked by removing the plugin) the step splits k."""
+    page = ui
+    page.wait_for_function(f"() => window.jupyterapp.isPluginActivated('{CLICK_ORDER}')")
+    reset = page.locator(".se-reset").first
+    if reset.is_enabled():  # from the unscheduled workload, whatever the earlier tests left
+        reset.click()
+    kernel_settled(page)
+    before = script_text(page)
+    choose_primitive(page, "split", ["loop", "factors"])
+    kernel_settled(page)
+    page.evaluate(_HOLD_KERNEL_JS, 5)  # the kernel runs for 5 s: every update waits
+    choose(page, "se-param-loop", "k")
+    choose(page, "se-param-loop", "j")  # held back: the kernel has not answered "k"
+    set_text(page, "se-param-factors", "None, 8")
+    page.locator(".se-apply").first.click()
+    page.evaluate("() => window._seHeld.done")
+    after = wait_script_changed(page, before)
+    kernel_settled(page)
+    assert "j_0" in after and "k_0" not in after, code_of(after)
+    expect(page.locator(".se-error").first).to_be_hidden()
+    assert_page_clean(page, page.log, "after an Apply on a busy kernel")
+
+
 def test_measure_shows_a_latency(ui):
     page = ui
     latency = page.locator(".se-latency").first
@@ -379,7 +413,6 @@ def test_short_search_fills_the_convergence_plot(ui):
     expect(status).to_have_text("Max trials must be a whole number (got 2.5).")
     set_text(page, "se-trials", "8")
     expect(start).to_be_enabled()
-    kernel_settled(page)  # the kernel has the new settings before Start is pressed
     shot(page, "06_search_before_start", panel)
 
     convergence = page.locator(".se-convergence").first
@@ -460,7 +493,6 @@ def test_long_fused_loop_names_stay_inside_the_editor(ui):
         choose_primitive(page, primitive, ["loops"])
         kernel_settled(page)
         set_text(page, "se-param-loops", names)
-        kernel_settled(page)  # the kernel has the form before the click (apply_step)
         page.locator(".se-apply").first.click()
         before = wait_script_changed(page, before)
     expect(page.locator(".se-error").first).to_be_hidden()
@@ -652,7 +684,6 @@ def ensure_searched(page: Any) -> None:
         return
     choose(page, "se-strategy", "random")
     set_text(page, "se-trials", "4")
-    kernel_settled(page)  # the kernel has the settings before Start is pressed
     page.locator(".se-start").first.click()
     expect(button).to_be_enabled(timeout=SEARCH_TIMEOUT)
 

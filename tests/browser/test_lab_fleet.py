@@ -19,7 +19,6 @@ from browser_helpers import (
     choose,
     explorer_page,
     full_shot,
-    kernel_settled,
     set_text,
     shot,
     text_input,
@@ -99,7 +98,6 @@ def test_the_fleet_tab_starts_lists_and_stops_a_local_fleet(
     expect(note).to_contain_text("target: what the devices of key local report")
     choose(page, "se-strategy", "random")
     set_text(page, "se-trials", "2")
-    kernel_settled(page)  # the kernel has the settings before Start
     page.locator(".se-start").click()
     expect(page.locator(".se-search-status")).to_contain_text(
         "Done: 2 trials", timeout=SEARCH_TIMEOUT

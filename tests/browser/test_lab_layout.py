@@ -20,7 +20,6 @@ from browser_helpers import (
     assert_page_clean,
     choose,
     explorer_page,
-    kernel_settled,
     reveal,
     set_text,
     settle,
@@ -128,7 +127,6 @@ def test_a_search_from_my_schedule_ends_with_a_whole_sentence(ui: Any) -> None:
     choose(page, "se-strategy", "autotvm")
     set_text(page, "se-trials", "8")
     page.locator(".se-from-session input").first.check()
-    kernel_settled(page)  # the kernel has the settings before Start
     page.locator(".se-start").first.click()
     status = page.locator(".se-search-status").first
     expect(status).to_contain_text(re.compile(r"^(Done|Stopped):"), timeout=300_000)

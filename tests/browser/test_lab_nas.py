@@ -103,7 +103,6 @@ def test_the_nas_tab_runs_a_search_plots_it_and_opens_a_layer(nas_page: Any) -> 
         ("se-nas-seed", "1"),
     ):
         set_text(page, cls, value)
-    kernel_settled(page)  # the kernel has the settings before Run
     shot(page, "nas_tab_before", panel)
 
     page.locator(".se-nas-run").click()

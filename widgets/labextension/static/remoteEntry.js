@@ -23,11 +23,20 @@
 // also adds those listeners on after-attach (adding a listener already there does nothing, and
 // after-detach removes them as before).
 //
+// 3. click-order: a click reaches the kernel after the fields the user changed before it. An
+// ipywidgets model holds its next update back while the kernel has not answered its previous
+// one, and a click is another model's message, sent at once: on a busy kernel the editor's
+// Apply arrived before the loop the user had just chosen, and split the loop chosen before it
+// (@jupyter-widgets/base 6.0.12, from jupyterlab_widgets 3.0.17). The fix: before a model sends a
+// message of its own (a click), every model of the same page whose update is held sends it,
+// as it would have once the kernel answered. The kernel then handles them in the order the
+// user acted.
+//
 // No build step: JupyterLab loads a federated extension as a script that defines a container,
 // `_JUPYTERLAB[name]`, with `init(shareScope)` and `get(module)`. The first plugin reaches the
-// widget manager's classes through their own extension's container; the second takes Lumino's
-// widgets from the shared scope `init` is given (JupyterLab shares one @lumino/widgets), so
-// neither needs a bundler.
+// widget manager's classes through their own extension's container; the others take Lumino's
+// widgets and the widget models from the shared scope `init` is given (JupyterLab shares one
+// @lumino/widgets and one @jupyter-widgets/base), so none needs a bundler.
 var _JUPYTERLAB;
 (function () {
   "use strict";
@@ -35,6 +44,7 @@ var _JUPYTERLAB;
   var MANAGER = "@jupyter-widgets/jupyterlab-manager";
   var PATCHED = Symbol.for("schedule-explorer.get_model");
   var TABS_PATCHED = Symbol.for("schedule-explorer.tab-listeners");
+  var ORDER_PATCHED = Symbol.for("schedule-explorer.click-order");
   // What Lumino 2's TabBar listens to on its node, added on before-attach.
   var TAB_EVENTS = ["pointerdown", "pointerleave", "dblclick", "keydown"];
   var shareScope = null;
@@ -70,9 +80,9 @@ var _JUPYTERLAB;
     base[PATCHED] = true;
   }
 
-  /** Lumino's widgets module, as JupyterLab shares it: the loaded version, else the newest. */
-  async function luminoWidgets() {
-    var versions = shareScope && shareScope["@lumino/widgets"];
+  /** A module as JupyterLab shares it (`name`): the loaded version, else the newest. */
+  async function shared(name) {
+    var versions = shareScope && shareScope[name];
     if (!versions) return null;
     var names = Object.keys(versions);
     var newest = function (a, b) {
@@ -88,7 +98,7 @@ var _JUPYTERLAB;
   }
 
   async function activateTabClicks() {
-    var widgets = await luminoWidgets();
+    var widgets = await shared("@lumino/widgets");
     var proto = widgets && widgets.TabBar && widgets.TabBar.prototype;
     if (!proto) {
       console.warn("[schedule explorer] no shared @lumino/widgets: tab bars are as Lumino has them");
@@ -103,6 +113,41 @@ var _JUPYTERLAB;
     proto[TABS_PATCHED] = true;
   }
 
+  async function activateClickOrder() {
+    var base = await shared("@jupyter-widgets/base");
+    var proto = base && base.WidgetModel && base.WidgetModel.prototype;
+    if (!proto || typeof proto.sync !== "function" || typeof proto.send !== "function") {
+      console.warn("[schedule explorer] no shared @jupyter-widgets/base: clicks may overtake held updates");
+      return;
+    }
+    if (proto[ORDER_PATCHED]) return;
+    var held = new Set(); // models that held an update back (some may have sent it since)
+    var sync = proto.sync;
+    proto.sync = function () {
+      var result = sync.apply(this, arguments);
+      if (this._msg_buffer !== null && this._msg_buffer !== undefined) held.add(this);
+      return result;
+    };
+    var send = proto.send;
+    proto.send = function () {
+      var manager = this.widget_manager;
+      held.forEach(function (model) {
+        if (model._msg_buffer === null || model._msg_buffer === undefined) {
+          held.delete(model); // the kernel answered and the model sent it
+        } else if (model.widget_manager === manager) {
+          // what the model does itself when the kernel answers (its _handle_status)
+          var msgId = model.send_sync_message(model._msg_buffer, model._msg_buffer_callbacks);
+          model.rememberLastUpdateFor(msgId);
+          model._msg_buffer = null;
+          model._msg_buffer_callbacks = null;
+          held.delete(model);
+        }
+      });
+      return send.apply(this, arguments);
+    };
+    proto[ORDER_PATCHED] = true;
+  }
+
   var plugins = [
     {
       id: "schedule-explorer:widget-restore",
@@ -115,6 +160,12 @@ var _JUPYTERLAB;
       description: "A tab bar attached without Lumino's before-attach message still hears clicks on its titles.",
       autoStart: true,
       activate: activateTabClicks,
+    },
+    {
+      id: "schedule-explorer:click-order",
+      description: "A click reaches the kernel after the field updates the page held back before it.",
+      autoStart: true,
+      activate: activateClickOrder,
     },
   ];
 
