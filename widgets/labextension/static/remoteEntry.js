@@ -26,11 +26,11 @@
 // 3. click-order: a click reaches the kernel after the fields the user changed before it. An
 // ipywidgets model holds its next update back while the kernel has not answered its previous
 // one, and a click is another model's message, sent at once: on a busy kernel the editor's
-// Apply arrived before the loop the user had just chosen, and split the loop chosen before it
-// (@jupyter-widgets/base 6.0.12, from jupyterlab_widgets 3.0.17). The fix: before a model sends a
-// message of its own (a click), every model of the same page whose update is held sends it,
-// as it would have once the kernel answered. The kernel then handles them in the order the
-// user acted.
+// Apply arrived before the loop the user had just chosen, and split the loop chosen before
+// it (@jupyter-widgets/base 6.0.12, from jupyterlab_widgets 3.0.17). The fix: before a model
+// sends a message of its own (a click), every model of the same page whose update is held
+// sends it, as it would have once the kernel answered. The kernel then handles them in the
+// order the user acted.
 //
 // No build step: JupyterLab loads a federated extension as a script that defines a container,
 // `_JUPYTERLAB[name]`, with `init(shareScope)` and `get(module)`. The first plugin reaches the
