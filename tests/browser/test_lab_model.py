@@ -63,7 +63,6 @@ def test_the_model_tab_imports_tunes_races_and_opens_a_task(model_page: Any) -> 
     panel = page.locator(".se-model").first
     status = page.locator(".se-model-status").first
     set_text(page, "se-model-path", "tiny.onnx")
-    kernel_settled(page)
     page.locator(".se-model-import").click()
     expect(status).to_contain_text("Imported tiny: 6 tasks", timeout=RACE_TIMEOUT)
     rows = page.locator(".se-model-tasks tr")
@@ -76,11 +75,9 @@ def test_the_model_tab_imports_tunes_races_and_opens_a_task(model_page: Any) -> 
     # learning from the other tasks needs a model-guided strategy: refused in one sentence
     transfer = page.locator(".se-model-transfer input[type=checkbox]")
     transfer.check()
-    kernel_settled(page)
     page.locator(".se-model-tune").click()
     expect(status).to_contain_text("Not started: strategy 'random' cannot learn from other")
     transfer.uncheck()
-    kernel_settled(page)
     page.locator(".se-model-tune").click()
     expect(status).to_contain_text("Race 1: tuned ", timeout=RACE_TIMEOUT)
     race = page.locator(".se-model-race").first
