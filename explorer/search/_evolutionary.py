@@ -67,6 +67,33 @@ def population_for(population_size: int | str, per_iter: int) -> int:
     return int(population_size)
 
 
+def carried_slots(told: int, per_iter: int, population: int, eps_greedy: float) -> int:
+    """How many candidates a round asks MetaSchedule for beyond ``per_iter`` when ``told``
+    measured schedules were told before its session began (a model tune's earlier chunks).
+
+    MetaSchedule's evolution skips only what it proposed itself in this session (its
+    ``measured_workloads_``; its source's TODO: "add records from the database to avoid
+    re-measuring"), and its cost model ranks the carried-over schedules, the best measured,
+    first: a round came back short or empty, and every round more is an evolution more. A round
+    larger by the carried-over ones that can reach it holds the ``per_iter`` best it would have
+    proposed knowing them (``_round_of`` keeps those). They come from the population (its
+    measured share and mutants that land on them): at most half of it counts, as a larger round
+    costs describing and matching every candidate, and MetaSchedule counts all it returned as
+    proposed. The size is raised so that its eps-greedy random share comes on top.
+
+    Example:
+        >>> carried_slots(0, 4, 64, 0.05), carried_slots(600, 4, 64, 0.05)
+        (0, 34)
+    """
+    if told <= 0:
+        return 0
+    wanted = per_iter + min(told, population // 2)
+    size = math.ceil(wanted / (1.0 - eps_greedy))
+    while size - int(size * eps_greedy) < wanted:
+        size += 1
+    return size - per_iter
+
+
 class EvolutionarySearch(SearchStrategy):
     """TVM MetaSchedule's ``EvolutionarySearch`` + ``XGBModel``, measured by our Tuner.
 
@@ -200,9 +227,10 @@ class EvolutionarySearch(SearchStrategy):
         ]
         self._token = self.database_.commit_workload(self._mod)
         self._args_info = ms.arg_info.ArgInfo.from_prim_func(self._mod["main"])
+        self._per_iter = per_iter
         self.context_.pre_tuning(
             _UNBOUNDED_TRIALS,
-            per_iter,
+            per_iter + carried_slots(len(history), per_iter, population, self.eps_greedy),
             sketches,
             self.database_,
             self.cost_model_,
@@ -214,7 +242,7 @@ class EvolutionarySearch(SearchStrategy):
         self._pending: list[tuple[str, Candidate]] = []  # generated, not yet asked
         self._results: dict[str, tuple[Any, bool]] = {}  # key -> (RunnerResult, built)
         self._exhausted = False
-        self.num_rounds_ = self.num_random_rounds_ = 0
+        self.num_rounds_ = self.num_random_rounds_ = self.num_empty_rounds_ = 0
         # Step 2. A start is measured before the first round, so that round's population
         # draws on it.
         self.start_plan_: StartPlan | None = plan_start(self.start, self.knob_space_, history)
@@ -314,25 +342,12 @@ class EvolutionarySearch(SearchStrategy):
                 generated = self.context_.generate_measure_candidates()
             if generated is None:  # MetaSchedule's own "search finished"
                 break
-            fresh = []
-            for mc in generated:
-                cand = Candidate(
-                    workload=self.space.workload,
-                    target=self.space.target,
-                    trace=_tvm.trace_to_json(mc.sch.trace),
-                    decisions=self.matcher_.describe(mc.sch.trace),
-                )
-                key = trace_key(cand.trace)
-                if not self._allowed(cand):  # a space within a recording: only what it holds
-                    continue
-                # MetaSchedule deduplicates within a session only; after a resume it may offer
-                # what was measured before, which the ask/tell contract forbids (by its knob
-                # point too: one point has several traces).
-                if not self._was_seen(cand):
-                    self._see(cand)
-                    fresh.append((key, mc, cand))
+            fresh = self._round_of(self._unseen(generated))
             if not fresh:
+                self.num_empty_rounds_ += 1
                 continue
+            for _, _, cand in fresh:
+                self._see(cand)
             with _numpy_global_seed(self.rng), TIMING_GATE.work():
                 scores = self.cost_model_.predict(self.context_, [mc for _, mc, _ in fresh])
             for (key, mc, cand), score in zip(fresh, scores, strict=True):
@@ -346,6 +361,44 @@ class EvolutionarySearch(SearchStrategy):
         # their schedules: BERT's largest matmul after 194 trials got 0 new of 4, five rounds
         # in a row, and the model tune stopped at 1500 of 2000 trials. Random points go on.
         self._exhausted = not self._random_round()
+
+    def _unseen(self, generated: Sequence[Any]) -> list[tuple[str, Any, Candidate]]:
+        """MetaSchedule's candidates not proposed or told before, as ``(key, candidate of
+        MetaSchedule's, Candidate)``, in its order, one per knob point."""
+        out: list[tuple[str, Any, Candidate]] = []
+        keys: set[str] = set()
+        points: set[Point] = set()
+        for mc in generated:
+            cand = Candidate(
+                workload=self.space.workload,
+                target=self.space.target,
+                trace=_tvm.trace_to_json(mc.sch.trace),
+                decisions=self.matcher_.describe(mc.sch.trace),
+            )
+            if not self._allowed(cand):  # a space within a recording: only what it holds
+                continue
+            # MetaSchedule deduplicates within a session only; after a resume it may offer
+            # what was measured before, which the ask/tell contract forbids (by its knob
+            # point too: one point has several traces).
+            key, point = trace_key(cand.trace), self.knob_space_.point_of_candidate(cand)
+            if key in self._seen or key in keys or point in self._seen_points or point in points:
+                continue
+            keys.add(key)
+            if point is not None:
+                points.add(point)
+            out.append((key, mc, cand))
+        return out
+
+    def _round_of(self, fresh: list[Any]) -> list[Any]:
+        """The round MetaSchedule would have proposed had it known the schedules told before
+        the session (``carried_slots``): of an enlarged round's unmeasured candidates, its
+        ``per_iter`` best first, then its random share, taken from the end, where
+        MetaSchedule's eps-greedy puts the random ones."""
+        if len(fresh) <= self._per_iter:
+            return fresh
+        randoms = int(self._per_iter * self.eps_greedy)
+        bests = fresh[: self._per_iter - randoms]
+        return bests + (fresh[-randoms:] if randoms else [])
 
     def _see(self, cand: Candidate) -> str:
         """Mark ``cand`` proposed or told, by its trace and its knob point; its trace's key."""

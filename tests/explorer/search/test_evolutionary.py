@@ -122,6 +122,21 @@ def test_a_search_measures_each_sketch_first_and_a_resumed_one_those_not_measure
     assert drawn == set(range(n)) - {r.candidate.decisions["sketch"] for r in history}
 
 
+def test_a_chunk_carried_over_gets_each_round_from_one_evolution(space):
+    """A model tune's chunk is told its task's earlier trials; MetaSchedule's evolution, which
+    skips only what it proposed itself, ranked the best of them first, and a round of
+    ``per_iter`` came back all measured: a BERT chunk of 16 trials with 624 carried over ran
+    MetaSchedule's evolution 12 times for 4 rounds, and three rounds fell back to random points.
+    A round asks for the carried-over ones on top (``carried_slots``) and keeps the
+    ``per_iter`` best it would have proposed knowing them."""
+    history = _drive(_small(), space, trials=36, seed=0)
+    s = _small()
+    more = _drive(s, space, trials=36 + 12, seed=1, history=history, batch=6)[36:]
+    assert (s.num_rounds_, s.num_empty_rounds_, s.num_random_rounds_) == (2, 0, 0)
+    old = {trace_key(r.candidate.trace) for r in history}
+    assert len({trace_key(r.candidate.trace) for r in more} - old) == 12
+
+
 def test_a_chunk_whose_evolution_offers_only_measured_schedules_draws_random_ones(space):
     """MetaSchedule's evolution counts as measured only what it proposed itself: carried over
     from earlier runs (a model tune's chunk), a converged population re-proposed their
