@@ -109,6 +109,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_nas.py
 	$(PY) benchmarks/bench_model.py
 	$(PY) benchmarks/bench_prepack.py
+	$(PY) benchmarks/bench_carry_over.py
 	$(PY) benchmarks/bench_race.py
 	$(PY) benchmarks/bench_transfer.py --quick
 	$(PY) benchmarks/bench_packing.py --quick

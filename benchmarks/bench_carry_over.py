@@ -21,7 +21,6 @@ Usage: ``python benchmarks/bench_carry_over.py [--db DB --task NAME --history 1,
 from __future__ import annotations
 
 import argparse
-import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -68,15 +67,16 @@ def show(label: str, row: dict, first: float) -> None:
 
 
 def from_database(args, measurer) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, get_store(args.db) as tuned:
+        model = tuned.models()[0]
+        task = next((t for t in model.tasks if t.name == args.task), None)
+        if task is None:
+            raise SystemExit(f"{args.db} has no task {args.task!r} in model {model.name!r}")
+        runs = [r for r, name, _ in tuned.model_runs(model.id) if name == task.name]
         first = None
-        for k in [int(x) for x in args.history.split(",")]:
-            copy = Path(tmp) / "records.db"
-            shutil.copy(args.db, copy)  # each chunk starts from the tune as it was
-            with get_store(copy) as store:
-                model = store.models()[0]
-                task = next(t for t in model.tasks if t.name == args.task)
-                runs = [r for r, name, _ in store.model_runs(model.id) if name == task.name]
+        for i, k in enumerate(int(x) for x in args.history.split(",")):
+            # Each chunk starts from the tune as it was: a copy of its database of its own.
+            with get_store(tuned.backup(Path(tmp) / f"records-{i}.db")) as store:
                 row = chunk(
                     store, measurer, task.workload, model.target, args, runs[:k], args.seed
                 )

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from explorer.core import Candidate, TrialRecord
 from explorer.errors import SearchError
 from explorer.search._base import AUTO, Capabilities, SearchStrategy, check_scaled
-from explorer.search._evolutionary import EvolutionarySearch, population_for
+from explorer.search._evolutionary import EvolutionarySearch
+from explorer.search._rounds import population_for
 from explorer.search._start import StartPlan, first_candidates, plan_start
 from explorer.search._transfer import check_transfer_from
 from explorer.space import KnobDomain, KnobSpace, Point
