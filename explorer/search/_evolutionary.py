@@ -86,8 +86,8 @@ class EvolutionarySearch(SearchStrategy):
             threads dynamically, so proposals are reproducible under a seed only with 1.
         max_empty_rounds: consecutive rounds of MetaSchedule without a new candidate after which
             a round of the design space's random points, the cost model's best first, is
-            measured instead (``num_random_rounds_`` counts them); ``ask`` gives up when that
-            finds nothing new either.
+            measured instead (``num_random_rounds_`` counts them, ``num_empty_rounds_`` the
+            rounds without one); ``ask`` gives up when that finds nothing new either.
         transfer_from: ``None`` or ``"auto"``: before the first round, the XGB model learns
             from the record store's trials of *other* workloads on the same target
             (``explorer.search._transfer``), as ``tune_relax`` shares one model between tasks.

@@ -125,8 +125,9 @@ def test_a_search_measures_each_sketch_first_and_a_resumed_one_those_not_measure
 def test_a_chunk_carried_over_gets_each_round_from_one_evolution(space):
     """A model tune's chunk is told its task's earlier trials; MetaSchedule's evolution, which
     skips only what it proposed itself, ranked the best of them first, and a round of
-    ``per_iter`` came back all measured: a BERT chunk of 16 trials with 624 carried over ran
-    MetaSchedule's evolution 12 times for 4 rounds, and three rounds fell back to random points.
+    ``per_iter`` came back short or all measured: a BERT chunk of 16 trials with 624 carried
+    over ran MetaSchedule's evolution 12 times for 4 rounds, and three fell back to random
+    points.
     A round asks for the carried-over ones on top (``carried_slots``) and keeps the
     ``per_iter`` best it would have proposed knowing them."""
     history = _drive(_small(), space, trials=36, seed=0)
