@@ -32,7 +32,7 @@ import numpy as np
 from explorer import _tvm
 from explorer.core import TIMING_GATE, Candidate, MeasureResult, TrialRecord, trace_key
 from explorer.errors import ExplorerError, SearchError
-from explorer.search._base import AUTO, Capabilities, SearchStrategy, check_scaled
+from explorer.search._base import AUTO, Capabilities, SearchStrategy, check_scaled, scaled
 from explorer.search._feature_cache import cached_per_store_feature
 from explorer.search._rounds import carried_slots, population_for
 from explorer.search._start import StartPlan, first_candidates, is_hand_start, plan_start
@@ -77,7 +77,9 @@ class EvolutionarySearch(SearchStrategy):
         eps_greedy: share of each round drawn from fresh random traces.
         num_trials_per_iter: candidates per MetaSchedule round; the cost model is retrained once
             a whole round is measured (MetaSchedule's ``tune_tir`` uses 64). ``"auto"``: a
-            quarter of the run's trial budget, between 4 and 64.
+            quarter of the run's trial budget, between 4 and 64; for a run told earlier trials
+            (a model tune's later chunk), a quarter of the budget and those, at most the
+            budget.
         num_warmup_samples: measurements before the XGB model's predictions replace random ones
             (MetaSchedule: 100). ``"auto"``: a quarter of the budget, between 4 and 100. With
             MetaSchedule's own values a run of 64 trials never uses its model; the run's
@@ -159,7 +161,7 @@ class EvolutionarySearch(SearchStrategy):
     def _start(self, history: list[TrialRecord]) -> list[TrialRecord]:
         ms = _tvm.ms
         _tvm.ensure_cpu_intrinsics()
-        per_iter = self._scaled("num_trials_per_iter", default=64)
+        per_iter = self._round_size(len(history))
         warmup = self._scaled("num_warmup_samples", default=100)
         population = population_for(self.population_size, per_iter)
         self.resolved_["population_size"] = population
@@ -247,6 +249,20 @@ class EvolutionarySearch(SearchStrategy):
             rand_state=int(self.rng.integers(1, 2**31 - 1)),
             num_threads=self.num_threads,
         )
+
+    def _round_size(self, told: int) -> int:
+        """``num_trials_per_iter`` for this run. ``"auto"`` scales it to the trials the search
+        knows of: the run's budget and, for a run told ``told`` earlier trials (a model tune's
+        later chunk), those too, at most the budget. Small rounds let a model that starts from
+        nothing learn between them; one that starts from hundreds of trials learns little
+        from four more, and each round costs one of MetaSchedule's evolutions and one
+        retraining of its model."""
+        per_iter = self._scaled("num_trials_per_iter", default=64)
+        budget = self.trial_budget_
+        if told and budget and self.num_trials_per_iter == AUTO:
+            per_iter = max(per_iter, min(budget, scaled(AUTO, budget + told, default=64)))
+            self.resolved_["num_trials_per_iter"] = per_iter
+        return per_iter
 
     def _sketch_schedule(self, sketch: int) -> Any:
         """Sketch ``sketch`` of the DesignSpace as a schedule (MetaSchedule's design space)."""

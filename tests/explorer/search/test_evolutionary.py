@@ -59,8 +59,8 @@ def space(cpu_target):
     return DesignSpace.of(MATMUL32, cpu_target)
 
 
-def _drive(strategy, space, *, trials, seed, history=(), batch=4):
-    strategy.reset(space, rng=np.random.default_rng(seed), history=list(history))
+def _drive(strategy, space, *, trials, seed, history=(), batch=4, budget=None):
+    strategy.reset(space, rng=np.random.default_rng(seed), history=list(history), budget=budget)
     measurer = ReplayMeasurer(_synthetic)
     told = list(history)
     while len(told) < trials:
@@ -136,6 +136,28 @@ def test_a_chunk_carried_over_gets_each_round_from_one_evolution(space):
     assert (s.num_rounds_, s.num_empty_rounds_, s.num_random_rounds_) == (2, 0, 0)
     old = {trace_key(r.candidate.trace) for r in history}
     assert len({trace_key(r.candidate.trace) for r in more} - old) == 12
+
+
+def test_a_chunk_carried_over_is_one_round_when_its_history_is_large(space):
+    """``"auto"`` rounds are a quarter of the trials the search knows of: a chunk of 16 told
+    48 earlier trials is one round of 16 (one evolution, one retraining), where it ran four
+    rounds of 4 (its budget's quarter) whatever it had been told; without history, or with an
+    explicit size, nothing changes."""
+    history = _drive(_small(), space, trials=48, seed=0)
+    auto = dict(num_trials_per_iter="auto", num_warmup_samples="auto")
+    s = _small(**auto)
+    more = _drive(s, space, trials=48 + 16, seed=1, history=history, batch=8, budget=16)[48:]
+    assert s.resolved_["num_trials_per_iter"] == 16 and s.num_rounds_ == 1
+    assert len({trace_key(r.candidate.trace) for r in more}) == 16
+    few = _small(**auto)
+    _drive(few, space, trials=8 + 16, seed=1, history=history[:8], budget=16)
+    assert few.resolved_["num_trials_per_iter"] == 6  # a quarter of 8 + 16
+    fresh = _small(**auto)
+    _drive(fresh, space, trials=16, seed=1, budget=16)
+    assert fresh.resolved_["num_trials_per_iter"] == 4
+    fixed = _small()  # num_trials_per_iter=6
+    _drive(fixed, space, trials=48 + 12, seed=1, history=history, budget=12)
+    assert fixed.resolved_["num_trials_per_iter"] == 6
 
 
 def test_a_chunk_whose_evolution_offers_only_measured_schedules_draws_random_ones(space):
