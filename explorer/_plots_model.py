@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from explorer._figures import HEADER, heading, palette
+from explorer._figures import HEADER, heading, log_axis, palette
 from explorer.analysis import ModelRaceInfo, ModelTimesInfo
 from explorer.text import format_secs
 
@@ -116,6 +116,11 @@ def make_model_race_figure(info: ModelRaceInfo | None = None) -> go.Figure:
     # a verdict read beside other processes is not stated as a fact on its own
     details = [_verdict(latest.tuned_ms, latest.onnxruntime_ms), latest.busy or ""]
     fig.update_layout(heading(f"{info.model} against ONNX Runtime", details))
+    # No point or tick label on the plot's edge: plotly fitted the log axis to the lines
+    # exactly (half labels, a half-hidden point) and labelled 0.5 and 5 both "5".
+    latencies = [v for trace in fig.data for v in trace.y if v is not None and v > 0]
+    fig.update_layout(log_axis("yaxis", latencies))
+    fig.update_xaxes(range=[-0.03 * span[1], 1.04 * span[1]])
     return fig
 
 

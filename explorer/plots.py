@@ -27,6 +27,7 @@ from explorer._figures import (
     HEADER,
     WRAP,
     heading,
+    log_axis,
     nan_to_none,
     on_point_click,
     palette,
@@ -350,51 +351,7 @@ def update_predicted_vs_measured_figure(fig: go.Figure, info: PredictedVsMeasure
         empty = "No successful trial has a prediction yet (the predicted ones failed)."
     latencies = [v for m in info.models for v in m.latency_ms if v > 0]
     header = heading("Predicted vs measured", ["; ".join(notes)])
-    sync(fig, traces, {**header, **_log_axis("yaxis", latencies)}, empty=empty)
-
-
-def _log_axis(axis: str, values: Sequence[float]) -> dict[str, Any]:
-    """A log axis over ``values``, padded so no point sits on its edge, with explicit, evenly
-    spread tick labels (plotly's own choice labelled every digit of a decade, on top of each
-    other, and within one decade showed a single tiny label)."""
-    if not values:
-        return {f"{axis}.autorange": True, f"{axis}.tickmode": "auto"}
-    lo, hi = math.log10(min(values)), math.log10(max(values))
-    pad = max(0.08 * (hi - lo), 0.15)
-    lo, hi = lo - pad, hi + pad
-    ticks = _log_ticks(lo, hi)
-    return {
-        f"{axis}.range": [lo, hi],
-        f"{axis}.tickmode": "array",
-        f"{axis}.tickvals": ticks,
-        f"{axis}.ticktext": [f"{v:.4g}" for v in ticks],
-    }
-
-
-def _log_ticks(lo: float, hi: float, most: int = 7) -> list[float]:
-    """At most ``most`` round values between 10**lo and 10**hi, roughly evenly spaced on a log
-    scale: linear steps (1, 2 or 5 x 10^k) within most of a decade (the axis is nearly linear
-    there), 1-2-5 (then 1-3) per decade up to three decades, powers of ten beyond."""
-    span = hi - lo
-    if span > 3:
-        every = max(1, math.ceil(span / most))
-        return [10.0**e for e in range(math.ceil(lo), math.floor(hi) + 1) if e % every == 0]
-    if span > 0.8:
-        out = [
-            m * 10.0**e
-            for e in range(math.floor(lo), math.ceil(hi) + 1)
-            for m in ((1, 2, 5) if span <= 2.2 else (1, 3))
-        ]
-        return [v for v in out if lo <= math.log10(v) <= hi]
-    a, b = 10.0**lo, 10.0**hi
-    for k in range(math.floor(math.log10(b - a)) - 2, math.ceil(math.log10(b - a)) + 1):
-        for m in (1, 2, 5):
-            step = m * 10.0**k
-            first = math.ceil(a / step) * step
-            count = math.floor((b - first) / step) + 1
-            if count <= most:
-                return [round(first + i * step, 12) for i in range(count)]
-    return [a, b]  # unreachable for finite values: a decade always has a step that fits
+    sync(fig, traces, {**header, **log_axis("yaxis", latencies)}, empty=empty)
 
 
 def _corr(value: float) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import Any
 
 from explorer.cli._args import (
@@ -37,10 +38,15 @@ def _input_shape(text: str) -> tuple[str, tuple[int, ...]]:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--input ")) from None
 
 
-def _store(args: argparse.Namespace, *, read_only: bool) -> Any:
+def _store(args: argparse.Namespace, *, read_only: bool, existing: bool = False) -> Any:
+    """The ``--db`` store; with ``existing``, one that must exist already (a tune or race of
+    a stored model), refused as ``show`` refuses it instead of created at a mistyped path."""
     from explorer.storage import get_store
 
-    return get_store(_db_path(args), read_only=read_only)
+    path = _db_path(args)
+    if existing and not read_only:
+        get_store(path, read_only=True).close()
+    return get_store(path, read_only=read_only)
 
 
 def cmd_example(args: argparse.Namespace) -> int:
@@ -70,11 +76,14 @@ def cmd_import(args: argparse.Namespace) -> int:
             raise UsageError(f"--input {name} is given twice")
         shapes[name] = shape
     target = target_of(args)
+    started = time.time()
     with _store(args, read_only=False) as store:
         model = import_model(
             args.file, store, inputs=shapes, name=args.name, target=target,
             on_step=lambda step: say(f"{step}..."),
         )  # fmt: skip
+        if model.created_at < started:
+            say(f"{model.name} is already stored (the same file, the same input sizes)")
         _print_model(model, top=args.top)
     return EXIT_OK
 
@@ -130,7 +139,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from explorer.search import check_capabilities
 
     check_capabilities(args.strategy, start=False, cost_model=None, transfer=args.transfer)
-    with _store(args, read_only=False) as store:
+    with _store(args, read_only=False, existing=True) as store:
         model = _stored_model(store, args.model)
 
         def progress(p: Any) -> None:
@@ -174,7 +183,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 def cmd_race(args: argparse.Namespace) -> int:
     from explorer.model import race_model
 
-    with _store(args, read_only=False) as store:
+    with _store(args, read_only=False, existing=True) as store:
         model = _stored_model(store, args.model)
         tunes = sorted({t for _, _, t in store.model_runs(model.id)})
         if args.tune is not None and args.tune not in tunes:

@@ -24,6 +24,7 @@ from explorer.machine import BUSY
 from explorer.measure import LocalMeasurer, Measurer
 from explorer.model._onnx import OnnxFile, read_onnx
 from explorer.search import baseline_candidate
+from explorer.storage import stored_as_imported
 from explorer.target import Target
 from explorer.text import last_line
 from explorer.types import MeasureStatus
@@ -160,8 +161,8 @@ def import_model(
 
     Each task is timed once, unscheduled, with ``measurer`` (default: a ``LocalMeasurer`` made
     and closed here), which gives its share of the untuned network's time; a task that fails
-    to build or run is kept, with its error. Importing the same file under the same name again
-    returns the stored model.
+    to build or run is kept, with its error. Importing the same file at the same input sizes
+    under the same name again returns the stored model at once (its ``created_at`` tells).
 
     Args:
         inputs: sizes of the inputs the file leaves dynamic, by name.
@@ -173,7 +174,8 @@ def import_model(
         ModelError: the file is not ONNX, an operator has no conversion, a dynamic input has
             no size, the model (its file, or a task's buffers at the input sizes) is too large
             for the machine, or a task cannot be explored.
-        StoreError: another file is stored under that name.
+        StoreError: another file, or this one at other input sizes, is stored under that
+            name.
     """
     file = Path(path)
     name = name if name is not None else re.sub(r"[^A-Za-z0-9_.-]+", "_", file.stem) or "model"
@@ -181,6 +183,9 @@ def import_model(
         raise ModelError(f"a model's name is 1-64 letters, digits, '_', '.' or '-' (got {name!r})")
     target = target or Target.local_cpu()
     onnx_file = read_onnx(file, inputs or {})
+    for stored in store.models():  # before any work: found, or refused, in a moment
+        if stored.name == name:
+            return stored_as_imported(stored, onnx_file.sha256, onnx_file.inputs)
     on_step("converting to Relax and lowering to TIR")
     lowered = lower_onnx(onnx_file, str(file))
     on_step("extracting tasks")

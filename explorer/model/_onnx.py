@@ -165,8 +165,8 @@ def _inputs(file: str, proto: Any, shapes: Mapping[str, Sequence[int]]) -> tuple
             ):
                 shown = "x".join("?" if d is None else str(d) for d in declared)
                 raise ModelError(
-                    f"{file}: --input {value.name}={'x'.join(map(str, given))} does not fit its "
-                    f"declared shape {shown}"
+                    f"{file}: the size given for input {value.name!r}, "
+                    f"{'x'.join(map(str, given))}, does not fit its declared shape {shown}"
                 )
             out.append(ModelInput(value.name, given, str(dtype)))
         elif any(d is None for d in declared):
@@ -175,9 +175,11 @@ def _inputs(file: str, proto: Any, shapes: Mapping[str, Sequence[int]]) -> tuple
                 else str(d.dim_value)
                 for d in dims
             )  # fmt: skip
+            wanted = "x".join("N" if d is None else str(d) for d in declared)
             raise ModelError(
-                f"{file}: input {value.name!r} has a dynamic shape {shown}; give its size with "
-                f"--input {value.name}=" + "x".join("N" if d is None else str(d) for d in declared)
+                f"{file}: input {value.name!r} has a dynamic shape {shown}; give its size as "
+                f"{value.name}={wanted} with a whole number for each N (--input on the command "
+                "line, Inputs in the Model tab)"
             )
         else:
             out.append(ModelInput(value.name, tuple(int(d) for d in declared if d), str(dtype)))

@@ -208,13 +208,19 @@ def tune_model(
             if task == state.task.name and run_tune == tune
         ]  # fmt: skip
         watch = measurer.watch_busy()
-        result = tuner.run(
-            state.task.workload, model.target, make_strategy(strategy, **options), max_trials=size,
-            seed=seed * 1000 + len(earlier), should_stop=should_stop, on_progress=link,
-            prior_runs=earlier,
-        )  # fmt: skip
+        before = tuner.run_id  # the previous chunk's
+        try:
+            tuner.run(
+                state.task.workload, model.target, make_strategy(strategy, **options),
+                max_trials=size, seed=seed * 1000 + len(earlier), should_stop=should_stop,
+                on_progress=link, prior_runs=earlier,
+            )  # fmt: skip
+        finally:
+            # A run stopped before its first batch (Ctrl-C while its baseline is timed) is
+            # linked too, so that the tune resumes it instead of leaving it behind.
+            if tuner.run_id is not None and tuner.run_id != before:
+                link.add(tuner.run_id)
         busy = None if watch is None else round(watch.share(), 3)
-        link.add(result.run.id)  # a run that stopped before its first batch is linked too
         if on_progress is not None:
             states = task_states(model, store, tune)
             on_progress(

@@ -46,6 +46,7 @@ from explorer.storage._environment import environment
 from explorer.storage._export import export_csv, export_jsonl
 from explorer.storage._metaschedule import check_work_dir, export_metaschedule
 from explorer.storage._metaschedule_import import ImportSummary, import_metaschedule
+from explorer.storage._models import stored_as_imported
 from explorer.storage._postgres import PostgresStore
 from explorer.storage._schema import SCHEMA_VERSION
 from explorer.storage._sqlite import SQLiteStore
@@ -154,6 +155,7 @@ __all__ = [
     "merge_records",
     "name_trial",
     "remeasurements",
+    "stored_as_imported",
     "summarize_run",
     "trace_hash",
     "trial_name",

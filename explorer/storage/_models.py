@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from explorer.core import ModelRace, ModelRecord, RaceEntry
+from explorer.core import ModelInput, ModelRace, ModelRecord, RaceEntry
 from explorer.errors import StoreError
 from explorer.target import Target
 
@@ -21,13 +21,7 @@ def insert_model(conn: Any, model: ModelRecord, source: bytes) -> ModelRecord:
         f"SELECT {MODEL_COLUMNS} FROM models WHERE name = ?", (model.name,)
     ).fetchone()
     if row is not None:
-        stored = decode_model(row)
-        if stored.source_sha256 == model.source_sha256:
-            return stored
-        raise StoreError(
-            f"another model is already stored as {model.name!r} (imported from a different "
-            "file); import this one under another name (--name)"
-        )
+        return stored_as_imported(decode_model(row), model.source_sha256, model.inputs)
     target_json = json.dumps(model.target.to_json(), sort_keys=True)
     (model_id,) = conn.execute(
         "INSERT INTO models (name, source_sha256, source, inputs_json, tasks_json, target_json, "
@@ -39,6 +33,34 @@ def insert_model(conn: Any, model: ModelRecord, source: bytes) -> ModelRecord:
         int(model_id), model.name, model.source_sha256, model.inputs, model.tasks,
         model.target, model.created_at,
     )  # fmt: skip
+
+
+def stored_as_imported(
+    stored: ModelRecord, sha256: str, inputs: Sequence[ModelInput]
+) -> ModelRecord:
+    """``stored``, when a file with ``sha256`` at input sizes ``inputs`` is imported under its
+    name: the same model.
+
+    Raises:
+        StoreError: ``stored`` came from another file, or from this one at other input sizes
+            (nothing is replaced: the model's runs and races were made at its sizes).
+    """
+    if stored.source_sha256 != sha256:
+        raise StoreError(
+            f"another model is already stored as {stored.name!r} (imported from a different "
+            "file); import this one under another name (--name)"
+        )
+    if tuple(stored.inputs) != tuple(inputs):
+        raise StoreError(
+            f"{stored.name!r} is already stored from this file with input "
+            f"{_shapes(stored.inputs)}, not {_shapes(inputs)}; import it at these sizes under "
+            "another name (--name)"
+        )
+    return stored
+
+
+def _shapes(inputs: Sequence[ModelInput]) -> str:
+    return ", ".join(f"{i.name}={'x'.join(map(str, i.shape))}" for i in inputs)
 
 
 def select_models(conn: Any) -> list[ModelRecord]:

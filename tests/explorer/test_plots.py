@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 import pytest
 
 from explorer import _plots_knobs, plots
+from explorer._figures import log_axis
 from explorer.analysis import (
     TrialTable,
     convergence_info,
@@ -163,7 +164,7 @@ def test_predicted_vs_measured_figure(filled):
     "lo_ms, hi_ms", [(1.7, 1.7), (2.0, 2.4), (0.08, 0.5), (0.05, 0.7), (0.2, 20), (1e-3, 1e3)]
 )
 def test_log_ticks_are_few_and_spread(lo_ms, hi_ms):
-    axis = plots._log_axis("yaxis", [lo_ms, hi_ms])
+    axis = log_axis("yaxis", [lo_ms, hi_ms])
     lo, hi = axis["yaxis.range"]
     assert lo < math.log10(lo_ms) and hi > math.log10(hi_ms)
     ticks = axis["yaxis.tickvals"]
@@ -270,3 +271,24 @@ def test_the_empty_predictions_note_follows_the_strategies_declarations():
         other = rest if half is recorded else recorded
         word = rf"(?<![\w+]){re.escape(name)}(?![\w+])"  # droplet is not evolutionary+droplet
         assert re.search(word, half) and not re.search(word, other), (name, plots.NO_PREDICTIONS)
+
+
+def test_the_race_figure_leaves_room_around_its_points_and_labels_its_ticks_in_full():
+    """The helper's screenshot: the log axis fitted to the lines exactly (half tick labels at
+    its edges, the last race's point half hidden on the right) and labelled 0.5 and 0.2 as
+    "5" and "2"."""
+    from explorer._plots_model import make_model_race_figure
+    from explorer.analysis import ModelRaceInfo, RacePoint
+
+    points = (RacePoint(1, 24, 0.085, 0.0499, 1.75), RacePoint(2, 56, 0.087, 0.0499, 1.75))
+    info = ModelRaceInfo(
+        "tinynb",
+        (("random/seed0/gradient", points), ("database", (RacePoint(3, 60, 0.06, 0.0499, 1.75),))),
+    )
+    fig = make_model_race_figure(info)
+    lo, hi = fig.layout.yaxis.range
+    assert lo < math.log10(0.0499) and hi > math.log10(1.75)
+    assert list(fig.layout.yaxis.ticktext) == [f"{t:.4g}" for t in fig.layout.yaxis.tickvals]
+    assert "0.5" in fig.layout.yaxis.ticktext and "5" not in fig.layout.yaxis.ticktext
+    x_lo, x_hi = fig.layout.xaxis.range
+    assert x_lo < 0 and x_hi > 60

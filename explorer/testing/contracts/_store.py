@@ -212,6 +212,10 @@ class RecordStoreContract:
         assert store.model_source(stored.id) == source
         with pytest.raises(StoreError, match="already stored as 'net'"):
             store.add_model(dataclasses.replace(model, source_sha256="b" * 64), b"other")
+        resized = (ModelInput("x", (2, 3, 8, 8), "float32"),)
+        with pytest.raises(StoreError, match="already stored from this file with input x=1x3"):
+            store.add_model(dataclasses.replace(model, inputs=resized), source)
+        assert store.models() == [stored]
         renamed = dataclasses.replace(model, name="net2", source_sha256="b" * 64)
         other = store.add_model(renamed, b"other")
         assert other.id > stored.id and store.models() == [stored, other]

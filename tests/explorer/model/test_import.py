@@ -79,8 +79,10 @@ def test_another_file_under_a_stored_name_is_refused(imported, tmp_path, measure
     db, _ = imported
     other = tmp_path / "tiny.onnx"
     onnx.save(NETWORKS["tiny"](seed=1), other)  # other weights: another file
+    steps: list[str] = []
     with get_store(db) as store, pytest.raises(StoreError, match="already stored as 'tiny'"):
-        import_model(other, store, measurer=measurer)
+        import_model(other, store, measurer=measurer, on_step=steps.append)
+    assert steps == []  # refused before converting it
     with get_store(db) as store:
         renamed = import_model(other, store, name="tiny-seed1", measurer=measurer)
         assert renamed.id == 2 and [m.name for m in store.models()] == ["tiny", "tiny-seed1"]
@@ -242,7 +244,8 @@ def test_an_operator_tvm_cannot_convert_is_named_with_its_node(tmp_path):
     assert "node 'smooth'" in message, message
 
 
-def test_a_dynamic_input_needs_its_size(tmp_path):
+def _dynamic_relu(tmp_path):
+    """A Relu over x of shape [batch, 16], saved as dynamic.onnx."""
     f32 = TensorProto.FLOAT
     model = _graph_model(
         [helper.make_node("Relu", ["x"], ["y"])],
@@ -251,8 +254,13 @@ def test_a_dynamic_input_needs_its_size(tmp_path):
     )
     path = tmp_path / "dynamic.onnx"
     onnx.save(model, path)
+    return path
+
+
+def test_a_dynamic_input_needs_its_size(tmp_path):
+    path = _dynamic_relu(tmp_path)
     message = _assert_refused(path, "dynamic shape", tmp_path)
-    assert "--input x=Nx16" in message, message
+    assert "give its size as x=Nx16 with a whole number for each N" in message, message
     _assert_refused(path, "does not fit", tmp_path, inputs={"x": (4, 8)})
     _assert_refused(path, "has no input 'y'", tmp_path, inputs={"y": (4, 16)})
     with get_store(tmp_path / "ok.db") as store:
@@ -260,6 +268,23 @@ def test_a_dynamic_input_needs_its_size(tmp_path):
         assert [i.shape for i in model.inputs] == [(4, 16)]
         (task,) = model.tasks
         assert task.workload.output_spec() == ((4, 16), "float32")
+
+
+def test_the_same_file_at_other_input_sizes_is_refused_before_any_work(tmp_path):
+    """Imported again at other sizes, a file gave back the model stored at its first sizes,
+    silently, after converting and timing it again."""
+    path = _dynamic_relu(tmp_path)
+    with get_store(tmp_path / "sizes.db") as store:
+        first = import_model(path, store, inputs={"x": (4, 16)})
+        steps: list[str] = []
+        message = "'dynamic' is already stored from this file with input x=4x16, not x=2x16"
+        with pytest.raises(StoreError, match=message):
+            import_model(path, store, inputs={"x": (2, 16)}, on_step=steps.append)
+        assert steps == [] and store.models() == [first]
+        assert import_model(path, store, inputs={"x": (4, 16)}, on_step=steps.append) == first
+        assert steps == []  # found at once: nothing converted, nothing timed
+        second = import_model(path, store, inputs={"x": (2, 16)}, name="dynamic-2")
+        assert store.models() == [first, second] and second.inputs[0].shape == (2, 16)
 
 
 def test_input_sizes_too_large_for_the_machine_are_refused_before_any_timing(tmp_path):

@@ -51,6 +51,22 @@ def test_list_and_show_read_what_was_stored(imported):
     assert "no model 'resnet'" in out.stderr and "models: tiny" in out.stderr
 
 
+def test_importing_again_says_the_model_is_stored_without_converting_it(imported):
+    onnx_file, db, first = imported
+    out = explorer("model", "import", str(onnx_file), "--db", str(db))
+    assert out.returncode == 0 and out.stdout == first.stdout, out.stdout + out.stderr
+    assert out.stderr == "tiny is already stored (the same file, the same input sizes)\n"
+
+
+def test_a_tune_or_race_on_a_mistyped_database_creates_nothing(imported, tmp_path):
+    typo = tmp_path / "typo" / "records.db"
+    for args in (["tune", "tiny", "--trials", "4"], ["race", "tiny"]):
+        out = explorer("model", *args, "--db", str(typo))
+        assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+        assert f"no record database at {typo}" in out.stderr, out.stderr
+        assert not typo.parent.exists()
+
+
 def test_a_task_tunes_as_model_colon_task(imported):
     _, db, _ = imported
     out = explorer(

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from explorer.analysis import model_times_info
-from explorer.core import MeasureResult, ModelRecord, ModelTask, NewTrial, RaceEntry
+from explorer.core import MeasureResult, ModelRecord, ModelTask, NewTrial, RaceEntry, RunStatus
 from explorer.errors import CapabilityError, ModelError, SearchError
 from explorer.measure import trace_key
 from explorer.model import (
@@ -119,6 +119,44 @@ def test_a_tune_stopped_between_chunks_keeps_what_it_measured(tiny_onnx, measure
         tune_model(model, store, measurer, max_trials=12, strategy="random", chunk=4)
         assert store.model_runs(model.id)[0] == first
         assert sum(s.trials for s in task_states(model, store, tune)) == 12
+
+
+class _CtrlCOnFirstMeasure:
+    """The suite's measurer, and a Ctrl-C arriving during its first measurement (a chunk's
+    baseline, timed before any trial)."""
+
+    def __init__(self, inner):
+        self.inner, self.fired = inner, False
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def measure(self, candidates, **kwargs):
+        if not self.fired:
+            self.fired = True
+            raise KeyboardInterrupt
+        return self.inner.measure(candidates, **kwargs)
+
+
+def test_a_tune_interrupted_before_a_chunk_s_first_batch_resumes_that_chunk(
+    tiny_onnx, measurer, tmp_path
+):
+    """Ctrl-C while a chunk's baseline was timed left its run interrupted with no trial and
+    not linked to the tune: the tune started another run, and the first stayed behind."""
+    with get_store(tmp_path / "r.db") as store:
+        model = import_model(tiny_onnx, store, measurer=measurer)
+        with pytest.raises(KeyboardInterrupt):
+            tune_model(
+                model, store, _CtrlCOnFirstMeasure(measurer), max_trials=8, strategy="random",
+                chunk=4,
+            )  # fmt: skip
+        (stopped,) = [r.id for r in store.runs()]
+        assert store.get_run(stopped).status is RunStatus.INTERRUPTED
+        assert [run_id for run_id, _, _ in store.model_runs(model.id)] == [stopped]
+        tune = tune_model(model, store, measurer, max_trials=8, strategy="random", chunk=4)
+        assert store.get_run(stopped).status is RunStatus.FINISHED
+        assert store.model_runs(model.id)[0][0] == stopped
+        assert sum(s.trials for s in task_states(model, store, tune)) == 8
 
 
 def test_bad_tune_settings_are_refused(tuned, measurer):
