@@ -4,6 +4,7 @@ benchmarks and docs point to is in the repository (a reader can follow every ref
 from __future__ import annotations
 
 import ast
+import contextlib
 import re
 import subprocess
 from pathlib import Path
@@ -110,3 +111,29 @@ def test_modules_and_functions_stay_small_enough_to_read() -> None:
                 if lines > MAX_FUNCTION_LINES:
                     too_long.append(f"{name}: {node.name} has {lines} lines")
     assert not too_long, "split by what they do: " + "; ".join(too_long)
+
+
+def test_every_shipped_record_database_is_at_the_current_schema() -> None:
+    """Reading a record database needs the current schema, so opening an older one, read-only
+    too, migrates it in place first: the suite's own read-only opens rewrote the tracked
+    recording (a column added since it was made), and a read-only install could not open it.
+    Shipped at the current schema, in rollback-journal mode, a read-only open leaves it as it is.
+    """
+    import hashlib
+    import sqlite3
+
+    from explorer.storage import SCHEMA_VERSION, SQLiteStore
+
+    shipped = [p for p in tracked_files() if p.suffix == ".db"]
+    assert len(shipped) >= 2, shipped  # the testing recording and the example recording
+    for path in shipped:
+        uri = f"{path.resolve().as_uri()}?immutable=1"
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+            version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'")
+            assert int(version.fetchone()[0]) == SCHEMA_VERSION, path
+            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete", path
+        before = hashlib.sha256(path.read_bytes()).hexdigest()
+        with SQLiteStore(path, read_only=True) as store:
+            assert store.count_trials() > 0
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == before, path
+        assert not list(path.parent.glob(f"{path.name}-*")), path
