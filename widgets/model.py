@@ -295,7 +295,8 @@ class ModelPanel(Panel):
         )  # fmt: skip
 
     def stop(self) -> None:
-        """Ask the running tune (at its next chunk) or race (at once) to stop; an import stores
+        """Ask the running tune (once the trials being measured are done and its chunk's best
+        is re-timed) or race (at once) to stop; an import stores
         its model whole or not at all, and runs to its end."""
         racing = self.job is not None and self.job.name == RACE
         self._stop_job(
@@ -304,7 +305,8 @@ class ModelPanel(Panel):
             stopping=(
                 "Stopping the race (nothing of it is stored)..."
                 if racing
-                else "Stopping after the current chunk (every measured trial is kept)..."
+                else "Stopping once the trials being measured are done (every measured trial "
+                "is kept)..."
             ),
         )  # fmt: skip
 
