@@ -296,8 +296,8 @@ class ModelPanel(Panel):
 
     def stop(self) -> None:
         """Ask the running tune (once the trials being measured are done and its chunk's best
-        is re-timed) or race (at once) to stop; an import stores
-        its model whole or not at all, and runs to its end."""
+        is re-timed) or race (at once) to stop; an import stores its model whole or not at
+        all, and runs to its end."""
         racing = self.job is not None and self.job.name == RACE
         self._stop_job(
             self.job, self.stop_button,

@@ -286,6 +286,20 @@ def test_the_same_file_at_other_input_sizes_is_refused_before_any_work(tmp_path)
         second = import_model(path, store, inputs={"x": (2, 16)}, name="dynamic-2")
         assert store.models() == [first, second] and second.inputs[0].shape == (2, 16)
 
+        @settings(max_examples=40, deadline=None)
+        @given(sizes=st.lists(st.integers(0, 1 << 20), min_size=0, max_size=4))
+        def again_at_any_size(sizes):
+            """Any other sizes: one sentence, nothing converted, nothing stored."""
+            shape = tuple(sizes)
+            if shape == (4, 16):
+                return
+            with pytest.raises((StoreError, ModelError)) as info:
+                import_model(path, store, inputs={"x": shape}, on_step=steps.append)
+            assert "\n" not in str(info.value) and steps == []
+            assert store.models() == [first, second]
+
+        again_at_any_size()
+
 
 def test_input_sizes_too_large_for_the_machine_are_refused_before_any_timing(tmp_path):
     """A Sum of n inputs of 1 GiB each (the most elements a task's buffer may hold), n chosen
