@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 import time
 from dataclasses import replace
 
@@ -299,6 +301,52 @@ def test_the_same_file_at_other_input_sizes_is_refused_before_any_work(tmp_path)
             assert store.models() == [first, second]
 
         again_at_any_size()
+
+
+def _import_at_once(tmp_path, sizes):
+    """`explorer model import` of one file in two processes started together on one database,
+    at ``sizes`` (x=4x16, ...); returns their (exit code, stdout, stderr) and the stored models."""
+    path, db = _dynamic_relu(tmp_path), tmp_path / "shared.db"
+    command = [sys.executable, "-m", "explorer", "model", "import", str(path), "--db", str(db)]
+    procs = [
+        subprocess.Popen(
+            [*command, "--input", f"x={size}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for size in sizes
+    ]
+    texts = [p.communicate(timeout=300) for p in procs]
+    with get_store(db, read_only=True) as store:
+        models = store.models()
+    return [(p.returncode, out, err) for p, (out, err) in zip(procs, texts, strict=True)], models
+
+
+def test_two_processes_importing_a_file_at_other_sizes_at_once_store_one(tmp_path):
+    """Whichever comes second is refused in one sentence, before converting or at the store's
+    insert."""
+    outs, models = _import_at_once(tmp_path, ["4x16", "2x16"])
+    (model,) = models
+    stored = "x".join(map(str, model.inputs[0].shape))
+    other = ({"4x16", "2x16"} - {stored}).pop()
+    (ok, refused) = sorted(outs, key=lambda o: o[0])
+    assert ok[0] == 0 and ok[1].startswith("model 1: dynamic, 1 task"), outs
+    message = f"'dynamic' is already stored from this file with input x={stored}, not x={other}"
+    assert refused[0] == 2 and refused[1] == "", outs
+    *steps, last = refused[2].splitlines()  # the steps it got through, then one sentence
+    assert last.startswith("error: ") and message in last, outs
+    assert not any("error" in step for step in steps), outs
+
+
+def test_two_processes_importing_a_file_at_the_same_sizes_at_once_store_it_once(tmp_path):
+    outs, models = _import_at_once(tmp_path, ["4x16", "4x16"])
+    (model,) = models
+    assert model.inputs[0].shape == (4, 16)
+    assert [rc for rc, _, _ in outs] == [0, 0], outs
+    # A busy machine's note may follow the model's lines: both processes timed at once.
+    firsts = [out.splitlines()[:2] for _, out, _ in outs]
+    assert firsts[0] == firsts[1] and firsts[0][0].startswith("model 1: dynamic, 1 task"), outs
 
 
 def test_input_sizes_too_large_for_the_machine_are_refused_before_any_timing(tmp_path):
