@@ -8,6 +8,7 @@ import numbers
 import re
 
 from explorer.errors import ExplorerError
+from explorer.types import MAX_INT
 
 _WHOLE = re.compile(r"[+-]?[0-9]+(\.0*)?")
 
@@ -97,9 +98,9 @@ def as_typed(text: object, limit: int = 40) -> str:
 def parse_whole(
     field: str, text: object, least: int, at_least: str, most: int | None = None, why: str = ""
 ) -> int | str:
-    """``text`` (what a box holds) as a whole number of at least ``least`` (and at most
-    ``most``, where given; ``why`` says why, after the limit), or why not: one sentence naming
-    ``field``. Never rounded, never clipped.
+    """``text`` (what a box holds) as a whole number of at least ``least`` and at most
+    ``most`` (``why`` says why, after the limit; without it, ``MAX_INT``, the databases'
+    largest integer), or why not: one sentence naming ``field``. Never rounded, never clipped.
 
     Example:
         >>> parse_whole("Samples", " 6 ", 1, "at least 1 candidate")
@@ -110,6 +111,8 @@ def parse_whole(
         'Seed must be a whole number >= 0 (got -1).'
         >>> parse_whole("Trials", "1000000000", 1, "at least 1", 10**6, ": that takes days")
         'Trials must be at most 1000000: that takes days (got 1000000000).'
+        >>> parse_whole("Seed", "99999999999999999999", 0, "a whole number >= 0")
+        'Seed must be at most 9223372036854775807 (got 99999999999999999999).'
     """
     n = whole_number(text)
     if n is None:
@@ -117,6 +120,6 @@ def parse_whole(
         return f"{field} must be a whole number (got {shown or 'an empty box'})."
     if n < least:
         return f"{field} must be {at_least} (got {n})."
-    if most is not None and n > most:
-        return f"{field} must be at most {most}{why} (got {n})."
+    if n > (MAX_INT if most is None else most):
+        return f"{field} must be at most {MAX_INT if most is None else most}{why} (got {n})."
     return n

@@ -13,6 +13,9 @@ MAX_TRIALS = 1_000_000
 this is days of measuring; a larger number is a slip of the keyboard (``--trials
 99999999999999999999`` once started a run with an ETA of 8e16 hours)."""
 TOO_MANY_TRIALS = ": a million trials take days; split the work into several runs"
+MAX_INT = 2**63 - 1
+"""Any whole number a user gives at most: the databases' largest integer (a run id, a seed or a
+count above it cannot be stored or looked up)."""
 MAX_SECS = 30 * 24 * 3600.0
 """A run's wall-clock budget at most (30 days), for the same reason."""
 TOO_LONG = ": 30 days; resume the run to go on longer"

@@ -41,7 +41,7 @@ from explorer.storage import trial_name
 from explorer.target import Target
 from explorer.text import format_secs
 from explorer.tuner import TuneProgress, Tuner, TuneResult
-from explorer.types import MAX_TRIALS, TOO_MANY_TRIALS
+from explorer.types import MAX_SECS, MAX_TRIALS, TOO_LONG, TOO_MANY_TRIALS
 from explorer.workloads import Workload
 from widgets import _ui
 from widgets._context import Context
@@ -283,8 +283,10 @@ class SearchPanel(Panel):
         if isinstance(seed, str):
             return seed
         max_secs = float(self.secs.value) or None
-        if max_secs is not None and max_secs < 0:
-            return f"Max seconds must be 0 (no limit) or positive (got {max_secs})."
+        if max_secs is not None and not 0 < max_secs <= MAX_SECS:
+            if max_secs > MAX_SECS:
+                return f"Max secs must be at most {MAX_SECS:.0f}{TOO_LONG} (got {max_secs:g})."
+            return f"Max secs must be 0 (no limit) or positive (got {max_secs:g})."
         name = str(self.strategy.value)
         options: dict[str, Any] = {}
         if not self.cost_model.disabled:  # one the strategy declares (capabilities)

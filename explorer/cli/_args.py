@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 
 from explorer._urls import redact
 from explorer.errors import ExplorerError, UnknownPluginError, WorkloadError
-from explorer.types import MAX_SECS, MAX_TRIALS, TOO_LONG, TOO_MANY_TRIALS
+from explorer.types import MAX_INT, MAX_SECS, MAX_TRIALS, TOO_LONG, TOO_MANY_TRIALS
 
 # The registered strategies, for `tune --help` without importing the search package (and TVM)
 # whenever the parser is built; tests/explorer/test_cli_errors.py keeps it equal to STRATEGIES.
@@ -110,9 +110,6 @@ _PLAIN_NUMBER = re.compile(
 MAX_REPEAT = 100
 """``measure --repeat`` at most: each repeat lasts at least ``min_repeat_secs`` (20 ms), so more
 would run into the measurer's kernel timeout and store a junk run."""
-MAX_INT = 2**63 - 1
-"""Any whole-number option at most: the databases' largest integer (a run id, a seed or a count
-above it cannot be stored or looked up)."""
 
 
 def _int(text: str, *, minimum: int, maximum: int = MAX_INT, why: str = "") -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from explorer.cli._args import EXIT_FAILED, EXIT_OK, UsageError, file_name, only_with
 from explorer.cli._common import (
@@ -48,7 +48,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     only_with(args, "--refit", "--trace")
     only_with(args, "--vs", "--mix")
     workload = workload_of(args)
-    session = ScheduleSession(workload, target=target_of(args))
+    target = target_of(args)
+    # Both files are read before anything is printed: one that cannot be used is refused first.
+    trace, other = (
+        read_trace(Path(path), workload, target, refit=args.refit) if path else None
+        for path in (args.trace, args.vs)
+    )
+    session = ScheduleSession(workload, target=target)
+    if trace is not None:  # the loop nest shown is the schedule's, whose code follows
+        session.load_trace(trace)
     print(f"workload: {workload.key()}")
     print(f"FLOPs:    {workload.flops():,}")
     print(f"bytes:    {workload.bytes_moved():,}")
@@ -56,7 +64,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     for name, shape, dtype in inputs:
         print(f"input:    {name} {list(shape)} {dtype}")
     print(f"output:   {out_name} {list(out_shape)} {out_dtype}")
-    print("\nloop nest:")
+    print(f"\nloop nest{' (the schedule in ' + args.trace + ')' if args.trace else ''}:")
     for block in session.snapshot.blocks:
         loops = " > ".join(
             f"{lp.name}({lp.extent}{', ' + lp.kind if lp.kind != 'serial' else ''})"
@@ -66,24 +74,22 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.script:
         print("\n" + session.snapshot.script)
     if args.asm or args.ir or args.mix:
-        return _show_code(args, workload, session.target)
+        return _show_code(args, workload, session.target, trace, other)
     return EXIT_OK
 
 
-def _show_code(args: argparse.Namespace, workload: Workload, target: Target) -> int:
-    """``--asm``, ``--ir``, ``--mix``: the code the schedule (``--trace``, else the unscheduled
-    program) compiles to, as a measurement builds it."""
+def _show_code(
+    args: argparse.Namespace, workload: Workload, target: Target, trace: Any, other: Any
+) -> int:
+    """``--asm``, ``--ir``, ``--mix``: the code the schedule (``trace``, else the unscheduled
+    program) compiles to, as a measurement builds it; ``other``: ``--vs``'s schedule."""
     from explorer.code import code_mix, compare_mixes, generated_code, hot_loop_diff
     from explorer.measure import Candidate
 
-    trace = (
-        read_trace(Path(args.trace), workload, target, refit=args.refit)
-        if args.trace
-        else empty_trace(workload)
-    )
+    if trace is None:
+        trace = empty_trace(workload)
     before = None
-    if args.vs:
-        other = read_trace(Path(args.vs), workload, target, refit=args.refit)
+    if other is not None:
         before = generated_code(Candidate(workload, target, other))
         if before.error is not None:
             print(f"error: the --vs schedule does not compile: {before.error}", file=sys.stderr)

@@ -16,13 +16,15 @@ from explorer.cli._args import (
 
 
 # -- workload arguments ------------------------------------------------------------------------
-def add_workload_args(p: argparse.ArgumentParser, *, optional: bool = False) -> None:
+def add_workload_args(p: argparse.ArgumentParser, *, optional_when: str = "") -> None:
+    """The workload and its parameters; ``optional_when`` says when the command does without
+    one (in its help; empty: never)."""
     p.add_argument(
         "workload",
-        nargs="?" if optional else None,
+        nargs="?" if optional_when else None,
         help="family or preset name (see `explorer workloads`), `expr` with --expr/--shape, "
         "or MODEL:TASK, a task of an imported model (see `explorer model show`)"
-        + (" (optional with --resume)" if optional else ""),
+        + (f" ({optional_when})" if optional_when else ""),
     )
     p.add_argument(
         "-p",

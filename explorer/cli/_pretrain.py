@@ -66,7 +66,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
                 now = sum(coverage(store, target, names).values())
                 print(
                     f"interrupted; {plural(now - before, 'trial')} stored. `explorer pretrain` "
-                    "again goes on with the presets that have the fewest",
+                    "again goes on with the presets that have the fewest trials",
                     file=sys.stderr,
                 )
                 return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED

@@ -43,6 +43,10 @@ def cmd_race(args: argparse.Namespace) -> int:
 
     if args.seeds > MAX_SEEDS:
         raise UsageError(f"--seeds {args.seeds}: at most {MAX_SEEDS}")
+    named = args.strategy or []
+    repeated = sorted({name for name in named if named.count(name) > 1})
+    if repeated:  # raced once either way: say so rather than merge them without a word
+        raise UsageError(f"--strategy {repeated[0]} is given twice: name each strategy once")
     if args.plot:
         check_writable_file(args.plot, "--plot")
     if args.workload is None and args.expr is None:
@@ -194,7 +198,8 @@ def _stopped_early(row: RaceRow, coverage: float) -> str:
         return said + " (converged)"
     return (
         f"{said} among the recorded schedules; the recording holds {share(coverage)} of the "
-        "space, and a strategy that moves to neighbouring schedules finds few of them recorded"
+        "space, and a replayed search proposes only schedules it holds (one that moves to "
+        "neighbouring schedules finds few of them)"
     )
 
 
@@ -209,7 +214,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "recording can replay."
         ),
     )
-    add_workload_args(p, optional=True)
+    add_workload_args(p, optional_when="without one: list what the recording can replay")
     p.add_argument(
         "--replay",
         type=file_name,

@@ -265,7 +265,7 @@ def _failures(store: Any, result: Any) -> str:
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("tune", help="search for a fast schedule")
-    add_workload_args(p, optional=True)
+    add_workload_args(p, optional_when="optional with --resume")
     add_common(p)
     # Defaults are None here (TUNE_DEFAULTS fills them in): with --resume only options given
     # explicitly are compared with the run's own.

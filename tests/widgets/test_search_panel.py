@@ -193,8 +193,22 @@ def test_errors_are_shown_as_text(make_panel):
             "into several runs (got 1000000000).",
         ),
         (panel.seed, "-1", "Seed must be a whole number >= 0 (got -1)."),
+        # Above the databases' largest integer: a new user's seed once started and was stored.
+        (
+            panel.seed,
+            "99999999999999999999999",
+            "Seed must be at most 9223372036854775807 (got 99999999999999999999999).",
+        ),
+        # Refused before starting, as every other box is (it once failed the started search).
+        (
+            panel.secs,
+            1e23,
+            "Max secs must be at most 2592000: 30 days; resume the run to go on longer "
+            "(got 1e+23).",
+        ),
+        (panel.secs, -5.0, "Max secs must be 0 (no limit) or positive (got -5)."),
     ]:
-        panel.trials.value, panel.seed.value = 4, 0
+        panel.trials.value, panel.seed.value, panel.secs.value = 4, 0, 0.0
         box.value = typed
         assert panel.start() is None and panel.status.value == said
     assert ctx.store.runs() == runs  # nothing new was started

@@ -133,6 +133,12 @@ def test_explorer_show_prints_the_mix_and_the_hot_loop_of_a_saved_schedule(tmp_p
     assert int(row(plain.stdout, "scalar arithmetic")[0]) > 0
     assert int(row(vector.stdout, "vector FMA")[0]) > 0
     assert "hot loop (main_compute_, one pass):" in vector.stdout
+    # The loop nest above the code is the schedule's (it was the unscheduled one's).
+    assert "  C: i(64) > j(64) > k(64)" in plain.stdout
+    assert (
+        f"loop nest (the schedule in {path}):\n  C: i(64) > k(64) > j_0(4) > j_1(16, vectorized)"
+        in vector.stdout
+    )
     asm = explorer("show", *shape, "--asm", "--trace", str(path))
     assert (
         asm.returncode == 0 and "main_compute_:" in asm.stdout and "instruction mix" in asm.stdout
@@ -141,6 +147,9 @@ def test_explorer_show_prints_the_mix_and_the_hot_loop_of_a_saved_schedule(tmp_p
     assert versus.returncode == 0, versus.stderr
     assert "(the hot loops' code is the same)" in versus.stdout
     assert f"against {path}: The hot loop is the same: " in versus.stdout
+    # A --vs file that cannot be read is refused before anything is printed.
+    missing = explorer("show", *shape, "--mix", "--vs", str(tmp_path / "missing.json"))
+    assert missing.returncode == 2 and missing.stdout == "", missing.stdout
     usage = explorer("show", *shape, "--trace", str(path))
     assert usage.returncode == 2
     assert usage.stderr.strip() == "error: --trace only applies with --asm, --ir or --mix"

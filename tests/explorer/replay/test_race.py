@@ -258,6 +258,16 @@ def test_the_cli_refuses_a_workload_the_recording_lacks_and_bad_counts(tmp_path:
     missing = explorer("race", "--replay", str(tmp_path / "none.db"))
     assert missing.returncode != 0 and "Traceback" not in missing.stderr
     assert not (tmp_path / "none.db").exists()  # nothing created
+    # A strategy named twice was raced once, without a word (a new user's report).
+    shape = ["reduce_sum", "-p", "D0=4", "-p", "D1=8"]
+    named = ["--strategy", "random", "--strategy", "droplet", "--strategy", "random"]
+    twice = explorer("race", "--replay", db, *shape, *named)
+    assert twice.returncode == 2 and twice.stdout == "", twice.stdout
+    said = "error: --strategy random is given twice: name each strategy once\n"
+    assert twice.stderr == said
+    helped = explorer("race", "--help")
+    assert "--resume" not in helped.stdout
+    assert "list what the recording can replay" in " ".join(helped.stdout.split())  # wrapped
 
 
 def test_replayed_runs_are_marked_in_the_database_the_plots_and_the_runs_listing(
