@@ -7,7 +7,7 @@ import html
 from dataclasses import dataclass
 
 from explorer.cost_models import Prediction
-from explorer.machine import MachinePeak, PeakMeasureError, measured_peak, roofline_text
+from explorer.machine import BUSY, MachinePeak, PeakMeasureError, measured_peak, roofline_text
 from explorer.measure import Candidate, MeasureResult, trace_key
 from explorer.storage import RecordStore, TrialRecord
 from explorer.text import format_secs
@@ -44,15 +44,25 @@ class Measurement:
     best_secs: float | None
     peak: MachinePeak | None = None  # the CPU's measured roofline (None for a GPU)
     peak_note: str = ""  # why there is no peak, when measuring it failed
+    busy_elsewhere: float | None = None  # others' share of the CPUs while it was timed
+
+    @property
+    def was_busy(self) -> bool:
+        """Whether other processes used ``BUSY`` or more of the CPUs while it was timed: a
+        reading that can be slower than the kernel is, though its repeats agree."""
+        return self.busy_elsewhere is not None and self.busy_elsewhere >= BUSY
 
     @property
     def result(self) -> MeasureResult:
         return self.record.result
 
 
-def measurement(store: RecordStore, record: TrialRecord, label: str) -> Measurement:
+def measurement(
+    store: RecordStore, record: TrialRecord, label: str, busy_elsewhere: float | None = None
+) -> Measurement:
     """A record with its rank and the machine's roofline (blocking: store reads, and the peak
-    is measured once per machine)."""
+    is measured once per machine); ``busy_elsewhere``: others' share of the CPUs meanwhile
+    (``None``: not watched)."""
     candidate, result = record.candidate, record.result
     rank = store.rank_of(record) if result.is_ok and result.median_secs else None
     peak, note = None, ""
@@ -64,8 +74,10 @@ def measurement(store: RecordStore, record: TrialRecord, label: str) -> Measurem
         except PeakMeasureError as exc:
             note = str(exc)
     if rank is None:
-        return Measurement(record, label, 0, 0, None, peak, note)
-    return Measurement(record, label, rank.position, rank.num_ok, rank.best_secs, peak, note)
+        return Measurement(record, label, 0, 0, None, peak, note, busy_elsewhere)
+    return Measurement(
+        record, label, rank.position, rank.num_ok, rank.best_secs, peak, note, busy_elsewhere
+    )
 
 
 # -- rendering ----------------------------------------------------------------------------------
@@ -126,6 +138,11 @@ def latency_html(result: MeasureResult, *, label: str | None = None) -> str:
 def details_html(m: Measurement) -> str:
     result = m.result
     lines = [f"Check: {html.escape(STATUS_WORDS.get(result.status, result.status.value))}."]
+    if m.was_busy:
+        lines.append(
+            f"<b>Other processes used {m.busy_elsewhere:.0%} of the CPUs while it was timed</b>: "
+            "it may read slower than on a quiet machine (Measure again when they are done)."
+        )
     if result.is_ok and result.median_secs:
         lines.append(html.escape(rank_text(m)))
         lines.append(html.escape(roofline_text(m.record.candidate.workload, result, m.peak)))

@@ -368,11 +368,13 @@ class CostPanel(Panel):
     def _measure(self, order: _Order) -> Measurement:
         # Worker thread: no widget, no session.
         candidate = order.candidate
+        watch = self.ctx.measurer.watch_busy()  # a busy machine can slow a reading evenly
         (result,) = self.ctx.measurer.measure([candidate])
+        busy = None if watch is None else watch.share()
         record = self.ctx.record_manual(
             NewTrial(candidate, result, order.scores), candidate.workload, candidate.target
         )
-        return measurement(self.ctx.store, record, order.label)  # the peak after the timing
+        return measurement(self.ctx.store, record, order.label, busy)  # the peak after timing
 
     def _measured_done(self, order: _Order, job: Job) -> None:
         self._running = None
@@ -425,8 +427,9 @@ class CostPanel(Panel):
         key = self._current_key or ""
         current = self._measured.get(key)
         running = self._running
-        noisy = current is not None and current.result.is_noisy
-        # A busy machine spread the repeats: the button offers to measure again.
+        noisy = current is not None and (current.result.is_noisy or current.was_busy)
+        # A busy machine spread the repeats or shared the CPUs: the button offers to measure
+        # again.
         self.measure_button.description = "Measure again" if noisy else "Measure"
         queued = next((q for q in self._queue if q.key == key), None)
         if running is not None and running.key == key:
