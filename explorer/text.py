@@ -120,6 +120,7 @@ def parse_whole(
         return f"{field} must be a whole number (got {shown or 'an empty box'})."
     if n < least:
         return f"{field} must be {at_least} (got {n})."
-    if n > (MAX_INT if most is None else most):
-        return f"{field} must be at most {MAX_INT if most is None else most}{why} (got {n})."
+    limit = MAX_INT if most is None else most
+    if n > limit:
+        return f"{field} must be at most {limit}{why} (got {n})."
     return n

@@ -7,6 +7,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
+from explorer.types import MAX_INT
 from widgets._whole import WholeText, parse_whole, whole_number
 
 
@@ -25,6 +26,19 @@ def test_a_number_with_a_fraction_is_refused_never_rounded(x: float) -> None:
     else:
         assert read is None
         assert parse_whole("Seed", text, 0, "x") == f"Seed must be a whole number (got {text})."
+
+
+@given(st.integers(min_value=-(2**80), max_value=2**80))
+def test_a_number_the_database_cannot_hold_is_refused(n: int) -> None:
+    """A seed of 10^23 once started a search from the Search tab and was stored; the command
+    line refused it. Every box now reads at most the databases' largest integer."""
+    said = parse_whole("Seed", str(n), 0, "a whole number >= 0")
+    if 0 <= n <= MAX_INT:
+        assert said == n
+    elif n > MAX_INT:
+        assert said == f"Seed must be at most {MAX_INT} (got {n})."
+    else:
+        assert said == f"Seed must be a whole number >= 0 (got {n})."
 
 
 @given(st.text(max_size=200))
