@@ -23,6 +23,7 @@ import itertools
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -190,18 +191,8 @@ class KnobSpace:
         self._check(point)
         if not self.allows(point):
             return None
-        trace = self.design.sketch_trace(point.sketch)
-        insts = list(trace.insts)
-        decisions = {
-            insts[d.knob.inst_index]: v
-            for d, v in zip(self.domains[point.sketch], self.decisions(point), strict=True)
-        }
-        sch = _tvm.Schedule(self.workload.mod())
-        try:
-            _tvm.Trace(insts, decisions).apply_to_schedule(sch, remove_postproc=True)
-        except (_tvm.ScheduleError, ValueError, RuntimeError):
-            return None
-        if not self.design.apply_postprocs(sch):
+        sch = self.replay(point)
+        if sch is None or not self.design.apply_postprocs(sch):
             return None
         return Candidate(
             workload=self.workload,
@@ -213,6 +204,21 @@ class KnobSpace:
                 "values": list(self.decisions(point)),
             },
         )
+
+    def replay(self, point: Point) -> Any | None:
+        """The sketch replayed with the point's decisions, before the postprocessors (a TVM
+        schedule), or ``None`` when TVM refuses them."""
+        insts = list(self.design.sketch_trace(point.sketch).insts)
+        decisions = {
+            insts[d.knob.inst_index]: v
+            for d, v in zip(self.domains[point.sketch], self.decisions(point), strict=True)
+        }
+        sch = _tvm.Schedule(self.workload.mod())
+        try:
+            _tvm.Trace(insts, decisions).apply_to_schedule(sch, remove_postproc=True)
+        except (_tvm.ScheduleError, ValueError, RuntimeError):
+            return None
+        return sch
 
     def point_of_candidate(self, candidate: Candidate) -> Point | None:
         """Recover the point of a candidate made by ``materialize`` (or ``None``).

@@ -20,11 +20,16 @@ How a hand schedule is read (from the IR it produces, not from the order of its 
   innermost (the middle ones in order, merged when ``m > n``): for a classic ``i_0, j_0, k, i_1,
   j_1`` nest this gives exactly the user's loop order under MetaSchedule's ``SSRSRS`` structure.
   When that tiling is not in the knob's domain (innermost factor too large, a split that does not
-  divide), the domain value nearest in log-factors is used.
+  divide), the domain value nearest in log-factors is used. A packed sketch splits its vector
+  loop by a fixed panel width before a knob tiles the panels: the user's factors above that
+  width are what is laid onto the knob, and among sketches of equal structure the one whose
+  panel width is a boundary of the user's own splits is preferred.
 * **Unroll.** ``SampleCategorical`` knobs that feed ``meta_schedule.unroll_*`` take the candidate
   nearest to the user's unrolling (0 when the user unrolled nothing).
-* **Sketch.** The sketch whose structural steps (cache reads/writes, compute-at, inlining,
-  rfactor...) differ least from the user's is used; ties go to the lower index.
+* **Sketch.** The sketch that drops the fewest of the user's structural steps (cache
+  reads/writes, layout changes, compute-at, inlining, rfactor...), then adds the fewest of its
+  own, is used; ties go to the lower index. Dropped first: a user who packed a buffer by hand
+  starts from a packed sketch, even though it also adds MetaSchedule's write cache.
 * **Everything else** (loop order, fuse, parallel, vectorize, annotations) is not a knob: the
   sketch's postprocessors parallelize and vectorize by themselves. Each such step gets a note.
 
@@ -45,8 +50,18 @@ from typing import Any
 from explorer import _tvm
 from explorer.core import Candidate
 from explorer.errors import SearchError
+from explorer.space import _packing
 from explorer.space._design_space import SAMPLING_KINDS
 from explorer.space._knob_space import KnobDomain, KnobSpace, Point
+from explorer.space._reading import (
+    Tiling,
+    as_int,
+    iter_sums,
+    loop_kinds,
+    realizes,
+    user_tilings,
+    user_unroll,
+)
 from explorer.types import JSON
 
 # Steps that change what is computed where (a sketch either has them or not).
@@ -78,7 +93,6 @@ _NEUTRAL = frozenset(
     | {"EnterPostproc"}
 )
 _UNROLL_KEYS = ("meta_schedule.unroll_explicit", "meta_schedule.unroll_implicit")
-_FOR_UNROLLED = 3
 
 
 @dataclass(frozen=True)
@@ -110,13 +124,18 @@ class StartMapping:
 
 
 @dataclass(frozen=True)
-class _Tiling:
-    """How the user's schedule iterates one block iterator."""
+class _TileRole:
+    """The block iterator a sketch's tile knob splits, and the stride of the loop it splits:
+    1, or a packed sketch's panel width (its loop ``j // bn`` is tiled, ``j % bn`` is fixed)."""
 
-    name: str  # the block iterator's name ("i" for v_i)
-    factors: tuple[int, ...]  # outer stride first
-    extent: int
-    pure: bool  # the factors multiply to the extent with consistent strides (no predicate)
+    block: str
+    it: int  # the iterator's index in the block
+    name: str  # the iterator's name ("j" for v_j)
+    stride: int
+
+    @property
+    def where(self) -> str:
+        return f"{self.block}.{self.name}"
 
 
 def nearest_point(space: KnobSpace, candidate: Candidate) -> StartMapping:
@@ -207,18 +226,30 @@ def _nearest_index(domain: KnobDomain, value: JSON) -> int:
 
 # -- a schedule made by hand ---------------------------------------------------------------------
 def _map_hand_schedule(space: KnobSpace, sch: Any) -> StartMapping:
-    tilings = _user_tilings(sch.mod["main"])
-    unroll = _user_unroll(sch.mod["main"])
+    tilings = user_tilings(sch.mod["main"])
+    unroll = user_unroll(sch.mod["main"])
     kinds = [inst.kind.name for inst in sch.trace.insts]
     mine = Counter(k for k in kinds if k in _STRUCTURAL)
+    # Ties (a packed sketch per panel width) go to the sketch whose panels the user's own
+    # innermost splits match.
     ranked = sorted(
         range(space.num_sketches),
-        key=lambda s: (_structure_distance(mine, _sketch_structure(space, s)), s),
+        key=lambda s: (
+            (mine - _sketch_structure(space, s)).total(),
+            (_sketch_structure(space, s) - mine).total(),
+            _panel_mismatches(space, s, tilings),
+            s,
+        ),
     )
     notes: list[str] = []
     for sketch in ranked:
         point, knob_notes = _point_in_sketch(space, sketch, tilings, unroll)
         if space.materialize(point) is not None:
+            break
+        repaired = _nearest_that_builds(space, point)
+        if repaired is not None:
+            point, note = repaired
+            knob_notes.append(note)
             break
         notes.append(f"sketch #{sketch}: your tiling does not build there; tried the next one")
     else:
@@ -232,21 +263,27 @@ def _map_hand_schedule(space: KnobSpace, sch: Any) -> StartMapping:
     added = sorted((theirs - mine).elements())
     if added:
         header += f" (it adds MetaSchedule's {', '.join(map(_snake, added))})"
+    kept = sorted((mine & theirs).elements())
+    if kept:
+        steps = ", ".join(map(_snake, dict.fromkeys(kept)))
+        header += f"; your {steps} {'are steps' if len(set(kept)) > 1 else 'is a step'} of it too"
+    panels = _panels(space, sketch)
+    if panels:
+        header += f"; it packs {panels}"
     notes = [header, *notes, *knob_notes, *_dropped_steps(sch, kinds, mine - theirs)]
     return StartMapping(point, tuple(notes), exact=False)
 
 
 def _point_in_sketch(
-    space: KnobSpace, sketch: int, tilings: dict[tuple[str, int], _Tiling], unroll: int
+    space: KnobSpace, sketch: int, tilings: dict[tuple[str, int], Tiling], unroll: int
 ) -> tuple[Point, list[str]]:
     roles = _knob_roles(space, sketch)
     indices, notes = [], []
     for domain, role in zip(space.domains[sketch], roles, strict=True):
         knob = domain.knob
         if knob.kind == "SamplePerfectTile" and role is not None:
-            block, it, name = role
-            tiling = tilings.get((block, it))
-            index, note = _tile_choice(domain, tiling, f"{block}.{name}")
+            tiling = tilings.get((role.block, role.it))
+            index, note = _tile_choice(domain, tiling, role)
         elif knob.kind == "SampleCategorical" and role == "unroll":
             index, note = _unroll_choice(domain, unroll)
         else:
@@ -254,10 +291,10 @@ def _point_in_sketch(
         indices.append(index)
         if note:
             notes.append(note)
-    tiled = {(r[0], r[1]) for r in roles if isinstance(r, tuple)}
+    tiled = {(r.block, r.it) for r in roles if isinstance(r, _TileRole)}
     for (block, it), tiling in sorted(tilings.items(), key=lambda kv: kv[0]):
         factors = [f for f in tiling.factors if f > 1]
-        if len(factors) > 1 and (block, it) not in tiled:
+        if len(factors) > 1 and (block, it) not in tiled and not tiling.placed:
             notes.append(
                 f"{block}.{tiling.name}: your split {' x '.join(map(str, factors))} is not a "
                 "knob of this sketch and was dropped"
@@ -265,13 +302,27 @@ def _point_in_sketch(
     return Point(sketch, tuple(indices)), notes
 
 
-def _tile_choice(domain: KnobDomain, tiling: _Tiling | None, where: str) -> tuple[int, str]:
+def _tile_choice(domain: KnobDomain, tiling: Tiling | None, role: _TileRole) -> tuple[int, str]:
     n = int(domain.knob.attrs[0])
+    where = role.where
     if tiling is None:
         return 0, f"{where}: not found in your schedule; the sketch's own tile {domain.values[0]}"
     extent = tiling.extent
     factors = [f for f in tiling.factors if f > 1] or [extent]
     shown = " x ".join(map(str, factors))
+    if role.stride > 1:
+        # The knob tiles what is left above the sketch's fixed inner split (its panels).
+        above, exact = _above(factors, role.stride)
+        target = _lay_out(above, n)
+        in_space = target in domain.values
+        index = domain.values.index(target) if in_space else _nearest_tile(domain, target)
+        panels = f"the sketch's panels of {role.stride}"
+        if exact and in_space and tiling.pure:
+            return index, f"{where}: your split {shown} kept: {panels}, tile {target} of them"
+        return index, (
+            f"{where}: your split {shown} read as {panels}, nearest tile "
+            f"{domain.values[index]} of them used"
+        )
     target = _lay_out(factors, n)
     if tiling.pure and target in domain.values:
         index = domain.values.index(target)
@@ -285,6 +336,50 @@ def _tile_choice(domain: KnobDomain, tiling: _Tiling | None, where: str) -> tupl
         else f"has no tile in this space (innermost factor at most {domain.knob.attrs[1]})"
     )
     return index, f"{where}: your split {shown} {why}; nearest tile {domain.values[index]} used"
+
+
+def _above(factors: Sequence[int], stride: int) -> tuple[list[int], bool]:
+    """The user's factors above the innermost ``stride`` iterations, and whether a boundary
+    of theirs falls exactly there (``4 x 32`` above 32 is ``[4]``, exactly; ``8 x 16`` is
+    ``[4]``, not: the panel boundary cuts their outer loop)."""
+    rest, need, exact = list(factors), stride, True
+    while rest and need > 1:
+        last = rest.pop()
+        if need % last == 0:
+            need //= last
+        elif last % need == 0:
+            rest.append(last // need)
+            need, exact = 1, False
+        else:
+            break
+    if need == 1:
+        return rest or [1], exact
+    return [max(1, math.prod(factors) // stride)], False
+
+
+def _nearest_that_builds(
+    space: KnobSpace, point: Point, tries: int = 8
+) -> tuple[Point, str] | None:
+    """``point`` with one tile knob moved to the nearest of its next ``tries`` values that
+    builds, and a note saying why; ``None`` when no such move builds. A packed sketch refuses
+    a register tile too small to keep the FMA units busy: a user's matmul packed by hand with
+    its rows unsplit (a one-row tile) maps onto such a point."""
+    sch = space.replay(point)
+    refusal = _packing.tile_refusal(sch.trace, space.target.vector_lanes_f32) if sch else None
+    roles = _knob_roles(space, point.sketch)
+    for k, (domain, role) in enumerate(zip(space.domains[point.sketch], roles, strict=True)):
+        if not isinstance(role, _TileRole):
+            continue
+        current = domain.values[point.indices[k]]
+        for index in _by_distance(domain, current)[1 : tries + 1]:
+            moved = Point(point.sketch, (*point.indices[:k], index, *point.indices[k + 1 :]))
+            if space.materialize(moved) is not None:
+                why = refusal or "the sketch's checks refuse it"
+                return moved, (
+                    f"{role.where}: tile {current} does not build in this sketch: {why}; "
+                    f"nearest tile that builds: {domain.values[index]}"
+                )
+    return None
 
 
 def _lay_out(factors: Sequence[int], n: int) -> list[int]:
@@ -304,6 +399,11 @@ def _lay_out(factors: Sequence[int], n: int) -> list[int]:
 
 def _nearest_tile(domain: KnobDomain, target: Sequence[int]) -> int:
     """The domain value closest to ``target`` in log-factors per level (ties: lowest index)."""
+    return _by_distance(domain, target)[0]
+
+
+def _by_distance(domain: KnobDomain, target: Any) -> list[int]:
+    """The domain's indices, nearest to ``target`` (a tile) first in log-factors per level."""
     want = [math.log(max(t, 1)) for t in target]
 
     def distance(i: int) -> float:
@@ -312,7 +412,7 @@ def _nearest_tile(domain: KnobDomain, target: Sequence[int]) -> int:
             return math.inf
         return sum((math.log(v) - w) ** 2 for v, w in zip(value, want, strict=True))
 
-    return min(range(domain.size), key=lambda i: (distance(i), i))
+    return sorted(range(domain.size), key=lambda i: (distance(i), i))
 
 
 def _unroll_choice(domain: KnobDomain, steps: int) -> tuple[int, str]:
@@ -328,80 +428,13 @@ def _unroll_choice(domain: KnobDomain, steps: int) -> tuple[int, str]:
     return best, f"your unrolling ({steps} steps) approximated as unroll depth {depth}"
 
 
-# -- reading the IR ------------------------------------------------------------------------------
-def _realizes(func: Any) -> list[tuple[Any, list[Any]]]:
-    """Every block realize of ``func`` with the loops between it and its enclosing block."""
-    out: list[tuple[Any, list[Any]]] = []
-    tirx, realize_t = _tvm.tirx, _tvm.tvm.s_tir.SBlockRealize
-
-    def walk(stmt: Any, loops: list[Any]) -> None:
-        if isinstance(stmt, tirx.For):
-            walk(stmt.body, [*loops, stmt])
-        elif isinstance(stmt, realize_t):
-            out.append((stmt, loops))
-            walk(stmt.block.body, [])
-        elif isinstance(stmt, tirx.SeqStmt):
-            for child in stmt.seq:
-                walk(child, loops)
-        else:
-            for attr in ("body", "then_case", "else_case", "block"):
-                child = getattr(stmt, attr, None)
-                if isinstance(child, (tirx.Stmt, realize_t)):
-                    walk(child, loops)
-
-    walk(func.body, [])
-    return out
-
-
-def _iter_sums(realize: Any, loops: list[Any]) -> list[Any]:
-    dom = {lp.loop_var: _tvm.tvm.ir.Range.from_min_extent(lp.min, lp.extent) for lp in loops}
-    return [_tvm.tvm.sym.normalize_to_iter_sum(v, dom) for v in realize.iter_values]
-
-
-def _user_tilings(func: Any) -> dict[tuple[str, int], _Tiling]:
-    out = {}
-    for realize, loops in _realizes(func):
-        block = realize.block
-        for it, (iv, total) in enumerate(
-            zip(block.iter_vars, _iter_sums(realize, loops), strict=True)
-        ):
-            extent = _int(iv.dom.extent)
-            args = list(total.args)
-            factors = tuple(_int(a.extent) for a in args)
-            strides = [_int(a.scale) for a in args]
-            # A split that does not divide leaves a predicate and factors whose product
-            # exceeds the extent: not a perfect tiling.
-            pure = (
-                _int(total.base) == 0
-                and math.prod(factors) == extent
-                and all(strides[k] == math.prod(factors[k + 1 :]) for k in range(len(factors)))
-            )
-            name = str(iv.var.name).removeprefix("v_")
-            out[(str(block.name_hint), it)] = _Tiling(name, factors or (extent,), extent, pure)
-    return out
-
-
-def _user_unroll(func: Any) -> int:
-    """The most loop iterations unrolled around one block (a pragma counts as its max step)."""
-    most = 0
-    for _, loops in _realizes(func):
-        steps = math.prod(_int(lp.extent) for lp in loops if int(lp.kind) == _FOR_UNROLLED)
-        if any(int(lp.kind) == _FOR_UNROLLED for lp in loops):
-            most = max(most, steps)
-        for lp in loops:
-            value = lp.annotations.get("pragma_auto_unroll_max_step")
-            if value is not None:
-                most = max(most, _int(value))
-    return most
-
-
 # Per design space (weakly held: spaces are cached and rebuilt elsewhere), per sketch.
 _ROLES: weakref.WeakKeyDictionary[Any, dict[int, list[Any]]] = weakref.WeakKeyDictionary()
 
 
 def _knob_roles(space: KnobSpace, sketch: int) -> list[Any]:
-    """Per knob: ``(block, iterator index, iterator name)`` for a tile, ``"unroll"`` for an
-    unroll-depth categorical, ``None`` otherwise; found by replaying the sketch once."""
+    """Per knob: a ``_TileRole`` for a tile, ``"unroll"`` for an unroll-depth categorical,
+    ``None`` otherwise; found by replaying the sketch once."""
     known = _ROLES.setdefault(space.design, {})
     if sketch in known:
         return known[sketch]
@@ -431,16 +464,39 @@ def _knob_roles(space: KnobSpace, sketch: int) -> list[Any]:
     return roles
 
 
-def _tiled_iterator(sch: Any, loop: Any) -> tuple[str, int, str] | None:
-    """The block iterator that ``loop`` (about to be tiled) drives."""
-    for realize, loops in _realizes(sch.mod["main"]):
+def _tiled_iterator(sch: Any, loop: Any) -> _TileRole | None:
+    """The block iterator that ``loop`` (about to be tiled) drives, and its stride there."""
+    for realize, loops in realizes(sch.mod["main"]):
         if not any(lp.loop_var.same_as(loop.loop_var) for lp in loops):
             continue
-        for it, total in enumerate(_iter_sums(realize, loops)):
-            if any(a.source.source.same_as(loop.loop_var) for a in total.args):
-                name = str(realize.block.iter_vars[it].var.name)
-                return str(realize.block.name_hint), it, name.removeprefix("v_")
+        for it, total in enumerate(iter_sums(realize, loops)):
+            for arg in total.args:
+                if arg.source.source.same_as(loop.loop_var):
+                    name = str(realize.block.iter_vars[it].var.name).removeprefix("v_")
+                    return _TileRole(str(realize.block.name_hint), it, name, as_int(arg.scale))
     return None
+
+
+def _panel_mismatches(
+    space: KnobSpace, sketch: int, tilings: dict[tuple[str, int], Tiling]
+) -> int:
+    """How many of ``sketch``'s fixed inner splits (panels) no split of the user's matches."""
+    count = 0
+    for role in _knob_roles(space, sketch):
+        if isinstance(role, _TileRole) and role.stride > 1:
+            tiling = tilings.get((role.block, role.it))
+            factors = [f for f in tiling.factors if f > 1] if tiling else []
+            count += not (factors and _above(factors, role.stride)[1])
+    return count
+
+
+def _panels(space: KnobSpace, sketch: int) -> str:
+    """What ``sketch`` splits by a fixed width before tiling ("C.j in panels of 32"), if any."""
+    return ", ".join(
+        f"{role.where} in panels of {role.stride}"
+        for role in _knob_roles(space, sketch)
+        if isinstance(role, _TileRole) and role.stride > 1
+    )
 
 
 def _sketch_structure(space: KnobSpace, sketch: int) -> Counter[str]:
@@ -448,12 +504,8 @@ def _sketch_structure(space: KnobSpace, sketch: int) -> Counter[str]:
     return Counter(inst.kind.name for inst in insts if inst.kind.name in _STRUCTURAL)
 
 
-def _structure_distance(a: Counter[str], b: Counter[str]) -> int:
-    return sum(((a - b) + (b - a)).values())
-
-
 def _dropped_steps(sch: Any, kinds: Sequence[str], extra: Counter[str]) -> list[str]:
-    nest = _loop_kinds(sch.mod["main"])
+    nest = loop_kinds(sch.mod["main"])
     notes = []
     seen = Counter(kinds)
     if seen["Reorder"]:
@@ -480,20 +532,5 @@ def _dropped_steps(sch: Any, kinds: Sequence[str], extra: Counter[str]) -> list[
     return notes
 
 
-def _loop_kinds(func: Any) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {"parallel": [], "vectorized": []}
-    for _, loops in _realizes(func):
-        for lp in loops:
-            kind = {1: "parallel", 2: "vectorized"}.get(int(lp.kind))
-            name = str(lp.loop_var.name)
-            if kind and name not in out[kind]:
-                out[kind].append(name)
-    return out
-
-
 def _snake(kind: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", kind).lower().replace("s_block", "block")
-
-
-def _int(x: Any) -> int:
-    return int(x.value) if hasattr(x, "value") else int(x)

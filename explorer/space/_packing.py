@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from explorer import _tvm
+from explorer.text import plural
 
 PANEL_VECTORS = (2, 1)
 """Panel widths tried, in vectors of the target's float32 lanes: 2 vectors (32 floats with
@@ -228,12 +229,17 @@ class RegisterTile:
     def accumulators(self) -> int:
         return self.rows * self.vectors
 
-    def fits(self, registers: int) -> bool:
-        """Whether the tile's accumulators fit ``registers`` (beside the panel's own vectors)
-        and are enough to keep the FMA units busy, or as many as the tile's shape allows."""
+    def bounds(self, registers: int) -> tuple[int, int]:
+        """The fewest and most accumulators a tile of this shape may keep: enough to keep the
+        FMA units busy (or as many as the shape allows), and what fits ``registers`` beside
+        the panel's own vectors."""
         most = registers - self.vectors
         allowed = [r * self.vectors for r in self.choices if r * self.vectors <= most]
-        least = min(MIN_ACCUMULATORS, max(allowed, default=self.vectors))
+        return min(MIN_ACCUMULATORS, max(allowed, default=self.vectors)), most
+
+    def fits(self, registers: int) -> bool:
+        """Whether the tile's accumulators are within ``bounds``."""
+        least, most = self.bounds(registers)
         return least <= self.accumulators <= most
 
 
@@ -257,6 +263,20 @@ def register_tile(trace: Any, lanes: int) -> RegisterTile | None:
     if bn is None or bn % lanes:
         return None
     return RegisterTile(rows, bn // lanes, tuple(sorted(choices)))
+
+
+def tile_refusal(trace: Any, lanes: int) -> str | None:
+    """Why the register-tile check refuses a schedule (a clause of a sentence), or ``None``
+    when it does not."""
+    tile = register_tile(trace, lanes)
+    if tile is None or tile.fits(vector_registers(lanes)):
+        return None
+    least, most = tile.bounds(vector_registers(lanes))
+    return (
+        f"its register tile of {plural(tile.rows, 'row')} x {plural(tile.vectors, 'vector')} "
+        f"keeps {plural(tile.accumulators, 'accumulator')}, where the sketch takes {least} to "
+        f"{most}"
+    )
 
 
 def register_tile_share(mod: Any, sketch: Any, lanes: int, draws: int = 64) -> float:

@@ -105,3 +105,74 @@ def test_a_split_where_the_sketch_has_no_tile_is_said_to_be_dropped(cpu_target):
     assert "reduce_sum.i: your split 4 x 4 is not a knob of this sketch and was dropped" in (
         mapping.notes
     )
+
+
+def test_a_packed_schedule_keeps_its_panels_on_the_packed_sketch_of_their_width(cpu_target):
+    # Reproduces a new user's start from notebook 01's packed multiply (at 128): the notes read
+    # "C.j: your split 4 x 32 has no tile in this space (innermost factor at most 16); nearest
+    # tile [1, 4] used" (the packed sketch's knob tiles the 4 panels, not the 128 columns) and
+    # said nothing of the user's cache_read and transform_layout.
+    w = get_workload("matmul", M=128, N=128, K=128)
+    panel = 2 * (cpu_target.vector_bits // 32)
+    rows = 8 if cpu_target.vector_bits >= 512 else 4
+    s = ScheduleSession(w, cpu_target)
+    for primitive, args in [
+        ("split", dict(loop="i", factors=[None, rows])),
+        ("split", dict(loop="j", factors=[None, panel])),
+        ("reorder", dict(loops=["i_0", "j_0", "k", "i_1", "j_1"])),
+        ("cache_write", dict(block="C", write_index=0, storage_scope="global")),
+        ("reverse_compute_at", dict(block="C_global", loop="j_0")),
+        ("cache_read", dict(block="C", read_index=1, storage_scope="global")),
+        ("transform_layout", dict(block="C", read_index=1, axis=1, factor=panel)),
+        ("vectorize", dict(loop="j_1")),
+    ]:
+        s.apply(primitive, **args)
+    space = KnobSpace(DesignSpace.of(w, cpu_target))
+    mapping = nearest_point(space, s.candidate())
+    notes = "\n".join(mapping.notes)
+    assert f"it packs C.j in panels of {panel}" in notes
+    assert "your cache_read, cache_write, reverse_compute_at, transform_layout are steps" in notes
+    panels = 128 // panel
+    assert (
+        f"C.j: your split {panels} x {panel} kept: the sketch's panels of {panel}, "
+        f"tile [{panels}, 1] of them" in notes
+    )
+    assert "has no tile in this space" not in notes
+    assert space.materialize(mapping.point) is not None
+
+
+def test_a_panel_split_across_the_users_loops_is_read_as_panels_and_said_so(cpu_target):
+    w = get_workload("matmul", M=128, N=128, K=128)
+    panel = 2 * (cpu_target.vector_bits // 32)
+    s = ScheduleSession(w, cpu_target)
+    s.apply("split", loop="i", factors=[None, 8])
+    s.apply("split", loop="j", factors=[None, 2 * panel])  # two panels in the user's inner loop
+    s.apply("cache_read", block="C", read_index=1, storage_scope="global")
+    s.apply("transform_layout", block="C", read_index=1, axis=1, factor=panel)
+    s.apply("cache_write", block="C", write_index=0, storage_scope="global")
+    mapping = nearest_point(KnobSpace(DesignSpace.of(w, cpu_target)), s.candidate())
+    notes = "\n".join(mapping.notes)
+    assert f"C.j: your split {128 // (2 * panel)} x {2 * panel} read as the sketch's panels" in (
+        notes
+    )
+
+
+def test_a_packed_tile_the_sketch_refuses_moves_to_the_nearest_that_builds(cpu_target):
+    # B packed by hand, the rows left whole: the packed sketch's point has a one-row register
+    # tile, which its check refuses; it was skipped for the next sketch, the packing dropped.
+    w = get_workload("matmul", M=128, N=128, K=128)
+    panel = 2 * (cpu_target.vector_bits // 32)
+    s = ScheduleSession(w, cpu_target)
+    s.apply("split", loop="j", factors=[None, panel])
+    s.apply("cache_read", block="C", read_index=1, storage_scope="global")
+    s.apply("transform_layout", block="C", read_index=1, axis=1, factor=panel)
+    space = KnobSpace(DesignSpace.of(w, cpu_target))
+    mapping = nearest_point(space, s.candidate())
+    notes = "\n".join(mapping.notes)
+    assert f"it packs C.j in panels of {panel}" in notes
+    assert "C.i: tile [128, 1, 1] does not build in this sketch: its register tile of 1 row" in (
+        notes
+    )
+    assert "nearest tile that builds: [" in notes
+    assert "tried the next one" not in notes and "was dropped" not in notes
+    assert space.materialize(mapping.point) is not None
