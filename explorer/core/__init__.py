@@ -28,6 +28,7 @@ from explorer.core._candidate import (
     trace_key,
 )
 from explorer.core._gate import TIMING_GATE, cpu_heavy
+from explorer.core._interrupts import interrupts_held
 from explorer.core._marks import BASELINE_MARK, START_MARK, UNCHECKED_MSG, has_mark
 from explorer.core._models import ModelInput, ModelRace, ModelRecord, ModelTask, RaceEntry
 from explorer.core._pool import Worker, WorkerLost, WorkerPool, shutdown_pool
@@ -104,6 +105,7 @@ __all__ = [
     "factorizations",
     "fastest_round",
     "has_mark",
+    "interrupts_held",
     "keep_launcher_off_workers",
     "leave_session",
     "open_session",

@@ -30,7 +30,14 @@ from typing import Any
 import numpy as np
 
 from explorer import _tvm
-from explorer.core import TIMING_GATE, Candidate, MeasureResult, TrialRecord, trace_key
+from explorer.core import (
+    TIMING_GATE,
+    Candidate,
+    MeasureResult,
+    TrialRecord,
+    interrupts_held,
+    trace_key,
+)
 from explorer.errors import ExplorerError, SearchError
 from explorer.search._base import AUTO, Capabilities, SearchStrategy, check_scaled, scaled
 from explorer.search._feature_cache import cached_per_store_feature
@@ -314,7 +321,8 @@ class EvolutionarySearch(SearchStrategy):
         # After a random round, one more of MetaSchedule's may already say it has nothing new.
         for _ in range(1 if self.num_random_rounds_ else self.max_empty_rounds):
             # Not while a kernel is timed in another thread (the notebook): it uses every core.
-            with _numpy_global_seed(self.rng), TIMING_GATE.work():
+            # Held: the evolution runs our postprocessor in TVM's threads (see there).
+            with _numpy_global_seed(self.rng), TIMING_GATE.work(), interrupts_held():
                 generated = self.context_.generate_measure_candidates()
             if generated is None:  # MetaSchedule's own "search finished"
                 break
