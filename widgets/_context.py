@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from explorer.measure import LocalMeasurer, Measurer
+from explorer.measure import LocalMeasurer, Measurer, trace_key
 from explorer.session import ScheduleSession
 from explorer.storage import (
     MANUAL,
@@ -105,7 +105,8 @@ class Context:
         Of the current session's workload and target, it is loaded as one more step of that
         session (``load_trace``): a branch from the step on screen, so Undo goes back there
         and every earlier step stays in the history. Of another workload or target, it starts
-        a new session, which becomes current.
+        a new session, which becomes current. A schedule already on screen is not loaded
+        again (a second click made a second, identical step).
         """
         candidate = record.candidate
         current = self.session
@@ -114,7 +115,8 @@ class Context:
             and current.workload == candidate.workload
             and current.target.key() == candidate.target.key()
         ):
-            current.load_trace(candidate.trace)
+            if trace_key(current.candidate().trace) != trace_key(candidate.trace):
+                current.load_trace(candidate.trace)
             return current
         session = ScheduleSession(candidate.workload, candidate.target)
         session.load_trace(candidate.trace)
@@ -128,6 +130,8 @@ class Context:
         step = before.snapshot.step_id if before is not None else None
         session = self.open_record(record)
         name = name_trial(self.store, record)
+        if session is before and session.snapshot.step_id == step:
+            return f"{name}: it is the schedule on screen already (step {step})"
         if session is before:
             return (
                 f"{name} as step {session.snapshot.step_id} in the editor (Undo goes back to "

@@ -19,18 +19,26 @@ _NOTES = {
     "xgb-reg": "XGBoost, regression",
     "metaschedule-xgb": "MetaSchedule's XGBoost",
 }
-STATUS_WORDS = {
-    MeasureStatus.OK: "correct: the output matches NumPy's",
-    MeasureStatus.WRONG_RESULT: "wrong result: it ran, but the output differs from NumPy's",
-    MeasureStatus.BUILD_ERROR: "did not compile",
-    MeasureStatus.RUN_ERROR: "crashed while running (or ran out of memory)",
-    MeasureStatus.TIMEOUT: "took too long and was stopped",
-    MeasureStatus.INVALID: "is not a valid schedule",
-    MeasureStatus.UNCHECKED: (
-        "was timed by MetaSchedule, but its output was never checked against NumPy "
-        "(`explorer check` checks it)"
-    ),
-}
+
+
+def status_words(status: MeasureStatus, reference: str = "NumPy") -> str:
+    """What a check's verdict says of a schedule; ``reference``: whose output it is checked
+    against (``OperatorFamily.reference_name``: NumPy, or a model task's unscheduled program)."""
+    words = {
+        MeasureStatus.OK: f"correct: the output matches {reference}'s",
+        MeasureStatus.WRONG_RESULT: (
+            f"wrong result: it ran, but the output differs from {reference}'s"
+        ),
+        MeasureStatus.BUILD_ERROR: "did not compile",
+        MeasureStatus.RUN_ERROR: "crashed while running (or ran out of memory)",
+        MeasureStatus.TIMEOUT: "took too long and was stopped",
+        MeasureStatus.INVALID: "is not a valid schedule",
+        MeasureStatus.UNCHECKED: (
+            f"was timed by MetaSchedule, but its output was never checked against {reference} "
+            "(`explorer check` checks it)"
+        ),
+    }
+    return words.get(status, status.value)
 
 
 @dataclass(frozen=True)
@@ -119,7 +127,9 @@ def latency_text(result: MeasureResult) -> str:
     return f"no valid timing ({result.status.value})"
 
 
-def latency_html(result: MeasureResult, *, label: str | None = None) -> str:
+def latency_html(
+    result: MeasureResult, *, label: str | None = None, reference: str = "NumPy"
+) -> str:
     """The latency line; ``label`` says which measurement it is (``"step 3"``)."""
     prefix = f"Latency ({html.escape(label)}): " if label else "Latency: "
     secs = result.median_secs
@@ -131,13 +141,14 @@ def latency_html(result: MeasureResult, *, label: str | None = None) -> str:
             note = html.escape(result.noise_note)
             line += f"<br><span class='se-noisy' style='color:#a60'>Note: {note}.</span>"
         return line
-    words = STATUS_WORDS.get(result.status, result.status.value)
+    words = status_words(result.status, reference)
     return f"{prefix}<b style='color:#a00'>no valid timing</b>: the schedule {words}"
 
 
 def details_html(m: Measurement) -> str:
     result = m.result
-    lines = [f"Check: {html.escape(STATUS_WORDS.get(result.status, result.status.value))}."]
+    reference = m.record.candidate.workload.spec.reference_name
+    lines = [f"Check: {html.escape(status_words(result.status, reference))}."]
     if m.was_busy:
         lines.append(
             f"<b>Other processes used {m.busy_elsewhere:.0%} of the CPUs while it was timed</b>: "

@@ -39,7 +39,6 @@ from explorer.storage import NewTrial, TrialRecord, name_trial
 from widgets import _ui
 from widgets._context import Context
 from widgets._cost_views import (
-    STATUS_WORDS,
     Measurement,
     candidate_key,
     details_html,
@@ -136,6 +135,7 @@ class CostPanel(Panel):
         self._queue: list[_Order] = []  # accepted while busy, measured in click order
         self._failed: dict[str, tuple[str, BaseException]] = {}  # key -> (label, why)
         self._arrived = ""  # the last reading that arrived for a schedule not on screen
+        self._notice_about: str | None = None  # the schedule a refusal on screen was about
         self._closed = False
         self._runner = JobRunner("explorer-predict")
         self._unsubscribe_free = ctx.measure_jobs.when_free(lambda: self._guard(self._next))
@@ -326,14 +326,16 @@ class CostPanel(Panel):
         if same is not None:
             self._notice(
                 f"Not measured twice: {same.label} is being measured now"
-                f"{self._same_schedule(same, order)}; its reading shows here when it arrives."
+                f"{self._same_schedule(same, order)}; its reading shows here when it arrives.",
+                about=order.key,
             )
             return None
         queued = next((q for q in self._queue if q.key == order.key), None)
         if queued is not None:
             self._notice(
                 f"Not queued twice: {queued.label} is queued already"
-                f"{self._same_schedule(queued, order)}; it is measured when its turn comes."
+                f"{self._same_schedule(queued, order)}; it is measured when its turn comes.",
+                about=order.key,
             )
             return None
         self._clear_notice()
@@ -389,6 +391,8 @@ class CostPanel(Panel):
             reading = latency_text(measured.result)
         if order.key != self._current_key:
             self._arrived = f"{order.label[0].upper()}{order.label[1:]} measured: {reading}."
+        if self._notice_about == order.key:  # "not measured twice": the reading is here now
+            self._clear_notice()
         self._next()
         self._show_measurement()
         self.code.refresh()  # a comparison of two measured schedules says which ran faster
@@ -447,7 +451,10 @@ class CostPanel(Panel):
             self.latency.value = error_html(f"Measuring {label} failed", exc)
             self.details.value = ""
         elif current is not None:  # measured before (also after an undo back to it)
-            self.latency.value = latency_html(current.result, label=current.label)
+            reference = current.record.candidate.workload.spec.reference_name
+            self.latency.value = latency_html(
+                current.result, label=current.label, reference=reference
+            )
             self.details.value = details_html(current)
         else:
             # Never another schedule's number: what is shown belongs to what is displayed.
@@ -476,15 +483,18 @@ class CostPanel(Panel):
         return f"<div style='font-size:90%;color:#555'>{text}</div>"
 
     # -- misc ---------------------------------------------------------------------------------
-    def _notice(self, text: str) -> None:
+    def _notice(self, text: str, about: str | None = None) -> None:
+        """Show ``text``; ``about``: the schedule (key) whose reading makes it out of date."""
         self.message.value = (
             f'<div style="color:#850;background:#fff6dd;padding:2px 8px">{html.escape(text)}</div>'
         )
         self.message.layout.display = None
+        self._notice_about = about
 
     def _clear_notice(self) -> None:
         self.message.layout.display = "none"
         self.message.value = ""
+        self._notice_about = None
 
     def _show_error(self, exc: Exception) -> None:
         self._notice(f"Something went wrong: {exc}")
@@ -505,7 +515,6 @@ class CostPanel(Panel):
 
 __all__ = [
     "MODELS",
-    "STATUS_WORDS",
     "CostPanel",
     "Measurement",
     "candidate_key",

@@ -61,7 +61,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
         print(
             f"ok: median {format_secs(result.median_secs)} over "
             f"{plural(len(result.run_secs), 'repeat')}{flushed}{gflops}, "
-            f"{plural(result.num_threads or 1, 'thread')}{device}; matches NumPy"
+            f"{plural(result.num_threads or 1, 'thread')}{device}; matches "
+            f"{workload.spec.reference_name}"
         )
         if result.is_noisy:  # information, not a failure: the kernel is correct and stored
             print(f"note: {result.noise_note}")

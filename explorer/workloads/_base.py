@@ -159,6 +159,8 @@ class OperatorFamily:
     # How its kernel finds the CPU caches where it runs, so every timing of it is made that way
     # (``MeasureConfig.cache_flush``): a catalog operator is timed as a loop runs it.
     cache_flush: CacheFlush = CacheFlush.NONE
+    # Whose output a schedule's is checked against, as the checks' verdicts name it.
+    reference_name: str = "NumPy"
 
     def resolve(self, given: Params) -> dict[str, ParamValue]:
         """Fill defaults, coerce and validate; raises ``WorkloadError`` on anything wrong."""

@@ -145,6 +145,7 @@ TASK_FAMILY = OperatorFamily(
     build_mod=_build_mod,
     flops=_flops,
     reference=_reference,
+    reference_name="its unscheduled program",
     bytes_moved=_bytes_moved,
     validate=_validate,
     signature=_signature,

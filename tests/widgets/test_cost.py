@@ -271,6 +271,16 @@ def test_clicks_while_busy_are_refused_or_queued_and_said_so(
     assert p.message.layout.display is None
     notice = text_of(p.message.value)
     assert "Not measured twice: step 0 is being measured now" in notice
+    # A new user's: the notice stayed beside the reading once it arrived.
+    other_p, _, other_gate = gated_panel(make_ctx, make_replay)
+    other_p.measure_button.click()
+    other_p.measure_button.click()
+    assert "Not measured twice" in text_of(other_p.message.value)
+    other_gate.set()
+    finish(other_p.measure_job)
+    assert "Latency (step 0)" in text_of(other_p.latency.value)
+    assert other_p.message.layout.display == "none" and other_p.message.value == ""
+    other_p.close()
     # another schedule while busy: queued, and said so
     session.apply("split", loop="i", factors=[None, 16])
     assert "not measured yet" in text_of(p.latency.value)
@@ -285,6 +295,7 @@ def test_clicks_while_busy_are_refused_or_queued_and_said_so(
     assert second is not first  # the queued one started when the first ended
     finish(second)
     assert "Latency (step 1)" in text_of(p.latency.value)
+    assert p.message.layout.display == "none"  # "Not queued twice" went with its reading
     assert len(p.ctx.store.trials()) == 2  # one per accepted click
     p.close()
 
@@ -459,6 +470,22 @@ def test_real_local_measurement(local_ctx: Context) -> None:
     assert "correct: the output matches NumPy" in text_of(p.details.value)
     (record,) = ctx.store.trials()
     assert record.result == result
+    p.close()
+
+
+def test_a_model_task_is_checked_against_its_unscheduled_program_and_says_so(
+    local_ctx: Context,
+) -> None:
+    # A new user's fused convolution, opened from the Model tab and measured: "Check: correct:
+    # the output matches NumPy's.", where no NumPy formula exists for a task.
+    ctx = local_ctx
+    ctx.set_session(ScheduleSession(get_workload("task"), ctx.target))
+    p = CostPanel(ctx)
+    job = measure(p)
+    assert job.result.result.status is MeasureStatus.OK, job.result.result.error_msg
+    details = text_of(p.details.value)
+    assert "correct: the output matches its unscheduled program's" in details
+    assert "NumPy" not in details
     p.close()
 
 

@@ -194,6 +194,10 @@ def test_the_page_gets_each_figure_whole_and_its_clicks_open_trials(dash, dctx, 
     dash.pred_vs_meas_fig._on_page_message(None, click, [])
     assert [r.id for r in opened] == [pvm.customdata[1]]
     assert "Opened trial" in dash.notice.value
+    steps = dctx.session.snapshot.step_id
+    dash.pred_vs_meas_fig._on_page_message(None, click, [])  # again: no second, identical step
+    assert dctx.session.snapshot.step_id == steps
+    assert "is the schedule on screen already" in dash.notice.value
 
 
 def test_clicking_a_convergence_step_opens_the_improving_trial(dash, dctx, candidates):

@@ -148,6 +148,9 @@ def test_import_tune_race_and_open_a_task(local_ctx, tiny_onnx, tmp_path) -> Non
     assert session is not None and session.workload == task.workload
     assert local_ctx.session is session
     assert panel.status.value.startswith(f"Opened tiny:{task.name} in the editor")
+    # A second click: a new user's history then held two identical load steps.
+    steps = session.snapshot.step_id
+    assert panel.open_task() is session and session.snapshot.step_id == steps
 
 
 def test_what_it_refuses_before_any_work(local_ctx, tmp_path) -> None:
