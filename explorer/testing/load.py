@@ -32,6 +32,7 @@ from collections.abc import Iterator
 _SPIN = """
 import os, sys
 parent = int(sys.argv[1])  # not its own getppid(): the parent may be gone before it runs
+os.write(1, b"+")  # spinning from now: the block starts when every burner said so
 while os.getppid() == parent:
     for _ in range(100_000):
         pass
@@ -53,13 +54,20 @@ def cpu_burners(n: int, *, shared_session: bool = False) -> Iterator[list[int]]:
                 subprocess.Popen(
                     [sys.executable, "-c", _SPIN, str(os.getpid())],
                     stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
                     stderr=subprocess.DEVNULL,
                     # Its own process group either way, killed whole below.
                     start_new_session=not shared_session,
                     preexec_fn=os.setpgrp if shared_session else None,
                 )
             )
+        # Yielding at once, a short test could be over before the burners' Pythons had
+        # started (a cost panel's measurement beside them read 0 % busy, 2 runs in 5 of a
+        # parallel test run): the block waits until every one of them spins.
+        for proc in procs:
+            assert proc.stdout is not None
+            if proc.stdout.read(1) != b"+":
+                raise RuntimeError(f"CPU burner {proc.pid} ended before it started spinning")
         yield [p.pid for p in procs]
     finally:
         for proc in procs:
@@ -67,3 +75,5 @@ def cpu_burners(n: int, *, shared_session: bool = False) -> Iterator[list[int]]:
                 os.killpg(proc.pid, signal.SIGKILL)
         for proc in procs:
             proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
