@@ -496,11 +496,10 @@ def test_a_reading_taken_beside_other_processes_says_so(local_ctx: Context, burn
     ctx = local_ctx
     ctx.set_session(ScheduleSession(get_workload("matmul", M=64, N=64, K=64), ctx.target))
     p = CostPanel(ctx)
-    # The first measurement starts the measurer's workers, whose start (TVM's import, on both
-    # cores) counts as this process's own work: beside another test's worker the burners'
-    # share then read 0 % (2 runs in 5 of a parallel run; alone, it read busy). Read from the
-    # second, as after a click on "Measure again". (The first one's window should begin after
-    # the workers started: not fixed yet.)
+    # The first measurement also starts the measurer's workers (TVM's import, on both cores):
+    # beside another test's worker it read 0 % busy, and its worker's own reading 4-15 %, in
+    # 2 runs of 8 of a parallel run (alone, it read busy). Read from the second, as after a
+    # click on "Measure again", which passed in every run. Why the first read so: not found.
     measure(p)
     job = measure(p)
     assert job.result.result.status is MeasureStatus.OK
