@@ -21,6 +21,7 @@ from browser_helpers import (
     click_delivered,
     full_shot,
     kernel_eval,
+    kernel_json,
     kernel_settled,
     new_page,
     open_notebook,
@@ -161,7 +162,17 @@ def apply_step(page: Any, primitive: str, loop: str, factors: str | None = None)
     choose_primitive(page, primitive, params)
     # The last step's loops reach the picker after its script: a loop chosen before they did
     # was undone by them (a clean clone's CI split i_0 where the test chose j, 2026-11-29).
+    # The kernel being idle was not enough: on 2026-12-07 a clean clone's CI chose j from the
+    # picker's old options (i, j, k) and split i_0. Wait until the page offers the kernel's.
     kernel_settled(page)
+    offered = kernel_json(page, "[label for label, _ in ex.editor.params['loop'].options]")
+    sel = select_of(page, "se-param-loop")
+    page.wait_for_function(
+        "([el, want]) => [...el.options].map(o => (o.textContent || o.value).trim())"
+        ".join('|') === want.join('|')",
+        arg=[sel.element_handle(), offered],
+        timeout=30_000,
+    )
     choose(page, "se-param-loop", loop)
     if factors is not None:
         set_text(page, "se-param-factors", factors)
