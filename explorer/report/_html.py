@@ -249,7 +249,7 @@ def _model_section(m: ModelReport, figures: _Figures) -> str:
         env = race.environment
         rows = "".join(
             f"<tr><td>{_e(e.name)}</td><td>"
-            + (_e(e.error) if e.error else f"{(e.fastest_secs or 0) * 1e3:.4g} ms")
+            + (_e(e.error) if e.error else _e(format_secs(e.fastest_secs)))
             + "</td><td>"
             + ("" if e.max_error is None or e.name == "onnxruntime" else f"{e.max_error:.1g}")
             + "</td></tr>"
