@@ -64,6 +64,11 @@ class Measurement:
     def result(self) -> MeasureResult:
         return self.record.result
 
+    @property
+    def reference(self) -> str:
+        """Whose output the schedule's was checked against (NumPy, or a task's program)."""
+        return self.record.candidate.workload.spec.reference_name
+
 
 def measurement(
     store: RecordStore, record: TrialRecord, label: str, busy_elsewhere: float | None = None
@@ -147,8 +152,7 @@ def latency_html(
 
 def details_html(m: Measurement) -> str:
     result = m.result
-    reference = m.record.candidate.workload.spec.reference_name
-    lines = [f"Check: {html.escape(status_words(result.status, reference))}."]
+    lines = [f"Check: {html.escape(status_words(result.status, m.reference))}."]
     if m.was_busy:
         lines.append(
             f"<b>Other processes used {m.busy_elsewhere:.0%} of the CPUs while it was timed</b>: "

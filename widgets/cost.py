@@ -451,9 +451,8 @@ class CostPanel(Panel):
             self.latency.value = error_html(f"Measuring {label} failed", exc)
             self.details.value = ""
         elif current is not None:  # measured before (also after an undo back to it)
-            reference = current.record.candidate.workload.spec.reference_name
             self.latency.value = latency_html(
-                current.result, label=current.label, reference=reference
+                current.result, label=current.label, reference=current.reference
             )
             self.details.value = details_html(current)
         else:

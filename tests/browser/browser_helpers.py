@@ -6,7 +6,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -464,6 +464,27 @@ def plot_points(page: Page, container_cls: str) -> int:
             container_cls,
         )
     )
+
+
+def wait_plot_points(
+    page: Page,
+    container_cls: str,
+    done: Callable[[int], bool],
+    timeout_ms: float,
+    explain: Callable[[], str],
+) -> int:
+    """``plot_points`` once ``done`` says it is enough; ``explain`` (the kernel's state, say)
+    is in the error when it is not within ``timeout_ms``."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    n = plot_points(page, container_cls)
+    while not done(n):
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f".{container_cls}: still {n} point(s) after {timeout_ms:.0f} ms; {explain()}"
+            )
+        page.wait_for_timeout(500)
+        n = plot_points(page, container_cls)
+    return n
 
 
 def plot_svg_points(page: Page, container_cls: str) -> int:

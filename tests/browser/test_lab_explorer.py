@@ -38,6 +38,7 @@ from browser_helpers import (
     show_tab,
     stderr_outputs,
     visible_text,
+    wait_plot_points,
     write_notebook,
 )
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
@@ -443,7 +444,13 @@ def test_short_search_fills_the_convergence_plot(ui):
     figure = convergence.locator(".js-plotly-plot").first
     reveal(page, figure)
     expect(figure).to_be_visible(timeout=60_000)
-    first = _wait_points(page, lambda n: n > before, SEARCH_TIMEOUT)
+    first = wait_plot_points(
+        page,
+        "se-convergence",
+        lambda n: n > before,
+        SEARCH_TIMEOUT,
+        lambda: f"the kernel: {kernel_eval(page, _KERNEL_STATE)}",
+    )
     print(f"search: {first - before} new point(s) after {time.monotonic() - t0:.1f}s")
     shot(page, "06_convergence_first_points", convergence)
 
@@ -606,20 +613,6 @@ def _se_wrap(obj, name):
 for _se_name in ("_schedule", "_start_refresh", "_refreshed", "_check_store", "_on_batch"):
     _se_wrap(ex.dashboards, _se_name)
 """
-
-
-def _wait_points(page: Any, done: Any, timeout_ms: float) -> int:
-    deadline = time.monotonic() + timeout_ms / 1000
-    n = plot_points(page, "se-convergence")
-    while not done(n):
-        if time.monotonic() > deadline:
-            kernel = kernel_eval(page, _KERNEL_STATE)
-            raise AssertionError(
-                f"convergence plot: still {n} point(s) after {timeout_ms}ms; the kernel: {kernel}"
-            )
-        page.wait_for_timeout(500)
-        n = plot_points(page, "se-convergence")
-    return n
 
 
 SCREENS = {"laptop": (1280, 800), "make-lab": (1400, 1000), "desktop": (1920, 1080)}

@@ -23,6 +23,7 @@ from browser_helpers import (
     set_text,
     shot,
     show_tab,
+    wait_plot_points,
 )
 from playwright.sync_api import expect
 
@@ -40,16 +41,8 @@ def _cells(db: Path) -> list[str]:
     ]
 
 
-def _convergence_points(page: Any, done: Any, timeout_ms: float) -> int:
-    deadline = time.monotonic() + timeout_ms / 1000
-    n = plot_points(page, "se-convergence")
-    while not done(n):
-        if time.monotonic() > deadline:
-            state = kernel_eval(page, "print(ex.dashboards.status.value)")
-            raise AssertionError(f"convergence plot: {n} point(s); the dashboards say: {state}")
-        page.wait_for_timeout(500)
-        n = plot_points(page, "se-convergence")
-    return n
+def dashboards_say(page: Any) -> Any:
+    return lambda: f"the dashboards say: {kernel_eval(page, 'print(ex.dashboards.status.value)')}"
 
 
 def test_a_search_in_a_second_notebook_shows_in_the_first_and_after_its_reload(
@@ -79,16 +72,18 @@ def test_a_search_in_a_second_notebook_shows_in_the_first_and_after_its_reload(
             start.click()
             kernel_settled(second)
             expect(second.locator(".se-stop").first).to_be_enabled()
-            ended = time.monotonic()
+            started = time.monotonic()
             expect(start).to_be_enabled(timeout=SEARCH_TIMEOUT)  # the search ended by itself
-            print(f"second notebook: its search took {time.monotonic() - ended:.1f} s")
+            print(f"second notebook: its search took {time.monotonic() - started:.1f} s")
             status = second.locator(".se-search-status").first.inner_text()
             assert re.search(r"\b4\s*(?:/\s*4\s*)?trials", status), status
             assert_page_clean(second, second.log, "after the second notebook's search")
 
         # No click in the first page from here on: only its poll of the database brings it in.
         t0 = time.monotonic()
-        shown = _convergence_points(first, lambda n: n > before, SHOWN_TIMEOUT)
+        shown = wait_plot_points(
+            first, "se-convergence", lambda n: n > before, SHOWN_TIMEOUT, dashboards_say(first)
+        )
         print(f"first notebook: {shown} point(s) {time.monotonic() - t0:.1f} s after the search")
         expect(summary).to_contain_text(re.compile(r"\b4 trials\b"), timeout=SHOWN_TIMEOUT)
         assert plot_svg_points(first, "se-convergence") > 0, "plotly holds data, draws nothing"
@@ -98,7 +93,9 @@ def test_a_search_in_a_second_notebook_shows_in_the_first_and_after_its_reload(
         save_and_reload(first)
         first.locator(".se-explorer").first.wait_for(state="visible", timeout=60_000)
         show_tab(first, "Dashboards")
-        again = _convergence_points(first, lambda n: n >= shown, SHOWN_TIMEOUT)
+        again = wait_plot_points(
+            first, "se-convergence", lambda n: n >= shown, SHOWN_TIMEOUT, dashboards_say(first)
+        )
         assert again == shown, f"{again} point(s) after the reload, {shown} before it"
         expect(first.locator(".se-dashboards-status").first).to_contain_text(
             re.compile(r"\b4 trials\b")
