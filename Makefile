@@ -18,9 +18,15 @@ venv: $(STAMP)
 ## The explorer's JupyterLab extension (widgets/labextension), linked where JupyterLab finds the
 # venv's extensions: an editable install leaves out the data files a wheel installs it with.
 LABEXT := $(VENV)/share/jupyter/labextensions/schedule-explorer
+# ... and the JupyterLab setting it needs (widgets/_ui.py says why)
+LABSETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.d
+LABOVERRIDES := $(CURDIR)/widgets/labextension/settings/schedule-explorer.json
 labextension: $(STAMP)
 	@test "$$(readlink $(LABEXT))" = "$(CURDIR)/widgets/labextension" || \
 	  ln -sfn "$(CURDIR)/widgets/labextension" $(LABEXT)
+	@mkdir -p $(LABSETTINGS)
+	@test "$$(readlink $(LABSETTINGS)/schedule-explorer.json)" = "$(LABOVERRIDES)" || \
+	  ln -sfn "$(LABOVERRIDES)" $(LABSETTINGS)/schedule-explorer.json
 
 ## Open JupyterLab on the tour notebook (local CPU target, embedded SQLite database), as a pip
 # user would with `explorer lab`: the notebooks are copied once into LAB_DIR (default

@@ -4,15 +4,18 @@
   one segment per task (the costliest now first; the rest as "other tasks"), so the tasks that
   still dominate after tuning stand out.
 * ``make_model_race_figure``: the tuned network's latency against the trials spent, one line per
-  tune, beside ONNX Runtime's and the untuned build's in the same races.
+  tune, as a multiple of ONNX Runtime's in the same race (the untuned build's too).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import plotly.graph_objects as go
 
 from explorer._figures import HEADER, heading, log_axis, palette
-from explorer.analysis import ModelRaceInfo, ModelTimesInfo
+from explorer.analysis import ModelRaceInfo, ModelTimesInfo, RacePoint
 from explorer.text import format_secs
 
 SHOWN_TASKS = 8  # segments of a bar; the rest is one "other tasks" segment
@@ -69,59 +72,84 @@ def _bar(name: str, before: float | None, now: float | None, color: str) -> go.B
 
 
 def make_model_race_figure(info: ModelRaceInfo | None = None) -> go.Figure:
-    """The tuned network's latency against trials spent, per tune, with ONNX Runtime's."""
+    """The tuned network's latency against trials spent, per tune, as a multiple of ONNX
+    Runtime's in the same race (with the untuned build's and ``tune_relax``'s).
+
+    A multiple, not a time: the contenders of one race are timed in interleaved rounds, but
+    two races a minute apart can read every time 1.3-1.75x apart on a machine whose speed
+    changes (a VM's host, a laptop's clock), and a line of times then read as "more trials made
+    it slower". The times themselves are in the hover text and the Model tab's race table."""
     fig = go.Figure(layout=dict(height=360, margin=dict(l=70, r=30, b=60),
                                 legend=dict(orientation="h", y=-0.25),
                                 uirevision=_identity(info), **HEADER))  # fmt: skip
     fig.update_xaxes(title_text="trials spent")
-    fig.update_yaxes(title_text="network latency (ms)", type="log")
+    fig.update_yaxes(title_text="latency ÷ ONNX Runtime's, same race", type="log")
     latest = info.latest if info is not None else None
     if info is None or latest is None:
         fig.update_layout(heading("Race against ONNX Runtime", ["Race the model to see it."]))
         return fig
     for i, (tune, points) in enumerate(info.series):
-        timed = [p for p in points if p.tuned_ms is not None]
         fig.add_trace(
-            go.Scatter(
-                x=[p.trials for p in timed], y=[p.tuned_ms for p in timed],
-                mode="lines+markers", name=f"tuned: {tune}", line=dict(color=palette(i)),
-                hovertemplate="%{x} trials: %{y:.3g} ms<extra>" + tune + "</extra>",
-            )
+            _ratios(points, lambda p: p.tuned_ms, f"tuned: {tune}", tune, mode="lines+markers",
+                    line=dict(color=palette(i)))
         )  # fmt: skip
-    relax = [p for _, pts in info.series for p in pts if p.tune_relax_ms is not None]
-    if relax:
+    relax = [p for _, pts in info.series for p in pts]
+    if any(p.tune_relax_ms is not None for p in relax):
         fig.add_trace(
-            go.Scatter(
-                x=[p.trials for p in relax], y=[p.tune_relax_ms for p in relax],
-                mode="markers", name="TVM's tune_relax, equal trials",
-                marker=dict(symbol="x", size=10, color="#444"),
-                hovertemplate="%{x} trials: %{y:.3g} ms<extra>tune_relax</extra>",
-            )
+            _ratios(relax, lambda p: p.tune_relax_ms, "TVM's tune_relax, equal trials",
+                    "tune_relax", mode="markers", marker=dict(symbol="x", size=10, color="#444"))
         )  # fmt: skip
-    # The latest race's references as lines across the plot (plotly puts a line's annotation
-    # at the wrong height on a log axis, so they are named in the legend instead).
+    # ONNX Runtime is 1 in every race; the untuned build's multiple is the latest race's
+    # (plotly puts a line's annotation at the wrong height on a log axis, so they are named in
+    # the legend instead).
     span = [0, max((p.trials for _, pts in info.series for p in pts), default=1)]
+    untuned = _ratio(latest.untuned_ms, latest.onnxruntime_ms)
     for name, value, dash in (
-        ("ONNX Runtime (latest race)", latest.onnxruntime_ms, "dash"),
-        ("untuned (latest race)", latest.untuned_ms, "dot"),
+        ("ONNX Runtime (1 in each race)", 1.0, "dash"),
+        ("untuned (latest race)", untuned, "dot"),
     ):
         if value is not None:
             fig.add_trace(
                 go.Scatter(
                     x=span, y=[value, value], mode="lines", name=name,
                     line=dict(dash=dash, color="#444"),
-                    hovertemplate=f"{name}: %{{y:.3g}} ms<extra></extra>",
+                    hovertemplate=f"{name}: %{{y:.3g}}x<extra></extra>",
                 )
             )  # fmt: skip
     # a verdict read beside other processes is not stated as a fact on its own
-    details = [_verdict(latest.tuned_ms, latest.onnxruntime_ms), latest.busy or ""]
+    details = [_verdict(latest.tuned_ms, latest.onnxruntime_ms), latest.busy or "",
+               latest.slow or ""]  # fmt: skip
     fig.update_layout(heading(f"{info.model} against ONNX Runtime", details))
     # No point or tick label on the plot's edge: plotly fitted the log axis to the lines
     # exactly (half labels, a half-hidden point) and labelled 0.5 and 5 both "5".
-    latencies = [v for trace in fig.data for v in trace.y if v is not None and v > 0]
-    fig.update_layout(log_axis("yaxis", latencies))
+    multiples = [v for trace in fig.data for v in trace.y if v is not None and v > 0]
+    fig.update_layout(log_axis("yaxis", multiples))
     fig.update_xaxes(range=[-0.03 * span[1], 1.04 * span[1]])
     return fig
+
+
+def _ratios(
+    points: Sequence[RacePoint],
+    ms_of: Callable[[RacePoint], float | None],
+    name: str,
+    label: str,
+    **style: Any,
+) -> go.Scatter:
+    """A contender's latency (``ms_of``) ÷ ONNX Runtime's, in each race that timed both."""
+    shown = [(p, ms) for p in points if (ms := ms_of(p)) is not None and p.onnxruntime_ms]
+    return go.Scatter(
+        x=[p.trials for p, _ in shown], y=[_ratio(ms, p.onnxruntime_ms) for p, ms in shown],
+        customdata=[[_time(ms), _time(p.onnxruntime_ms or 0.0), p.race_id] for p, ms in shown],
+        name=name, **style,
+        hovertemplate="%{x} trials: %{y:.3g}x ONNX Runtime<br>%{customdata[0]} against "
+        "%{customdata[1]} (race %{customdata[2]})<extra>" + label + "</extra>",
+    )  # fmt: skip
+
+
+def _ratio(ms: float | None, reference_ms: float | None) -> float | None:
+    if ms is None or not reference_ms:
+        return None
+    return ms / reference_ms
 
 
 def _verdict(tuned: float | None, ort: float | None) -> str:

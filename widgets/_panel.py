@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import ipywidgets as w
 
+from widgets import _ui
+
 if TYPE_CHECKING:
     from widgets._jobs import Job
 
@@ -33,7 +35,12 @@ class Panel:
         self._say(f"Error: {type(exc).__name__}: {exc}")
 
     def _guard(self, action: Callable[[], Any]) -> None:
-        """Run a button or observer callback; show what it raised instead of raising."""
+        """Run a button or observer callback; show what it raised instead of raising.
+
+        Called off the UI thread (a widget message a kernel handled on a subshell's thread),
+        it runs there instead, after what runs there now (``_ui.on_ui_thread``)."""
+        if not _ui.on_ui_thread(self._guard, action):
+            return
         try:
             action()
         except self.expected_errors as exc:

@@ -10,6 +10,18 @@ The UI thread is the main thread: the one a kernel runs cells and widget callbac
 kernel, a posted call is run by the kernel's event loop as soon as the current cell or
 callback returns. Without a kernel (tests, scripts) nothing runs an event loop, so calls wait
 in the queue until the UI thread runs ``drain()``, which ``Job.wait`` does while it waits.
+
+Widget callbacks run on the main thread only while JupyterLab sends widget messages to the
+kernel's main shell. JupyterLab 4.6 sends them to a kernel subshell by default (its setting
+Kernels > "Kernel Comms over subshells"), and ipykernel 7.4 then handles a widget's message on
+the main thread or on the subshell's thread, by where that widget last sent something from:
+a loop picked after a click on Apply, while the kernel was busy, was set on the subshell's
+thread before the click ran on the main thread, and the step split the loop picked after it.
+The explorer's package sets that JupyterLab setting to "disabled" (its ``overrides.d`` file:
+every widget message goes to the main thread, in the order the page sent it). Where a user
+sets it back, a panel's callback that arrives on another thread is handed to the UI thread
+(``on_ui_thread``) and a warning says so once: the panels keep one thread, but a choice can
+then still land before a click sent earlier.
 """
 
 from __future__ import annotations
@@ -36,6 +48,28 @@ def call_soon(fn: Callable[..., Any], *args: Any) -> None:
     loop = _kernel_loop()
     if loop is not None:
         loop.add_callback(drain)  # tornado: thread-safe
+
+
+def on_ui_thread(fn: Callable[..., Any], *args: Any) -> bool:
+    """True on the UI thread (the caller goes on); elsewhere ``fn(*args)`` is handed to it with
+    ``call_soon`` and False is returned (the caller returns). Warns once per process."""
+    if is_ui_thread():
+        return True
+    global _warned_off_thread
+    if not _warned_off_thread:
+        _warned_off_thread = True
+        log.warning(
+            "a widget message reached the kernel on thread %r, not the main thread: "
+            "JupyterLab sends widget messages to a kernel subshell (Settings > Kernels > "
+            "Kernel Comms over subshells); set it to Disabled, or a choice can overtake a "
+            "click sent before it",
+            threading.current_thread().name,
+        )
+    call_soon(fn, *args)
+    return False
+
+
+_warned_off_thread = False
 
 
 def call_later(secs: float, fn: Callable[..., Any], *args: Any) -> threading.Timer:

@@ -32,6 +32,7 @@ from widgets._context import Context
 from widgets._cost_views import candidate_key
 from widgets._jobs import Job, JobRunner
 from widgets._panel import Panel
+from widgets._pickers import Dropdown
 
 IR_LINES = 2000
 """How much LLVM IR the panel shows (``explorer show --ir`` prints it all)."""
@@ -156,7 +157,7 @@ class CodeView(Panel):
             layout=w.Layout(width="auto", flex="0 0 auto"),  # the whole label, never "Show gen…"
         )
         self.show_button.add_class("se-show-code")
-        self.compare = w.Dropdown(
+        self.compare = Dropdown(
             description="Compare with",
             options=[("the schedule shown before", BEFORE)],
             value=BEFORE,

@@ -28,6 +28,7 @@ from explorer.session import (
 from widgets._context import Context
 from widgets._editor_views import changed_lines, loop_table_html, primitive_help, script_html
 from widgets._panel import Panel
+from widgets._pickers import Dropdown, Select, refused_choice
 from widgets._style import themed
 from widgets._whole import WholeText
 
@@ -113,7 +114,7 @@ class ScheduleEditor(Panel):
         self.banner = w.HTML(layout=w.Layout(display="none", **_FILL))
         self.banner.add_class("se-error")
 
-        self.history = w.Select(options=[], rows=8, layout=w.Layout(**_FILL))
+        self.history = Select(options=[], rows=8, layout=w.Layout(**_FILL))
         self.history.add_class("se-history")
         self.checkout_button = _button("Go to step", "se-checkout", "", "code-branch")
         self.branches = w.HTML(layout=w.Layout(flex="1 1 8em", min_width="0"))
@@ -176,6 +177,8 @@ class ScheduleEditor(Panel):
         if session is None:
             return None
         name = str(self.primitive.value)
+        if self._refused_pick():
+            return None
         try:
             args = self.arguments()
             snapshot = session.apply(name, **args)
@@ -201,6 +204,12 @@ class ScheduleEditor(Panel):
         """Make step ``step_id`` (default: the one selected in ``history``) current."""
         session = self._require_session()
         if session is None:
+            return
+        if step_id is None and (label := refused_choice(self.history)) is not None:
+            self.show_message(
+                f"Not done: the step you selected ({label.strip()}) is not in the history as "
+                "it is now (it changed while you chose); select a step again."
+            )
             return
         target = self.history.value if step_id is None else step_id
         if target is None:
@@ -263,6 +272,23 @@ class ScheduleEditor(Panel):
             self.show_message("Build a workload first (the Operator picker above).")
         return self.session
 
+    def _refused_pick(self) -> bool:
+        """Say so, and refuse the step, when a picker could not honour the page's last choice.
+
+        The page chose from the names it showed before the last step changed them, and that
+        name is gone (``widgets._pickers``): the picker shows another, which the user did not
+        pick. Refused once; Apply again takes the picker as it now reads.
+        """
+        for name, field in self.params.items():
+            if (label := refused_choice(field)) is not None:
+                self.show_message(
+                    f"Not applied: the {name} you picked, {label}, is not in this schedule any "
+                    f"more (the step before changed its names while you picked); the picker "
+                    f"reads {field.label} now: pick again, or click Apply to use it."
+                )
+                return True
+        return False
+
     def _build_form(self) -> None:
         prim = PRIMITIVES[str(self.primitive.value)]
         self.help.value = primitive_help(prim.doc)
@@ -284,7 +310,7 @@ class ScheduleEditor(Panel):
             field.layout = w.Layout(**_FILL) if spec.kind != "bool" else w.Layout()
             if spec.kind == "loops":
                 # Under the text field, aligned with it: beside it, both were squeezed.
-                adder = w.Dropdown(
+                adder = Dropdown(
                     options=[(_ADD_LABEL, _ADD)],
                     value=_ADD,
                     layout=w.Layout(width="auto", margin=f"2px 0 2px calc({label_width} + 6px)"),
@@ -422,7 +448,7 @@ def _param_widget(spec: ParamSpec) -> w.ValueWidget:
     default = None if spec.default is REQUIRED else spec.default
     common: dict[str, Any] = {"description": spec.name, "tooltip": tip}
     if spec.kind in ("loop", "block"):
-        return w.Dropdown(options=[(_NONE_LABEL, None)], value=None, **common)
+        return Dropdown(options=[(_NONE_LABEL, None)], value=None, **common)
     if spec.kind == "factors":
         return w.Text(
             value="", placeholder="e.g. None, 16  (one None or -1 is inferred)", **common

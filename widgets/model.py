@@ -16,10 +16,9 @@ Two plots: where the time goes (each task, untuned and now) and the races agains
 
 from __future__ import annotations
 
-import html
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as w
@@ -38,6 +37,7 @@ from explorer.model import (
     import_model,
     parse_input_shape,
     race_model,
+    speed_note,
     tune_model,
     tune_name,
     tune_spent,
@@ -50,7 +50,9 @@ from explorer.types import MAX_TRIALS, TOO_MANY_TRIALS
 from widgets import _ui
 from widgets._context import Context
 from widgets._jobs import Job, JobState
+from widgets._model_views import ms, race_html, race_summary, tasks_html
 from widgets._panel import Panel
+from widgets._pickers import Dropdown, refused_choice
 from widgets._plot import LiveFigure
 from widgets._style import tagged, themed
 from widgets._whole import WholeText, parse_whole
@@ -59,8 +61,7 @@ log = logging.getLogger(__name__)
 
 MODEL_PACKAGES = ("onnx", "onnxruntime")
 IMPORT, TUNE, RACE = "Model import", "Model tune", "Model race"  # the jobs' names
-POLL_SECS = 5.0
-"""How often the panel looks for another notebook's or process's imports, trials and races."""
+POLL_SECS = 5.0  # how often the panel looks for another process's imports, trials and races
 CSS = """
 .se-model .widget-label.se-model-status { white-space: normal; height: auto; line-height: 1.45; }
 .se-model table { border-collapse: collapse; font-size: 12px; }
@@ -87,9 +88,10 @@ class ModelPanel(Panel):
         self.on_open: Callable[[ScheduleSession], None] | None = None
         self._make_controls()
         self.status = tagged(w.Label(value="Ready."), "se-model-status")
-        self.tasks_table = tagged(w.HTML(value=""), "se-model-tasks")
-        self.tasks_table.layout.max_height = "260px"
-        self.tasks_table.layout.overflow = "auto"
+        self.tasks_table = tagged(
+            w.HTML(value="", layout=w.Layout(max_height="260px", overflow="auto")),
+            "se-model-tasks",
+        )
         self.race_table = tagged(w.HTML(value=""), "se-model-race")
         self.tasks_figure = LiveFigure(make_model_tasks_figure(None))
         self.race_figure = LiveFigure(make_model_race_figure(None))
@@ -111,7 +113,7 @@ class ModelPanel(Panel):
         self._poll = _ui.call_later(POLL_SECS, self._check_store)
 
     def _make_controls(self) -> None:
-        self.models = tagged(w.Dropdown(options=[], description="Model"), "se-model-pick")
+        self.models = tagged(Dropdown(options=[], description="Model"), "se-model-pick")
         self.path = tagged(
             w.Text(placeholder="path/to/model.onnx", description="ONNX file"), "se-model-path"
         )
@@ -127,7 +129,7 @@ class ModelPanel(Panel):
             w.Button(description="Import", icon="upload"), "se-model-import"
         )
         self.task = tagged(  # wide enough for a network's fused names, under its arrow
-            w.Dropdown(options=[], description="Task", layout=w.Layout(width="460px")),
+            Dropdown(options=[], description="Task", layout=w.Layout(width="460px")),
             "se-model-task",
         )
         self.open_button = tagged(
@@ -315,6 +317,9 @@ class ModelPanel(Panel):
         model = self._need_model("open")
         if model is None or self.task.value is None:
             return None
+        if (label := refused_choice(self.task)) is not None:  # from another model's list
+            self._say(f"Not opened: {label} is not a task of {model.name}; pick a task again.")
+            return None
         task = model.task(str(self.task.value))
         best = dict(best_schedules(model, self.ctx.store)).get(task.name)
         if best is not None:
@@ -429,9 +434,8 @@ class ModelPanel(Panel):
 
     def _on_raced(self, race: ModelRace) -> None:
         self._show_races()
-        note = busy_note(race)
-        said = f"Race {race.id}: {_race_summary(race)}."
-        self._say(f"{said} {note}" if note else said)
+        notes = [n for n in (busy_note(race), speed_note(race)) if n]
+        self._say(" ".join([f"Race {race.id}: {race_summary(race)}.", *notes]))
 
     def _on_pick(self) -> None:
         model_id = self.models.value
@@ -442,13 +446,13 @@ class ModelPanel(Panel):
             return
         # The status line is about the model shown (it said the last model's race before).
         latest = races[-1] if races else None
-        raced = f"latest race: {_race_summary(latest)}" if latest else "not raced yet"
-        note = busy_note(latest) if latest else None
+        raced = f"latest race: {race_summary(latest)}" if latest else "not raced yet"
+        notes = [n for n in (busy_note(latest), speed_note(latest)) if n] if latest else []
         self._say(
-            f"{self.model.name}: {plural(len(self.model.tasks), 'task')}, untuned "
-            f"{_ms(info.untuned_ms)} per inference, {_ms(info.tuned_ms)} with each task at its "
-            f"best; {raced}." + (f" {note}" if note else "")
-        )
+            " ".join([f"{self.model.name}: {plural(len(self.model.tasks), 'task')}, untuned "
+                      f"{ms(info.untuned_ms)} per inference, {ms(info.tuned_ms)} with each "
+                      f"task at its best; {raced}.", *notes])
+        )  # fmt: skip
 
     def _store_state(self) -> tuple[Any, ...]:
         """What the panel shows of the store: its models, the shown model's races and the
@@ -472,9 +476,8 @@ class ModelPanel(Panel):
         self._poll = _ui.call_later(POLL_SECS, self._check_store)
 
     def _reread(self) -> None:
-        """Show what another process changed: the Model list (the shown model kept), the shown
-        model's tasks and races. The status line stays what the user's last action said,
-        unless no model was shown: the first one listed is then picked and summed up."""
+        """Show what another process changed: the Model list, the shown model's tasks (the
+        picked one kept) and races; with no model shown, the first listed is picked."""
         shown = self.models.value
         self._rereading = True
         try:
@@ -487,10 +490,10 @@ class ModelPanel(Panel):
             self.refresh_models()
             return
         self.model = self.ctx.store.get_model(int(shown))
-        self._show_tasks()
+        self._show_tasks(keep=self.task.value)
         self._show_races()
 
-    def _show_tasks(self) -> ModelTimesInfo | None:
+    def _show_tasks(self, keep: str | None = None) -> ModelTimesInfo | None:
         if self.model is None:
             self.tasks_table.value, self.task.options = "", []
             _redraw(self.tasks_figure, make_model_tasks_figure(None))
@@ -499,19 +502,20 @@ class ModelPanel(Panel):
         bests = best_schedules(self.model, store)
         info = model_times_info(self.model, best_times(self.model, store, schedules=bests))
         own = {run_id for run_id, _, _ in store.model_runs(self.model.id)}
-        self.tasks_table.value = _tasks_html(
+        self.tasks_table.value = tasks_html(
             info,
             elsewhere={name for name, trial in bests if trial.run_id not in own},
             busy=import_busy_note(self.model),
         )
-        self.task.options = [t.name for t in info.tasks]
-        self.task.value = info.tasks[0].name if info.tasks else None  # the slowest now
+        names = [t.name for t in info.tasks]
+        self.task.options = names
+        self.task.value = keep if keep in names else (names[0] if names else None)  # slowest
         _redraw(self.tasks_figure, make_model_tasks_figure(info))
         return info
 
     def _show_races(self) -> list[ModelRace]:
         races = [] if self.model is None else self.ctx.store.model_races(self.model.id)
-        self.race_table.value = _race_html(races[-1]) if races else ""
+        self.race_table.value = race_html(races[-1]) if races else ""
         info = None if self.model is None else model_race_info(self.model, races)
         _redraw(self.race_figure, make_model_race_figure(info))
         return races
@@ -521,78 +525,9 @@ def _model_options(models: list[ModelRecord]) -> list[tuple[str, int]]:
     return [(f"{m.name} ({plural(len(m.tasks), 'task')})", m.id) for m in models]
 
 
-def _race_summary(race: ModelRace) -> str:
-    tuned, ort = race.entry("tuned"), race.entry("onnxruntime")
-    if not (tuned and ort and tuned.fastest_secs and ort.fastest_secs):
-        return "no tuned or no ONNX Runtime time (the table says what did not run)"
-    ratio = tuned.fastest_secs / ort.fastest_secs
-    return (
-        f"tuned {format_secs(tuned.fastest_secs)}, ONNX Runtime "
-        f"{format_secs(ort.fastest_secs)} ({ratio:.2f}x; {race.trials} trials spent)"
-    )
-
-
 def _redraw(live: LiveFigure, fig: Any) -> None:
     """Make ``live`` draw ``fig`` (one write of its state: the page redraws once)."""
     with live.batch_update():
         live.data = ()
         live.add_traces(list(fig.data))
         live.layout = fig.layout
-
-
-def _tasks_html(
-    info: ModelTimesInfo, elsewhere: Collection[str] = (), busy: str | None = None
-) -> str:
-    total = info.tuned_ms or 1.0
-    rows = "".join(
-        f"<tr><td>{i}</td><td>{html.escape(t.name)}</td><td>{t.weight}</td>"
-        f"<td>{_ms(t.untuned_ms)}</td><td>{_ms(t.tuned_ms)}{_KEPT if t.untuned_kept else ''}"
-        f"{_ELSEWHERE if t.name in elsewhere else ''}</td>"
-        f"<td>{(t.best_ms or 0.0) / total:.1%}</td></tr>"
-        for i, t in enumerate(info.tasks, start=1)
-    )
-    note = f"<div>{_ELSEWHERE_NOTE}</div>" if any(t.name in elsewhere for t in info.tasks) else ""
-    if busy:  # the untuned column was timed beside other work: said where it is read
-        note += f"<div class='se-model-busy'>{html.escape(busy)}</div>"
-    return (
-        "<table><tr><th>#</th><th>task</th><th>calls</th><th>untuned</th><th>best</th>"
-        f"<th>share now</th></tr>{rows}</table>{note}"
-    )
-
-
-# The database's best of a task is any run's on the same program: another model with the same
-# task, or a tune of the task alone. A new user took them for this model's own.
-_ELSEWHERE = " <span title='found outside this model&#39;s tunes'>*</span>"
-_ELSEWHERE_NOTE = (
-    "* found outside this model's tunes (another model with the same task, or the task tuned "
-    "alone): Race builds with it; the race after a tune uses that tune's schedules only."
-)
-
-
-# A tuned best no faster than the default: the race builds the task untuned ("now" counts that).
-_KEPT = (
-    " <span title='no faster than untuned: the network keeps the default'>(untuned kept)</span>"
-)
-
-
-def _race_html(race: ModelRace) -> str:
-    rows = "".join(
-        f"<tr><td>{html.escape(e.name)}</td><td>"
-        + (html.escape(e.error) if e.error else format_secs(e.fastest_secs))
-        + "</td><td>"
-        + ("" if e.max_error is None else f"{e.max_error:.1g}")
-        + "</td></tr>"
-        for e in race.entries
-    )
-    env = race.environment
-    cpu, ort = (html.escape(str(env.get(k))) for k in ("cpu_model", "onnxruntime_version"))
-    return (
-        f"<b>Race {race.id}</b> ({race.trials} trials spent; {cpu}, "
-        f"{env.get('num_threads')} threads, ONNX Runtime {ort})"
-        f"<table><tr><th>build</th><th>fastest call</th><th>max diff vs ONNX Runtime</th></tr>"
-        f"{rows}</table>"
-    )
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else format_secs(value / 1e3)

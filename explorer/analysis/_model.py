@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from explorer.core import ModelRace, ModelRecord
-from explorer.model import busy_note
+from explorer.model import busy_note, speed_note
 
 ONNXRUNTIME, TUNED, TUNE_RELAX, UNTUNED = "onnxruntime", "tuned", "tune_relax", "untuned"
 
@@ -85,6 +85,7 @@ class RacePoint:
     untuned_ms: float | None
     tune_relax_ms: float | None = None
     busy: str | None = None  # the race's ``busy_note``: read on a busy machine
+    slow: str | None = None  # its ``speed_note``: read while the machine ran slow
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ def model_race_info(model: ModelRecord, races: Sequence[ModelRace]) -> ModelRace
 
         point = RacePoint(
             race.id, race.trials, ms(TUNED), ms(ONNXRUNTIME), ms(UNTUNED), ms(TUNE_RELAX),
-            busy_note(race),
+            busy_note(race), speed_note(race),
         )  # fmt: skip
         by_tune.setdefault(race.tune or "database", []).append(point)
     return ModelRaceInfo(model.name, tuple((k, tuple(v)) for k, v in by_tune.items()))

@@ -203,14 +203,25 @@ def cmd_race(args: argparse.Namespace) -> int:
 def _print_race(race: Any) -> None:
     """Each contender's fastest call, checked against ONNX Runtime, and the ratios that
     matter: tuned against ONNX Runtime and against untuned."""
-    from explorer.model import ONNXRUNTIME, TUNE_RELAX, TUNED, UNTUNED, busy_note
+    from explorer.model import (
+        ONNXRUNTIME,
+        TUNE_RELAX,
+        TUNED,
+        UNTUNED,
+        busy_note,
+        speed_note,
+        speed_text,
+    )
 
     env = race.environment
     scheduled = plural(int(env.get("tasks_scheduled") or 0), "task")
+    speed = speed_text(race)
     print(
         f"race {race.id} on {env.get('cpu_model', 'this CPU')}, {env.get('num_threads')} "
         f"threads, {plural(race.trials, 'trial')} spent, {scheduled} "
-        f"scheduled (ONNX Runtime {env.get('onnxruntime_version')}):"
+        f"scheduled (ONNX Runtime {env.get('onnxruntime_version')})"
+        + (f"; {speed}" if speed else "")
+        + ":"
     )
     for e in race.entries:
         if e.error is not None:
@@ -231,9 +242,9 @@ def _print_race(race: Any) -> None:
         print(f"speed-up over tune_relax at equal trials: {ratio:.2f}x")
     if tuned and untuned and tuned.fastest_secs and untuned.fastest_secs:
         print(f"speed-up over untuned: {untuned.fastest_secs / tuned.fastest_secs:.1f}x")
-    note = busy_note(race)
-    if note:
-        print(note)
+    for note in (busy_note(race), speed_note(race)):
+        if note:
+            print(note)
 
 
 def _print_model(model: Any, *, top: int) -> None:

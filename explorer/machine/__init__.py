@@ -20,6 +20,7 @@ from explorer.machine._peak import (
     measured_peak,
     roofline_text,
 )
+from explorer.machine._peak_kernels import fma_probe
 
 __all__ = [
     "BLAS_OVERRIDES",
@@ -31,6 +32,7 @@ __all__ = [
     "PeakMeasureError",
     "cache_path",
     "cached_peak",
+    "fma_probe",
     "measure_peak",
     "measured_peak",
     "roofline_text",

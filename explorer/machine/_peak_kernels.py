@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from explorer.machine._busy import BUSY, BusyElsewhere
+from explorer.target import Target
 
 ACCUMULATORS = 12  # > FMA latency (4 cycles) x FMA units (2), and fits in 16 AVX2 registers
 FMA_STEPS = 300_000  # per call: ~1 ms at 1 FMA a cycle and 3.6 GHz
@@ -68,6 +69,25 @@ def main(A: T.Buffer(({cores}, {width}), "float32")):
 """
 
 
+def fma_flops(cores: int, lanes: int) -> float:
+    """Floating-point operations of one call of ``fma_source(cores, lanes)``."""
+    return 2.0 * lanes * ACCUMULATORS * FMA_STEPS * cores
+
+
+def fma_probe(target: Target) -> tuple[Callable[[], Any], float]:
+    """The peak's FMA kernel, compiled for ``target`` and bound to this machine's CPU: (a call
+    of it, its floating-point operations). A model race times it in each round beside its
+    contenders (``explorer.model``): how fast the machine ran then, against the kept peak."""
+    from explorer import _tvm
+
+    tvm = _tvm.tvm
+    cores, lanes = target.num_cores, max(target.vector_lanes_f32, 1)
+    module = _tvm.compile_mod(_tvm.parse_tvmscript(fma_source(cores, lanes)), target.to_tvm()).mod
+    accumulators = tvm.runtime.tensor(np.ones((cores, ACCUMULATORS * lanes), "float32"), tvm.cpu())
+    main = module["main"]
+    return (lambda: main(accumulators)), fma_flops(cores, lanes)
+
+
 def triad_source(lanes: int, n: int) -> str:
     return f"""
 @T.prim_func
@@ -83,7 +103,6 @@ def main(X: T.Buffer(({n},), "float32"), Y: T.Buffer(({n},), "float32"),
 def measure(target_json: dict[str, Any], device: tuple[str, str] | None = None) -> dict[str, Any]:
     """Measure on this machine's cores, or on a fleet device: ``device`` = (tracker, key)."""
     from explorer import _tvm
-    from explorer.target import Target
 
     tvm = _tvm.tvm
     target = Target.from_json(target_json)
@@ -172,7 +191,7 @@ def _measure(
     if not (triad[1][0].numpy() == 7.0).all():  # 1 + 3 * 2
         raise RuntimeError("the triad kernel computed a wrong result")
     return {
-        "gflops_f32": 2 * lanes * ACCUMULATORS * FMA_STEPS * cores / fma_secs / 1e9,
+        "gflops_f32": fma_flops(cores, lanes) / fma_secs / 1e9,
         "bandwidth_gbs": 3 * 4 * n / triad_secs / 1e9,
         "num_threads": int(threads()),
         "busy_elsewhere": busy_elsewhere,

@@ -25,7 +25,10 @@ from explorer.model._race import (
     best_schedules,
     best_times,
     busy_note,
+    machine_speed,
     race_model,
+    speed_note,
+    speed_text,
     untuned_kept,
 )
 from explorer.model._tune import (
@@ -49,6 +52,9 @@ __all__ = [
     "best_times",
     "untuned_kept",
     "busy_note",
+    "machine_speed",
+    "speed_note",
+    "speed_text",
     "race_model",
     "SCHEDULERS",
     "ModelTuneProgress",

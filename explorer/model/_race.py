@@ -30,12 +30,15 @@ from explorer.core import (
     TrialRecord,
 )
 from explorer.errors import ModelError, RaceStopped
-from explorer.machine import BUSY
+from explorer.machine import BUSY, cached_peak
 from explorer.model._tune import tune_spent
 from explorer.storage import environment
 from explorer.types import MeasureStatus
 
 UNTUNED, TUNED, TUNE_RELAX, ONNXRUNTIME = "untuned", "tuned", "tune_relax", "onnxruntime"
+PROBE_GFLOPS, PEAK_GFLOPS = "probe_gflops", "peak_gflops"  # a race's environment: its speed
+SLOW_MACHINE = 0.85
+"""A race whose FMA probe ran below this share of the kept peak says its times read slow."""
 MAX_ERROR = 1e-3
 """Largest difference from ONNX Runtime's output (relative to its largest value) a build may
 show and still count as correct: float32 sums in another order, over a whole network."""
@@ -147,6 +150,51 @@ def busy_note(race: ModelRace) -> str | None:
     )
 
 
+def machine_speed(race: ModelRace) -> tuple[float, float] | None:
+    """(the FMA probe's fastest rate in ``race``, in GFLOPS; that as a share of the machine's
+    kept peak, or NaN when none was kept), or ``None`` for a race without a probe (raced
+    before 2026-12-07, or its kernel did not compile).
+
+    The probe is the peak's own kernel (``explorer.machine.fma_probe``), timed after each
+    round with the contenders' timer. On this project's development VM two races a minute
+    apart read every contender, ONNX Runtime too, 1.3-1.75x apart, no other process running:
+    the host ran the VM slower at times. The probe says which race ran in such a phase."""
+    rates = race.environment.get(PROBE_GFLOPS)
+    if not rates:
+        return None
+    fastest = max(float(r) for r in rates)
+    peak = race.environment.get(PEAK_GFLOPS)
+    return fastest, (fastest / float(peak) if peak else math.nan)
+
+
+def speed_text(race: ModelRace) -> str:
+    """``race``'s machine speed in a few words ("the machine at 0.99 of its peak (FMA probe
+    232 GFLOPS)"), or "" for a race without a probe."""
+    speed = machine_speed(race)
+    if speed is None:
+        return ""
+    rate, share = speed
+    if math.isnan(share):
+        return f"FMA probe {rate:.0f} GFLOPS (no kept peak to compare: `explorer peak`)"
+    return f"the machine at {share:.2f} of its peak (FMA probe {rate:.0f} GFLOPS)"
+
+
+def speed_note(race: ModelRace) -> str | None:
+    """One sentence when ``race``'s probe ran below ``SLOW_MACHINE`` of the kept peak: its
+    times read slower than the machine runs (``machine_speed``), else ``None``."""
+    speed = machine_speed(race)
+    if speed is None or not speed[1] < SLOW_MACHINE:  # NaN (no kept peak): nothing to say
+        return None
+    rate, share = speed
+    peak = float(race.environment[PEAK_GFLOPS])
+    return (
+        f"The machine ran at {share:.2f} of its peak during this race (the peak's FMA kernel, "
+        f"timed after each round: {rate:.0f} of {peak:.0f} GFLOPS), so every time in it, ONNX "
+        "Runtime's too, reads slower than this machine runs; its ratios hold, its times do "
+        "not: race again to compare times."
+    )
+
+
 def race_model(
     model: ModelRecord,
     store: RecordStore,
@@ -205,10 +253,12 @@ def race_model(
     )
     entries, versions = _run_child(plan, model.name, timeout_secs, should_stop)
     trials = tune_spent(model, store, tune)
+    peak = cached_peak(model.target)  # what the probe's rate is compared with: never measured here
     race = ModelRace(
         0, model.id, tune, trials, tuple(entries),
         {**environment(), **versions, "num_threads": plan.num_threads,
-         "tasks_scheduled": len(chosen)},
+         "tasks_scheduled": len(chosen),
+         PEAK_GFLOPS: None if peak is None else round(peak.gflops_f32, 1)},
         time.time(),
     )  # fmt: skip
     return store.add_model_race(race)

@@ -369,6 +369,67 @@ def test_apply_on_a_busy_kernel_splits_the_loop_chosen_last(ui):
     assert_page_clean(page, page.log, "after an Apply on a busy kernel")
 
 
+CHOICE_LABELS = "schedule-explorer:choice-labels"
+
+
+def test_a_loop_picked_before_a_step_landed_is_the_loop_split(ui):
+    """A loop picked while the page still shows the loop names from before a step is the loop
+    the next step splits. ipywidgets sends a choice as its position in the page's list, and the
+    kernel's list had changed (i became i_0, i_1): position 1, j on the page, named i_1 there,
+    and the next split split i_1. The extension's plugin ``schedule-explorer:choice-labels``
+    sends the label too; without it (checked by removing the plugin) the split makes i_1_0.
+
+    And every widget message is handled on the kernel's main thread, in the order the page sent
+    it: with JupyterLab's default (widget messages to a kernel subshell) ipykernel handled the
+    loop's message on the subshell's thread during the 3 s cell, before the click on the main
+    thread, and the first split split j (2 of 2 in the module's run, before the explorer's
+    settings file)."""
+    page = ui
+    page.wait_for_function(f"() => window.jupyterapp.isPluginActivated('{CHOICE_LABELS}')")
+    kernel_eval(page, _RECORD_CHOICE_THREADS)
+    reset = page.locator(".se-reset").first
+    if reset.is_enabled():
+        reset.click()
+    kernel_settled(page)
+    before = script_text(page)
+    choose_primitive(page, "split", ["loop", "factors"])
+    choose(page, "se-param-loop", "i")
+    set_text(page, "se-param-factors", "None, 4")
+    kernel_settled(page)
+    page.evaluate(_HOLD_KERNEL_JS, 3)  # the kernel answers nothing for 3 s
+    page.locator(".se-apply").first.click()  # split i, once the kernel is free
+    choose(page, "se-param-loop", "j")  # from i, j, k: the page has not heard of the split
+    page.evaluate("() => window._seHeld.done")
+    split_i = wait_script_changed(page, before)
+    kernel_settled(page)
+    assert "i_0" in split_i and "j_0" not in split_i, code_of(split_i)
+    loop = select_of(page, "se-param-loop")
+    expect(loop.locator("option:checked")).to_have_text("j")  # the page shows the kernel's
+    set_text(page, "se-param-factors", "None, 8")
+    kernel_settled(page)
+    page.locator(".se-apply").first.click()
+    after = wait_script_changed(page, split_i)
+    kernel_settled(page)
+    assert "j_0" in after and "i_1_0" not in after, code_of(after)
+    expect(page.locator(".se-error").first).to_be_hidden()
+    threads = kernel_eval(page, "print(sorted(set(_se_choice_threads)), end='')")
+    assert threads == "['MainThread']", threads
+    assert_page_clean(page, page.log, "after a loop picked before a step landed")
+
+
+_RECORD_CHOICE_THREADS = """
+import threading as _se_t
+from widgets._pickers import ChosenByLabel as _se_CB
+_se_choice_threads = []
+if not hasattr(_se_CB, "_se_set_state"):
+    _se_CB._se_set_state = _se_CB.set_state
+    def _se_recorded(self, state):
+        _se_choice_threads.append(_se_t.current_thread().name)
+        return _se_CB._se_set_state(self, state)
+    _se_CB.set_state = _se_recorded
+"""
+
+
 def test_measure_shows_a_latency(ui):
     page = ui
     latency = page.locator(".se-latency").first

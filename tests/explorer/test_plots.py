@@ -286,9 +286,32 @@ def test_the_race_figure_leaves_room_around_its_points_and_labels_its_ticks_in_f
         (("random/seed0/gradient", points), ("database", (RacePoint(3, 60, 0.06, 0.0499, 1.75),))),
     )
     fig = make_model_race_figure(info)
-    lo, hi = fig.layout.yaxis.range
-    assert lo < math.log10(0.0499) and hi > math.log10(1.75)
+    lo, hi = fig.layout.yaxis.range  # multiples of ONNX Runtime: 1 (its line) to 35 (untuned)
+    assert lo < math.log10(0.085 / 0.0499) < math.log10(1.75 / 0.0499) < hi and lo < 0
     assert list(fig.layout.yaxis.ticktext) == [f"{t:.4g}" for t in fig.layout.yaxis.tickvals]
-    assert "0.5" in fig.layout.yaxis.ticktext and "5" not in fig.layout.yaxis.ticktext
+    assert "20" in fig.layout.yaxis.ticktext and "2" in fig.layout.yaxis.ticktext
     x_lo, x_hi = fig.layout.xaxis.range
     assert x_lo < 0 and x_hi > 60
+
+
+def test_a_race_on_a_slower_machine_draws_at_the_height_of_its_multiple_of_onnx_runtime():
+    """A new user's five back-to-back races of one tiny tune read the tuned network at 56 and
+    75-82 µs (ONNX Runtime 38 and 47-50): this VM's host runs 1.3-1.5x slower at times, and the
+    plot of times said more trials made the network slower. It plots each race's multiple of
+    ONNX Runtime's time in that race: two races of one build at two machine speeds coincide."""
+    from explorer._plots_model import make_model_race_figure
+    from explorer.analysis import ModelRaceInfo, RacePoint
+
+    quick = RacePoint(1, 40, 0.056, 0.038, 0.9, tune_relax_ms=0.060)
+    slow = RacePoint(2, 40, 0.056 * 1.45, 0.038 * 1.45, 0.9 * 1.45, tune_relax_ms=0.060 * 1.45)
+    fig = make_model_race_figure(
+        ModelRaceInfo("tiny", (("random/seed0/gradient", (quick, slow)),))
+    )
+    by_name = {trace.name: trace for trace in fig.data}
+    tuned = by_name["tuned: random/seed0/gradient"]
+    assert tuned.y == pytest.approx((0.056 / 0.038,) * 2)
+    assert by_name["TVM's tune_relax, equal trials"].y == pytest.approx((0.060 / 0.038,) * 2)
+    assert by_name["ONNX Runtime (1 in each race)"].y == (1.0, 1.0)
+    assert by_name["untuned (latest race)"].y == pytest.approx((0.9 / 0.038,) * 2)
+    assert "81.2 µs" in tuned.customdata[1][0]  # the race's own times, in the hover text
+    assert "1.47x slower than ONNX" in fig.layout.title.subtitle.text

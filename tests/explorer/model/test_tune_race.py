@@ -13,8 +13,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from explorer.analysis import model_times_info
-from explorer.core import MeasureResult, ModelRecord, ModelTask, NewTrial, RaceEntry, RunStatus
+from explorer.core import (
+    MeasureResult,
+    ModelRace,
+    ModelRecord,
+    ModelTask,
+    NewTrial,
+    RaceEntry,
+    RunStatus,
+)
 from explorer.errors import CapabilityError, ModelError, SearchError
+from explorer.machine import cached_peak
 from explorer.measure import trace_key
 from explorer.model import (
     MAX_ERROR,
@@ -25,7 +34,10 @@ from explorer.model import (
     TaskState,
     best_schedules,
     import_model,
+    machine_speed,
     race_model,
+    speed_note,
+    speed_text,
     task_states,
     tune_model,
     untuned_kept,
@@ -260,6 +272,12 @@ def test_the_race_checks_and_times_every_build_against_onnxruntime(tuned):
     env = race.environment
     assert env["num_threads"] == model.target.num_cores and env["onnxruntime_version"]
     assert env["tasks_scheduled"] >= 1
+    # the machine's speed after each round: the peak's FMA kernel, beside the kept peak
+    assert len(env["probe_gflops"]) == 2 and all(r > 0 for r in env["probe_gflops"])
+    kept = cached_peak(model.target)
+    assert env["peak_gflops"] == (None if kept is None else round(kept.gflops_f32, 1))
+    rate, _share = machine_speed(race)
+    assert rate == max(env["probe_gflops"]) and f"FMA probe {rate:.0f} GFLOPS" in speed_text(race)
     with get_store(db, read_only=True) as store:
         chosen = best_schedules(model, store, tune=tune)
     # a task whose tuned best is no faster than its default is built with its default
@@ -277,6 +295,24 @@ def test_the_race_checks_and_times_every_build_against_onnxruntime(tuned):
     # beside "53.6 µs" there)
     for entry in race.entries:
         assert f"<td>{entry.name}</td><td>{format_secs(entry.fastest_secs)}</td>" in page
+
+
+@pytest.mark.parametrize(
+    ("probe", "peak", "slow"),
+    [([150.0, 160.0], 235.0, True), ([230.0, 150.0], 235.0, False), ([150.0], None, False)],
+)
+def test_a_race_timed_while_the_machine_ran_slow_says_so(probe, peak, slow):
+    """A new user's back-to-back races of one tune read every time, ONNX Runtime's too,
+    1.3-1.5x apart: this VM's host runs it slower at times. The race's FMA probe (its fastest
+    round) against the kept peak says which race ran in such a phase."""
+    race = ModelRace(1, 1, None, 10, (), {"probe_gflops": probe, "peak_gflops": peak}, 0.0)
+    note = speed_note(race)
+    assert (note is not None) == slow
+    if slow:
+        assert "0.68 of its peak" in note and "160 of 235 GFLOPS" in note
+    assert machine_speed(race)[0] == max(probe)
+    older = ModelRace(1, 1, None, 10, (), {}, 0.0)  # raced before races had a probe
+    assert machine_speed(older) is None and speed_note(older) is None and not speed_text(older)
 
 
 def test_a_tuned_task_no_faster_than_untuned_keeps_its_default_in_the_build_and_the_sums(tuned):

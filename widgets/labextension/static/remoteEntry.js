@@ -1,4 +1,4 @@
-// Schedule Explorer's JupyterLab extension. Two plugins that keep a reloaded page working as
+// Schedule Explorer's JupyterLab extension. Plugins that keep a reloaded page working as
 // before the reload, on a busy machine too.
 //
 // 1. widget-restore: every widget output shows again. After a page reload, each widget output
@@ -32,6 +32,14 @@
 // sends it, as it would have once the kernel answered. The kernel then handles them in the
 // order the user acted.
 //
+// 4. choice-labels: a choice reaches the kernel with the label the page showed. A Dropdown or
+// Select sends its choice as an index into the options the page shows; when the kernel has just
+// replaced the options (the editor's loop names after a step) and the page has not drawn them
+// yet, that index names another option on the kernel (@jupyter-widgets/controls 5.0.13). The
+// fix: an index update of a model that declares the attribute `_chosen_label` (the explorer's
+// pickers, widgets/_pickers.py) carries the label at that index as well, and the kernel takes
+// the option with that label, or refuses a label it no longer has.
+//
 // No build step: JupyterLab loads a federated extension as a script that defines a container,
 // `_JUPYTERLAB[name]`, with `init(shareScope)` and `get(module)`. The first plugin reaches the
 // widget manager's classes through their own extension's container; the others take Lumino's
@@ -45,6 +53,8 @@ var _JUPYTERLAB;
   var PATCHED = Symbol.for("schedule-explorer.get_model");
   var TABS_PATCHED = Symbol.for("schedule-explorer.tab-listeners");
   var ORDER_PATCHED = Symbol.for("schedule-explorer.click-order");
+  var LABELS_PATCHED = Symbol.for("schedule-explorer.choice-labels");
+  var LABEL = "_chosen_label";
   // What Lumino 2's TabBar listens to on its node, added on before-attach.
   var TAB_EVENTS = ["pointerdown", "pointerleave", "dblclick", "keydown"];
   var shareScope = null;
@@ -148,6 +158,30 @@ var _JUPYTERLAB;
     proto[ORDER_PATCHED] = true;
   }
 
+  async function activateChoiceLabels() {
+    var base = await shared("@jupyter-widgets/base");
+    var proto = base && base.WidgetModel && base.WidgetModel.prototype;
+    if (!proto || typeof proto.sync !== "function") {
+      console.warn("[schedule explorer] no shared @jupyter-widgets/base: choices are sent by position only");
+      return;
+    }
+    if (proto[LABELS_PATCHED]) return;
+    var sync = proto.sync;
+    proto.sync = function (method, model, options) {
+      var attrs = options && options.attrs;
+      if (method === "patch" && attrs && "index" in attrs && this.attributes && LABEL in this.attributes) {
+        var labels = this.get("_options_labels") || [];
+        var index = attrs.index;
+        var label = typeof index === "number" && index >= 0 && index < labels.length ? labels[index] : null;
+        var extra = {};
+        extra[LABEL] = label;
+        options = Object.assign({}, options, { attrs: Object.assign({}, attrs, extra) });
+      }
+      return sync.call(this, method, model, options);
+    };
+    proto[LABELS_PATCHED] = true;
+  }
+
   var plugins = [
     {
       id: "schedule-explorer:widget-restore",
@@ -166,6 +200,12 @@ var _JUPYTERLAB;
       description: "A click reaches the kernel after the field updates the page held back before it.",
       autoStart: true,
       activate: activateClickOrder,
+    },
+    {
+      id: "schedule-explorer:choice-labels",
+      description: "A Dropdown's or Select's choice reaches the kernel with the label the page showed.",
+      autoStart: true,
+      activate: activateChoiceLabels,
     },
   ];
 
