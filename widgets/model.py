@@ -434,7 +434,8 @@ class ModelPanel(Panel):
 
     def _on_raced(self, race: ModelRace) -> None:
         self._show_races()
-        notes = [n for n in (busy_note(race), speed_note(race)) if n]
+        races = self.ctx.store.model_races(race.model_id)
+        notes = [n for n in (busy_note(race), speed_note(race, races)) if n]
         self._say(" ".join([f"Race {race.id}: {race_summary(race)}.", *notes]))
 
     def _on_pick(self) -> None:
@@ -447,7 +448,7 @@ class ModelPanel(Panel):
         # The status line is about the model shown (it said the last model's race before).
         latest = races[-1] if races else None
         raced = f"latest race: {race_summary(latest)}" if latest else "not raced yet"
-        notes = [n for n in (busy_note(latest), speed_note(latest)) if n] if latest else []
+        notes = [n for n in (busy_note(latest), speed_note(latest, races)) if n] if latest else []
         self._say(
             " ".join([f"{self.model.name}: {plural(len(self.model.tasks), 'task')}, untuned "
                       f"{ms(info.untuned_ms)} per inference, {ms(info.tuned_ms)} with each "

@@ -112,7 +112,7 @@ def model_race_info(model: ModelRecord, races: Sequence[ModelRace]) -> ModelRace
 
         point = RacePoint(
             race.id, race.trials, ms(TUNED), ms(ONNXRUNTIME), ms(UNTUNED), ms(TUNE_RELAX),
-            busy_note(race), speed_note(race),
+            busy_note(race), speed_note(race, races),
         )  # fmt: skip
         by_tune.setdefault(race.tune or "database", []).append(point)
     return ModelRaceInfo(model.name, tuple((k, tuple(v)) for k, v in by_tune.items()))

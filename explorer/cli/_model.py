@@ -117,7 +117,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     for tune in tunes:
         print(f"tune {tune}: {plural(spent[tune], 'trial')}")
     if races:
-        _print_race(races[-1])
+        _print_race(races[-1], races)
     return EXIT_OK
 
 
@@ -176,7 +176,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
             tune_relax_trials=spent if args.vs_tune_relax else 0,
             on_step=lambda step: say(f"{step}..."),
         )  # fmt: skip
-    _print_race(race)
+        races = store.model_races(model.id)
+    _print_race(race, races)
     return EXIT_OK
 
 
@@ -196,13 +197,15 @@ def cmd_race(args: argparse.Namespace) -> int:
             tune_relax_trials=args.tune_relax,
             on_step=lambda step: say(f"{step}..."),
         )  # fmt: skip
-    _print_race(race)
+        races = store.model_races(model.id)
+    _print_race(race, races)
     return EXIT_OK
 
 
-def _print_race(race: Any) -> None:
+def _print_race(race: Any, races: Any) -> None:
     """Each contender's fastest call, checked against ONNX Runtime, and the ratios that
-    matter: tuned against ONNX Runtime and against untuned."""
+    matter: tuned against ONNX Runtime and against untuned. ``races``: the model's (what its
+    probes are compared with)."""
     from explorer.model import (
         ONNXRUNTIME,
         TUNE_RELAX,
@@ -242,7 +245,7 @@ def _print_race(race: Any) -> None:
         print(f"speed-up over tune_relax at equal trials: {ratio:.2f}x")
     if tuned and untuned and tuned.fastest_secs and untuned.fastest_secs:
         print(f"speed-up over untuned: {untuned.fastest_secs / tuned.fastest_secs:.1f}x")
-    for note in (busy_note(race), speed_note(race)):
+    for note in (busy_note(race), speed_note(race, races)):
         if note:
             print(note)
 

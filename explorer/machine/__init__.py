@@ -20,7 +20,7 @@ from explorer.machine._peak import (
     measured_peak,
     roofline_text,
 )
-from explorer.machine._peak_kernels import fma_probe
+from explorer.machine._peak_kernels import fma_probe, forkjoin_probe
 
 __all__ = [
     "BLAS_OVERRIDES",
@@ -33,6 +33,7 @@ __all__ = [
     "cache_path",
     "cached_peak",
     "fma_probe",
+    "forkjoin_probe",
     "measure_peak",
     "measured_peak",
     "roofline_text",

@@ -36,9 +36,13 @@ from explorer.storage import environment
 from explorer.types import MeasureStatus
 
 UNTUNED, TUNED, TUNE_RELAX, ONNXRUNTIME = "untuned", "tuned", "tune_relax", "onnxruntime"
-PROBE_GFLOPS, PEAK_GFLOPS = "probe_gflops", "peak_gflops"  # a race's environment: its speed
+# a race's environment: its probes' readings (``machine_speed``) and the kept peak
+PROBE_GFLOPS, FORKJOIN_US, PEAK_GFLOPS = "probe_gflops", "forkjoin_us", "peak_gflops"
 SLOW_MACHINE = 0.85
 """A race whose FMA probe ran below this share of the kept peak says its times read slow."""
+SLOW_JOIN = 2.0
+"""... and one whose fork-join probe took this many times the quickest of the model's races
+(quick phases on the development VM read 0.54-0.92 µs, slow ones 1.20-1.24 µs)."""
 MAX_ERROR = 1e-3
 """Largest difference from ONNX Runtime's output (relative to its largest value) a build may
 show and still count as correct: float32 sums in another order, over a whole network."""
@@ -150,49 +154,84 @@ def busy_note(race: ModelRace) -> str | None:
     )
 
 
-def machine_speed(race: ModelRace) -> tuple[float, float] | None:
-    """(the FMA probe's fastest rate in ``race``, in GFLOPS; that as a share of the machine's
-    kept peak, or NaN when none was kept), or ``None`` for a race without a probe (raced
-    before 2026-12-07, or its kernel did not compile).
+@dataclass(frozen=True)
+class MachineSpeed:
+    """What a race's probes read (``machine_speed``): the peak's FMA kernel's fastest rate
+    over the rounds (GFLOPS) against the kept peak (``None``: none kept), and the fastest call
+    of a kernel that only starts the target's threads and joins them (µs)."""
 
-    The probe is the peak's own kernel (``explorer.machine.fma_probe``), timed after each
-    round with the contenders' timer. On this project's development VM two races a minute
-    apart read every contender, ONNX Runtime too, 1.3-1.75x apart, no other process running:
-    the host ran the VM slower at times. The probe says which race ran in such a phase."""
-    rates = race.environment.get(PROBE_GFLOPS)
-    if not rates:
+    fma_gflops: float
+    peak_gflops: float | None
+    forkjoin_us: float
+
+    @property
+    def share_of_peak(self) -> float | None:
+        return None if not self.peak_gflops else self.fma_gflops / self.peak_gflops
+
+
+def machine_speed(race: ModelRace) -> MachineSpeed | None:
+    """What ``race``'s probes read, or ``None`` for a race without them (raced before
+    2026-12-07, or their kernels did not compile).
+
+    Both are timed after each round with the contenders' timer. On this project's development
+    VM, with no other process running, back-to-back races read the tiny network's 2-thread
+    build at 105, 134, 152 and 186 µs, each steady within its race, while its 1-thread build
+    and the FMA kernel's rate did not move: the fork-join kernel moved with it (0.55-0.92 µs
+    against 1.20-1.24 µs): the host had placed the VM's two CPUs farther apart."""
+    env = race.environment
+    rates, joins = env.get(PROBE_GFLOPS), env.get(FORKJOIN_US)
+    if not rates or not joins:
         return None
-    fastest = max(float(r) for r in rates)
-    peak = race.environment.get(PEAK_GFLOPS)
-    return fastest, (fastest / float(peak) if peak else math.nan)
+    peak = env.get(PEAK_GFLOPS)
+    return MachineSpeed(
+        max(float(r) for r in rates), None if peak is None else float(peak),
+        min(float(j) for j in joins),
+    )  # fmt: skip
 
 
 def speed_text(race: ModelRace) -> str:
-    """``race``'s machine speed in a few words ("the machine at 0.99 of its peak (FMA probe
-    232 GFLOPS)"), or "" for a race without a probe."""
+    """``race``'s probes in a few words, or "" for a race without them."""
     speed = machine_speed(race)
     if speed is None:
         return ""
-    rate, share = speed
-    if math.isnan(share):
-        return f"FMA probe {rate:.0f} GFLOPS (no kept peak to compare: `explorer peak`)"
-    return f"the machine at {share:.2f} of its peak (FMA probe {rate:.0f} GFLOPS)"
-
-
-def speed_note(race: ModelRace) -> str | None:
-    """One sentence when ``race``'s probe ran below ``SLOW_MACHINE`` of the kept peak: its
-    times read slower than the machine runs (``machine_speed``), else ``None``."""
-    speed = machine_speed(race)
-    if speed is None or not speed[1] < SLOW_MACHINE:  # NaN (no kept peak): nothing to say
-        return None
-    rate, share = speed
-    peak = float(race.environment[PEAK_GFLOPS])
+    share = speed.share_of_peak
+    peak = f"{share:.2f} of its peak" if share is not None else "no peak kept (`explorer peak`)"
     return (
-        f"The machine ran at {share:.2f} of its peak during this race (the peak's FMA kernel, "
-        f"timed after each round: {rate:.0f} of {peak:.0f} GFLOPS), so every time in it, ONNX "
-        "Runtime's too, reads slower than this machine runs; its ratios hold, its times do "
-        "not: race again to compare times."
+        f"the machine at {peak} (FMA probe {speed.fma_gflops:.0f} GFLOPS), its threads "
+        f"started and joined in {speed.forkjoin_us:.2f} µs"
     )
+
+
+def speed_note(race: ModelRace, races: Sequence[ModelRace] = ()) -> str | None:
+    """One sentence when ``race``'s probes read a slow machine, else ``None``: its FMA kernel
+    below ``SLOW_MACHINE`` of the kept peak, or its fork-join kernel ``SLOW_JOIN`` times
+    slower than in the quickest of ``races`` (the model's races; same CPU, same threads)."""
+    speed = machine_speed(race)
+    if speed is None:
+        return None
+    share = speed.share_of_peak
+    if share is not None and share < SLOW_MACHINE:
+        return (
+            f"The machine ran at {share:.2f} of its peak during this race (the peak's FMA "
+            f"kernel, timed after each round: {speed.fma_gflops:.0f} of "
+            f"{speed.peak_gflops:.0f} GFLOPS): every time in it, ONNX Runtime's too, reads "
+            "slower than this machine runs; race again to compare times."
+        )
+    same = [s for r in races if _same_machine(r, race) and (s := machine_speed(r)) is not None]
+    quickest = min((s.forkjoin_us for s in same), default=speed.forkjoin_us)
+    if speed.forkjoin_us > SLOW_JOIN * quickest:
+        return (
+            f"This race's threads took {speed.forkjoin_us / quickest:.1f}x as long to start and "
+            f"join as in this model's quickest race here ({speed.forkjoin_us:.2f} against "
+            f"{quickest:.2f} µs): its multi-thread builds read slower than the machine ran "
+            "them then (most, a network of many short kernels); race again to compare times."
+        )
+    return None
+
+
+def _same_machine(a: ModelRace, b: ModelRace) -> bool:
+    keys = ("cpu_model", "num_threads")
+    return all(a.environment.get(k) == b.environment.get(k) for k in keys)
 
 
 def race_model(

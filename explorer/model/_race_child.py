@@ -1,7 +1,7 @@
 """The child process of ``race_model``: reads a pickled ``RacePlan`` on stdin, builds the
 network untuned and tuned, checks both against ONNX Runtime, times the three in interleaved
-rounds (and, after each round, the peak's FMA kernel: the machine's speed then), and writes
-the pickled (entries, versions) on stdout (or a ``ModelError``'s sentence)."""
+rounds (after each round, the machine's probes too: its speed and its cores' latency then),
+and writes the pickled (entries, versions) on stdout (or a ``ModelError``'s sentence)."""
 
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ import numpy as np
 
 from explorer.core import RaceEntry
 from explorer.errors import ModelError
-from explorer.machine import BusyElsewhere, fma_probe
+from explorer.machine import BusyElsewhere, fma_probe, forkjoin_probe
 from explorer.measure import CONFIRM_RATIO, keep_off_worker_cores
 from explorer.model._race import (
+    FORKJOIN_US,
     MAX_ERROR,
     ONNXRUNTIME,
     PROBE_GFLOPS,
@@ -90,31 +91,35 @@ def race(plan: RacePlan) -> tuple[list[RaceEntry], dict[str, Any]]:
                 f"largest value (at most {MAX_ERROR:g} is a float32 rounding difference)"
             )
     found: dict[str, Any] = {"onnxruntime_version": onnxruntime.__version__}
-    probe: tuple[Callable[[], Any], float] | None = None
+    probes: dict[str, Callable[[], Any]] = {}  # the machine's speed and its cores' latency
+    flops = 0.0
     try:
-        probe = fma_probe(model.target)
-    except Exception as exc:  # noqa: BLE001  (the race goes on without the machine's speed)
+        probes[PROBE_GFLOPS], flops = fma_probe(model.target)
+        probes[FORKJOIN_US] = forkjoin_probe(model.target)
+    except Exception as exc:  # noqa: BLE001  (the race goes on without them)
         found["probe_error"] = last_line(exc)
     # as the measurer does, now that TVM's pool exists; and after ONNX Runtime's session
     # exists: threads it created later would share this thread's one core
     keep_off_worker_cores()
     timed = [n for n in runners if n not in errors]
     round_secs: dict[str, list[float]] = {n: [] for n in timed}
-    probe_secs: list[float] = []
+    probe_secs: dict[str, list[float]] = {name: [] for name in probes}
     watch = BusyElsewhere()
     for r in range(plan.rounds):
         order = timed[r % len(timed) :] + timed[: r % len(timed)] if timed else []
         for name in order:  # each round in another order: no contender always goes first
             seen = min(round_secs[name], default=math.inf)
             round_secs[name].append(_fastest_call(runners[name], seen))
-        if probe is not None:  # the machine's speed in this round (``explorer.model.speed``)
-            probe_secs.append(_fastest_call(probe[0], min(probe_secs, default=math.inf)))
+        for name, probe in probes.items():  # the machine in this round (``machine_speed``)
+            seen = min(probe_secs[name], default=math.inf)
+            probe_secs[name].append(_fastest_call(probe, seen))
     entries = [
         RaceEntry(name, tuple(round_secs.get(name, ())), max_error.get(name), errors.get(name))
         for name in [*(n for n, _ in builds), ONNXRUNTIME]
     ]
-    if probe is not None and probe_secs:
-        found[PROBE_GFLOPS] = [round(probe[1] / secs / 1e9, 1) for secs in probe_secs]
+    if probes and plan.rounds:
+        found[PROBE_GFLOPS] = [round(flops / secs / 1e9, 1) for secs in probe_secs[PROBE_GFLOPS]]
+        found[FORKJOIN_US] = [round(secs * 1e6, 3) for secs in probe_secs[FORKJOIN_US]]
     found["others_cpus"] = round(watch.cores(), 2)
     return entries, found
 

@@ -20,7 +20,7 @@ from typing import Any
 from explorer.analysis import Metric, shown_strategy
 from explorer.code import CodeMix, mix_rows
 from explorer.extras import MissingExtraError, require
-from explorer.model import speed_note, speed_text
+from explorer.model import speed_text
 from explorer.report._collect import (
     MAX_SCHEDULES,
     BestSchedule,
@@ -248,6 +248,7 @@ def _model_section(m: ModelReport, figures: _Figures) -> str:
     race = m.latest
     if race is not None:
         env = race.environment
+        slow = m.races.latest.slow if m.races.latest is not None else None
         rows = "".join(
             f"<tr><td>{_e(e.name)}</td><td>"
             + (_e(e.error) if e.error else _e(format_secs(e.fastest_secs)))
@@ -262,7 +263,7 @@ def _model_section(m: ModelReport, figures: _Figures) -> str:
             f"{_e(env.get('cpu_model'))}, {_e(env.get('num_threads'))} threads, ONNX Runtime "
             f"{_e(env.get('onnxruntime_version'))}; each build's fastest call over "
             "interleaved rounds, its output checked against ONNX Runtime's"
-            + "".join(f"; {_e(said)}" for said in (speed_text(race), speed_note(race)) if said)
+            + "".join(f"; {_e(said)}" for said in (speed_text(race), slow) if said)
             + ".</p>",
             "<table><tr><th>build</th><th>fastest call</th><th>max difference from ONNX "
             f"Runtime (of its largest output)</th></tr>{rows}</table>",
