@@ -76,9 +76,12 @@ def make_model_race_figure(info: ModelRaceInfo | None = None) -> go.Figure:
     Runtime's in the same race (with the untuned build's and ``tune_relax``'s).
 
     A multiple, not a time: the contenders of one race are timed in interleaved rounds, but
-    two races a minute apart can read every time 1.3-1.75x apart on a machine whose speed
-    changes (a VM's host, a laptop's clock), and a line of times then read as "more trials made
-    it slower". The times themselves are in the hover text and the Model tab's race table."""
+    on a machine whose speed changes (a VM's host, a laptop's clock) two races a minute apart
+    read every time, ONNX Runtime's too, up to 1.75x apart, and a line of times then read as
+    "more trials made it slower". A multiple cancels what slows every contender alike, not what
+    slows one more than another (a 2-thread build of many short kernels waits on its threads'
+    meetings: ``explorer.model.speed_note`` says when a race's probes saw that). The times
+    themselves are in the hover text and the Model tab's race table."""
     fig = go.Figure(layout=dict(height=360, margin=dict(l=70, r=30, b=60),
                                 legend=dict(orientation="h", y=-0.25),
                                 uirevision=_identity(info), **HEADER))  # fmt: skip

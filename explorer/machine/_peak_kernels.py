@@ -91,9 +91,10 @@ def fma_probe(target: Target) -> tuple[Callable[[], Any], float]:
 def forkjoin_probe(target: Target) -> Callable[[], Any]:
     """A kernel that does next to nothing on each of ``target``'s cores, bound to this
     machine's CPU: a call of it is the time its threads take to start each other and meet
-    again. A model race times it in each round: on this project's development VM it read 0.55-
-    0.92 µs for a while, then 1.20-1.24 µs for 30 s and more (the host placing the two virtual
-    CPUs farther apart), and the tiny network's 2-thread build read 106 and 134 µs with it."""
+    again. A model race times it in each round: on this project's development VM it read
+    0.54-1.09 µs for a while, then 1.24-1.40 µs for 30 s and more (the host placing the two
+    virtual CPUs farther apart), and the tiny network's 2-thread build read 128 and 155 µs
+    with it."""
     from explorer import _tvm
 
     tvm = _tvm.tvm

@@ -42,7 +42,8 @@ SLOW_MACHINE = 0.85
 """A race whose FMA probe ran below this share of the kept peak says its times read slow."""
 SLOW_JOIN = 2.0
 """... and one whose fork-join probe took this many times the quickest of the model's races
-(quick phases on the development VM read 0.54-0.92 µs, slow ones 1.20-1.24 µs)."""
+(on the development VM, 0.54-1.09 µs in a quick phase and 1.24-1.40 µs in a slow one, the
+fastest call of each 0.2 s: a race keeps its fastest round's)."""
 MAX_ERROR = 1e-3
 """Largest difference from ONNX Runtime's output (relative to its largest value) a build may
 show and still count as correct: float32 sums in another order, over a whole network."""
@@ -175,9 +176,10 @@ def machine_speed(race: ModelRace) -> MachineSpeed | None:
 
     Both are timed after each round with the contenders' timer. On this project's development
     VM, with no other process running, back-to-back races read the tiny network's 2-thread
-    build at 105, 134, 152 and 186 µs, each steady within its race, while its 1-thread build
-    and the FMA kernel's rate did not move: the fork-join kernel moved with it (0.55-0.92 µs
-    against 1.20-1.24 µs): the host had placed the VM's two CPUs farther apart."""
+    build at 105 to 187 µs, each steady within its race, while its 1-thread build and the FMA
+    kernel's rate did not move; alternated with it, the fork-join kernel read 0.54-1.09 µs
+    while it ran at 128 µs and 1.24-1.40 µs while it ran at 155 (docs/reproduction.md, "Race
+    times from race to race": it warns, it does not tell every level apart)."""
     env = race.environment
     rates, joins = env.get(PROBE_GFLOPS), env.get(FORKJOIN_US)
     if not rates or not joins:

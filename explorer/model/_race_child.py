@@ -101,18 +101,9 @@ def race(plan: RacePlan) -> tuple[list[RaceEntry], dict[str, Any]]:
     # as the measurer does, now that TVM's pool exists; and after ONNX Runtime's session
     # exists: threads it created later would share this thread's one core
     keep_off_worker_cores()
-    timed = [n for n in runners if n not in errors]
-    round_secs: dict[str, list[float]] = {n: [] for n in timed}
-    probe_secs: dict[str, list[float]] = {name: [] for name in probes}
+    timed = {n: run for n, run in runners.items() if n not in errors}
     watch = BusyElsewhere()
-    for r in range(plan.rounds):
-        order = timed[r % len(timed) :] + timed[: r % len(timed)] if timed else []
-        for name in order:  # each round in another order: no contender always goes first
-            seen = min(round_secs[name], default=math.inf)
-            round_secs[name].append(_fastest_call(runners[name], seen))
-        for name, probe in probes.items():  # the machine in this round (``machine_speed``)
-            seen = min(probe_secs[name], default=math.inf)
-            probe_secs[name].append(_fastest_call(probe, seen))
+    round_secs, probe_secs = _rounds(timed, probes, plan.rounds)
     entries = [
         RaceEntry(name, tuple(round_secs.get(name, ())), max_error.get(name), errors.get(name))
         for name in [*(n for n, _ in builds), ONNXRUNTIME]
@@ -122,6 +113,25 @@ def race(plan: RacePlan) -> tuple[list[RaceEntry], dict[str, Any]]:
         found[FORKJOIN_US] = [round(secs * 1e6, 3) for secs in probe_secs[FORKJOIN_US]]
     found["others_cpus"] = round(watch.cores(), 2)
     return entries, found
+
+
+Calls = dict[str, Callable[[], Any]]
+
+
+def _rounds(
+    runners: Calls, probes: Calls, rounds: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Each runner's fastest call in each round (each round in another order: no contender
+    always goes first), and after each round each probe's (``machine_speed``)."""
+    timed = list(runners)
+    round_secs: dict[str, list[float]] = {n: [] for n in timed}
+    probe_secs: dict[str, list[float]] = {n: [] for n in probes}
+    for r in range(rounds):
+        order = timed[r % len(timed) :] + timed[: r % len(timed)] if timed else []
+        for name, run in [*((n, runners[n]) for n in order), *probes.items()]:
+            secs = round_secs if name in runners else probe_secs
+            secs[name].append(_fastest_call(run, min(secs[name], default=math.inf)))
+    return round_secs, probe_secs
 
 
 def relax_per_iter(trials: int, num_tasks: int) -> int:

@@ -311,11 +311,11 @@ def test_a_race_timed_while_the_machine_ran_slow_says_so():
     """A new user's back-to-back races of one tune read the times 1.3-1.8x apart. Here, with
     no other process running, the tiny network's 2-thread build read 105 to 186 µs from race to
     race, steady within each, its 1-thread build and the FMA kernel's rate unchanged; a kernel
-    that only starts and joins the threads read 0.54-0.92 µs in the quick phases and 1.20-1.24
-    µs in the slow ones. The probes say which race ran in a slow phase."""
+    that only starts and joins the threads read 0.54-1.09 µs in a quick phase and 1.24-1.40 µs
+    in a slow one. The probes say when a race ran in such a slow phase."""
     quick = _race(1, [236.0, 235.0], [0.61, 0.55], 235.0)
     slow_join = _race(2, [236.0], [1.22, 1.21], 235.0)
-    a_bit_slower = _race(3, [235.0], [0.92], 235.0)  # a quick phase too (106 µs then)
+    a_bit_slower = _race(3, [235.0], [0.92], 235.0)  # within a quick phase's readings
     slow_clock = _race(4, [150.0, 160.0], [0.6], 235.0)
     races = [quick, slow_join, a_bit_slower, slow_clock]
     assert speed_note(quick, races) is None and speed_note(a_bit_slower, races) is None
