@@ -187,7 +187,12 @@ class Predictor:
             return _Learned(None, len(records), None, empty, "untrained: too few correct ones")
         scores = np.asarray(model.predict([r.candidate for r in ok]), dtype=np.float64)
         best = min(float(r.median_secs or 0) for r in ok)
-        note = f"trained on {len(records)} measured schedule(s) of this workload"
+        # Every measurement, a failed or wrong one too (a model learns what fails) and each
+        # re-timing: more than the correct timings the cost panel ranks a schedule among.
+        wrong = len(records) - len(ok)
+        note = f"trained on {len(records)} measurement(s) of this workload: {len(ok)} correct" + (
+            f", {wrong} failed or wrong" if wrong else ""
+        )
         return _Learned(model, len(records), best, scores, note)
 
     def _on_records(self, records: list[TrialRecord]) -> None:
