@@ -27,6 +27,7 @@ from explorer.core._candidate import (
     pool_results,
     trace_key,
 )
+from explorer.core._forkserver import server_pids
 from explorer.core._gate import TIMING_GATE, cpu_heavy
 from explorer.core._interrupts import interrupts_held
 from explorer.core._marks import BASELINE_MARK, START_MARK, UNCHECKED_MSG, has_mark
@@ -111,6 +112,7 @@ __all__ = [
     "open_session",
     "pool_results",
     "read_message",
+    "server_pids",
     "shutdown_pool",
     "text_hash",
     "trace_hash",

@@ -24,16 +24,27 @@ class BusyElsewhere:
     processes used since. This process and ``helpers`` (the pids of processes that work for it,
     such as a measurer's workers: ``Measurer.helper_pids``) are its own work; a helper
     that starts meanwhile counts from its start, one that ends meanwhile (a worker replaced)
-    counts as another's."""
+    counts as another's, and so does one reported only after the window opened that had
+    started before it (its time before the window is not known)."""
 
     def __init__(self, helpers: Callable[[], Iterable[int]] = tuple) -> None:
         self.helpers = helpers
+        self.opened = time.time()  # what a process's create_time() is compared with
         self.start = (time.monotonic(), _busy_secs(), self._own_secs())
 
     def share(self) -> float:
         wall = (time.monotonic() - self.start[0]) * (os.cpu_count() or 1)
-        own = self._own_secs()
-        ours = sum(secs - self.start[2].get(pid, 0.0) for pid, secs in own.items())
+        seen = self.start[2]
+        # A helper not reported when the window opened counts from its start only if it started
+        # in the window: one that ran before (a fork server another measurer had started, not
+        # yet listed) would bring its whole life's time, more than others used meanwhile (a
+        # first Measure beside two burners read 0 % busy); its time in the window, forking
+        # workers, counts as others'.
+        ours = sum(
+            secs - seen.get(pid, 0.0)
+            for pid, (secs, created) in self._own_secs_since().items()
+            if pid in seen or created >= self.opened - _CREATE_TIME_SLACK
+        )
         others = (_busy_secs() - self.start[1]) - ours
         return min(max(others / wall, 0.0), 1.0) if wall > 0 else 0.0
 
@@ -42,14 +53,23 @@ class BusyElsewhere:
         return self.share() * (os.cpu_count() or 1)
 
     def _own_secs(self) -> dict[int, float]:
-        """CPU seconds of this process and of each helper, by pid. Without the times of the
-        children they waited for: a worker replaced meanwhile would bring all its life's."""
-        found: dict[int, float] = {}
+        """CPU seconds of this process and of each helper, by pid."""
+        return {pid: secs for pid, (secs, _) in self._own_secs_since().items()}
+
+    def _own_secs_since(self) -> dict[int, tuple[float, float]]:
+        """(CPU seconds, creation time) of this process and of each helper, by pid. Without
+        the times of the children they waited for: a worker replaced meanwhile would bring
+        all its life's."""
+        found: dict[int, tuple[float, float]] = {}
         for pid in {os.getpid(), *self.helpers()}:
             with contextlib.suppress(psutil.Error):
-                t = psutil.Process(pid).cpu_times()
-                found[pid] = float(t.user + t.system)
+                process = psutil.Process(pid)
+                t = process.cpu_times()
+                found[pid] = (float(t.user + t.system), process.create_time())
         return found
+
+
+_CREATE_TIME_SLACK = 0.5  # s: psutil's creation times are rounded to the kernel's clock ticks
 
 
 def _busy_secs() -> float:

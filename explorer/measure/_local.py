@@ -60,6 +60,7 @@ from explorer.core import (
     MeasureResult,
     WorkerLost,
     WorkerPool,
+    server_pids,
     shutdown_pool,
 )
 from explorer.measure._base import MeasureConfig, Measurer
@@ -217,7 +218,9 @@ class LocalMeasurer(Measurer):
         return self._pool.pids() if self._pool is not None else {"build": [], "run": []}
 
     def helper_pids(self) -> list[int]:
-        return self._pool.helper_pids() if self._pool is not None else []
+        # its fork server may exist before its pool (another measurer of this process started
+        # it): it forks this one's workers once they start
+        return self._pool.helper_pids() if self._pool is not None else server_pids()
 
     @property
     def num_workers_replaced(self) -> int:

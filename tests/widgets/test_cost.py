@@ -497,10 +497,13 @@ def test_a_reading_taken_beside_other_processes_says_so(local_ctx: Context, burn
     ctx = local_ctx
     ctx.set_session(ScheduleSession(get_workload("matmul", M=64, N=64, K=64), ctx.target))
     p = CostPanel(ctx)
-    # The first measurement also starts the measurer's workers (TVM's import, on both cores):
-    # beside another test's worker it read 0 % busy, and its worker's own reading 4-15 %, in
-    # 2 runs of 8 of a parallel run (alone, it read busy). Read from the second, as after a
-    # click on "Measure again", which passed in every run. Why the first read so: not found.
+    # The first measurement also starts the measurer's workers: it read 0 % busy in 2 runs of
+    # 8 of a parallel run (2026-12-07). One way that happens, found since and fixed: the fork
+    # server an earlier measurer of the process started (0.9 s of CPU time) was not among the
+    # helpers when the window opened and was at its end, and its whole life's CPU time counted
+    # as the panel's own (tests/explorer/machine/test_busy.py). Not confirmed as that run's
+    # cause (it did not fail in 4 runs here without the fix): read from the second, as after a
+    # click on "Measure again".
     measure(p)
     job = measure(p)
     assert job.result.result.status is MeasureStatus.OK

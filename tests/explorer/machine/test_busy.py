@@ -35,3 +35,33 @@ def test_a_local_measurer_watches_this_machine_and_counts_its_workers_as_its_own
         helpers = set(watch.helpers()) if watch is not None else set()
         assert set(pids) < helpers  # its workers, and the fork server they come from
     assert ReplayMeasurer({}).watch_busy() is None  # it times nothing on this machine
+
+
+def test_a_helper_reported_only_after_the_window_opened_does_not_hide_the_others() -> None:
+    """A cost panel's first Measure beside two burners read "not busy" now and then. Its
+    measurer had no workers when the window opened, so the fork server (started long before by
+    another measurer of the process, its CPU time spent importing TVM) was not among the
+    helpers then; at the end it was, and its whole life's CPU time was counted as the
+    watcher's own work, more than the burners had used meanwhile: 0 % busy."""
+    import subprocess
+    import sys
+
+    spent = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.5: pass\n"
+    helper = subprocess.Popen(
+        [sys.executable, "-c", spent + "import sys; sys.stdout.write('+'); sys.stdout.flush()\n"
+         "time.sleep(60)"],
+        stdout=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert helper.stdout is not None and helper.stdout.read(1) == b"+"  # 1.5 s of CPU spent
+        reported: list[int] = []
+        watch = BusyElsewhere(lambda: reported)  # no helper yet when the window opens
+        with cpu_burners(1):
+            time.sleep(1.0)
+        reported.append(helper.pid)  # ... and one, from before, at the end
+        share = watch.share()
+    finally:
+        helper.kill()
+        helper.wait()
+    # one burner on two cores for about 1 s of a window of about 1.2 s
+    assert share >= BUSY, share
