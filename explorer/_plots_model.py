@@ -86,7 +86,7 @@ def make_model_race_figure(info: ModelRaceInfo | None = None) -> go.Figure:
                                 legend=dict(orientation="h", y=-0.25),
                                 uirevision=_identity(info), **HEADER))  # fmt: skip
     fig.update_xaxes(title_text="trials spent")
-    fig.update_yaxes(title_text="latency ÷ ONNX Runtime's, same race", type="log")
+    fig.update_yaxes(title_text="÷ ONNX Runtime, same race", type="log")
     latest = info.latest if info is not None else None
     if info is None or latest is None:
         fig.update_layout(heading("Race against ONNX Runtime", ["Race the model to see it."]))

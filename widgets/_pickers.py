@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 import ipywidgets as w
-from traitlets import Unicode
+from traitlets import Unicode, observe
 
 _LABEL = "_chosen_label"  # the extension adds it to an index update of a model with this trait
 
@@ -33,7 +33,7 @@ class ChosenByLabel(w.widgets.widget_selection._Selection):  # type: ignore[misc
 
     Attributes:
         refused: the label of the page's last choice when no option has it any more (the
-            kernel's choice stayed); None once the page chooses an option that exists.
+            kernel's choice stayed); None once another choice is made.
     """
 
     _chosen_label = Unicode(None, allow_none=True).tag(sync=True, echo_update=False)
@@ -41,6 +41,11 @@ class ChosenByLabel(w.widgets.widget_selection._Selection):  # type: ignore[misc
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.refused: str | None = None
+
+    @observe("index")
+    def _choice_made(self, _change: Any) -> None:
+        # a new choice (the page's, the kernel's, a notebook's) replaces a refused one
+        self.refused = None
 
     def set_state(self, sync_data: dict[str, Any]) -> None:
         label = sync_data.get(_LABEL)

@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 
 _NONE_LABEL = "(none)"
 _ADD_LABEL, _ADD = "add loop\u2026", ""  # not None: a Dropdown shows value None as blank
+_PICK = ""  # "(pick a loop)": the value of a picker whose choice a step took away
+PICKED = ("loop", "block")  # the parameters picked from the snapshot's names
 _FILL = {"width": "100%", "min_width": "0"}  # a field as wide as its column, never wider
 
 
@@ -223,7 +225,12 @@ class ScheduleEditor(Panel):
         Raises:
             PrimitiveError: a text field does not parse; names the parameter.
         """
-        values = {name: field.value for name, field in self.params.items()}
+        picks = {p.name for p in PRIMITIVES[str(self.primitive.value)].params if p.kind in PICKED}
+        # "(pick a loop)": none picked, which a required loop refuses ("pick a loop")
+        values = {
+            name: None if name in picks and field.value == _PICK else field.value
+            for name, field in self.params.items()
+        }
         return parse_arguments(str(self.primitive.value), values)
 
     # -- banner -------------------------------------------------------------------------------
@@ -281,10 +288,11 @@ class ScheduleEditor(Panel):
         """
         for name, field in self.params.items():
             if (label := refused_choice(field)) is not None:
+                then = "pick one" if field.value == _PICK else "pick again, or Apply to use it"
                 self.show_message(
                     f"Not applied: the {name} you picked, {label}, is not in this schedule any "
-                    f"more (the step before changed its names while you picked); the picker "
-                    f"reads {field.label} now: pick again, or click Apply to use it."
+                    f"more (a step changed the names since you picked it); the picker reads "
+                    f"{field.label} now: {then}."
                 )
                 return True
         return False
@@ -336,13 +344,19 @@ class ScheduleEditor(Panel):
 
         return add
 
-    def _fill_pickers(self, snapshot: Snapshot | None) -> None:
-        """Refresh loop/block choices; a still-valid selection is kept (names are stable)."""
+    def _fill_pickers(self, snapshot: Snapshot | None, *, step: bool = False) -> None:
+        """Refresh loop/block choices; a still-valid selection is kept (names are stable).
+
+        ``step``: the names changed by a step of the same schedule (or an undo, a redo). A
+        choice it took away (the loop just split) is not replaced by another name, which the
+        user did not pick (an Apply clicked again before the page showed the new names split
+        the first loop): the picker reads "(pick a loop)" until the user picks one.
+        """
         loops = snapshot.loop_names if snapshot is not None else []
         blocks = snapshot.block_names if snapshot is not None else []
         prim = PRIMITIVES[str(self.primitive.value)]
         for spec in prim.params:
-            if spec.kind not in ("loop", "block"):
+            if spec.kind not in PICKED:
                 continue
             names = loops if spec.kind == "loop" else blocks
             options: list[tuple[str, Any]] = [(n, n) for n in names]
@@ -350,12 +364,16 @@ class ScheduleEditor(Panel):
                 options.insert(0, (_NONE_LABEL, None))
             field = self.params[spec.name]
             keep = field.value if field.value in names else options[0][1]
+            if step and field.value not in (None, _PICK) and keep != field.value:
+                options.insert(0, (f"(pick a {spec.kind})", _PICK))
+                keep = _PICK
             _set_choices(field, options, keep)
         labels = {lp.name: lp.label for lp in snapshot.loops} if snapshot is not None else {}
         for adder in self._loop_adders.values():
             _set_choices(adder, [(_ADD_LABEL, _ADD)] + [(labels[n], n) for n in loops], _ADD)
 
     def _render(self, snapshot: Snapshot | None) -> None:
+        previous = self._shown
         self.clear_error()
         if snapshot is None:
             self._shown = None
@@ -382,7 +400,8 @@ class ScheduleEditor(Panel):
         self.undo_button.disabled = not snapshot.can_undo
         self.redo_button.disabled = not snapshot.can_redo
         self._render_history(self.session, snapshot)
-        self._fill_pickers(snapshot)
+        step = previous is not None and previous.workload.key() == snapshot.workload.key()
+        self._fill_pickers(snapshot, step=step)
 
     def _render_history(self, session: ScheduleSession, snapshot: Snapshot) -> None:
         on_path = {s.id for s in snapshot.path} | {0}

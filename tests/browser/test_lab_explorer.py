@@ -169,8 +169,9 @@ def apply_step(page: Any, primitive: str, loop: str, factors: str | None = None)
     offered = kernel_json(page, "[label for label, _ in ex.editor.params['loop'].options]")
     sel = select_of(page, "se-param-loop")
     page.wait_for_function(
-        "([el, want]) => [...el.options].map(o => (o.textContent || o.value).trim())"
-        ".join('|') === want.join('|')",
+        # (ipywidgets shows a label's spaces as no-break spaces)
+        "([el, want]) => [...el.options].map(o => (o.textContent || o.value)"
+        ".replace(/\\u00a0/g, ' ').trim()).join('|') === want.join('|')",
         arg=[sel.element_handle(), offered],
         timeout=30_000,
     )

@@ -87,8 +87,9 @@ def test_split_through_the_form(ctx: Context, session: ScheduleSession) -> None:
     # The views follow: loop table, pickers, highlighted script, trace.
     table = text_of(e.loop_table.value)
     assert "i_0" in table and "i_1" in table and "16" in table
-    assert [v for _l, v in e.params["loop"].options] == session.loops()
-    assert e.params["loop"].value == "i_0"  # "i" is gone: the first loop is picked
+    # "i" is gone: no other loop is picked for the user (a quick second Apply split i_0)
+    assert [v for _l, v in e.params["loop"].options] == ["", *session.loops()]
+    assert e.params["loop"].label == "(pick a loop)"
     changed = changed_text(e.script.value)
     assert any("for i_0, i_1, j, k in T.grid(4, 16, 64, 64):" in line for line in changed)
     assert len(changed) == len(changed_lines(session.snapshot.diff)[0])

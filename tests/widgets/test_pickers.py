@@ -100,14 +100,16 @@ def test_apply_after_a_refused_loop_says_so_and_keeps_the_session(
     loop.value = "i"
     editor.apply_button.click()  # split i: the kernel's loops are i_0, i_1, j, k now
     steps = session.snapshot.step_id
-    page_chose(loop, page_sees.index("i"), "i")  # the page still showed i
+    page_chose(loop, page_sees.index("j"), "j")  # picked from the page's old list: taken
+    assert loop.value == "j" and loop.refused is None
+    page_chose(loop, page_sees.index("i"), "i")  # the page still showed i: gone
     editor.apply_button.click()
     assert session.snapshot.step_id == steps  # nothing applied
     banner = editor.banner.value
-    assert "Not applied" in banner and "loop you picked, i," in banner and "i_0" in banner
+    assert "Not applied" in banner and "loop you picked, i," in banner and "reads j" in banner
     editor.apply_button.click()  # the user saw the picker and applies to what it reads
     assert session.snapshot.step_id != steps
-    assert "i_0_0" in session.loops()
+    assert "j_0" in session.loops()
 
 
 def test_history_checkout_after_a_refused_pick_says_so(
@@ -150,3 +152,41 @@ def test_a_click_handled_on_a_subshell_s_thread_runs_on_the_ui_thread(
     assert _ui.drain() >= 1
     assert session.loops() == ["i_0", "i_1", "j", "k"]
     assert "Kernel Comms over subshells" in caplog.text
+
+
+def test_apply_again_after_a_step_took_the_picked_loop_says_so(
+    ctx: Context, session: ScheduleSession
+) -> None:
+    """A new user on a busy kernel: i_1 picked, Apply, factors changed, Apply again before the
+    page showed the new loops. The first step split i_1; the picker fell back to the first loop,
+    i_0, and the second step split i_0 without a word."""
+    editor = ScheduleEditor(ctx)
+    session.apply("split", loop="i", factors=[None, 4])
+    editor.params["loop"].value, editor.params["factors"].value = "i_1", "None, 4"
+    editor.apply_button.click()  # splits i_1
+    assert editor.params["loop"].label == "(pick a loop)"
+    steps = session.snapshot.step_id
+    editor.params["factors"].value = "None, 2"
+    editor.apply_button.click()  # the user still sees i_1
+    assert session.snapshot.step_id == steps  # nothing applied to i_0
+    assert "pick a loop" in editor.banner.value
+    editor.params["loop"].value = "i_0"
+    editor.apply_button.click()
+    assert "i_0_0" in session.loops()
+
+
+def test_a_picked_loop_a_step_kept_stays_picked(ctx: Context, session: ScheduleSession) -> None:
+    editor = ScheduleEditor(ctx)
+    editor.params["loop"].value, editor.params["factors"].value = "j", "None, 4"
+    editor.apply_button.click()  # splits j
+    editor.params["loop"].value = "k"
+    editor.params["factors"].value = "None, 2"
+    editor.primitive.value = "unroll"  # another form: its loop picker starts on a loop
+    editor.primitive.value = "split"
+    editor.params["loop"].value, editor.params["factors"].value = "k", "None, 2"
+    editor.apply_button.click()
+    assert "k_0" in session.loops() and editor.banner.layout.display == "none"
+    editor.primitive.value = "parallel"
+    editor.params["loop"].value = "i"
+    session.apply("split", loop="j_1", factors=[None, 2])  # i is untouched: it stays picked
+    assert editor.params["loop"].value == "i"
