@@ -35,7 +35,6 @@ from widgets._whole import WholeText
 log = logging.getLogger(__name__)
 
 _NONE_LABEL = "(none)"
-_ADD_LABEL, _ADD = "add loop\u2026", ""  # not None: a Dropdown shows value None as blank
 _PICK = ""  # "(pick a loop)": the value of a picker whose choice a step took away
 PICKED = ("loop", "block")  # the parameters picked from the snapshot's names
 _FILL = {"width": "100%", "min_width": "0"}  # a field as wide as its column, never wider
@@ -105,7 +104,8 @@ class ScheduleEditor(Panel):
         self.help = w.HTML(layout=w.Layout(**_FILL))
         self.help.add_class("se-primitive-help")
         self.params: dict[str, w.ValueWidget] = {}
-        self._loop_adders: dict[str, w.Dropdown] = {}  # "loops" params: pick to append a name
+        # "loops" params: (their text field, a button per loop that appends its name)
+        self._loop_adders: dict[str, tuple[w.Text, w.HBox]] = {}
         self.form = w.VBox(layout=w.Layout(**_FILL))
         self.form.add_class("se-params")
 
@@ -317,32 +317,38 @@ class ScheduleEditor(Panel):
             self.params[spec.name] = field
             field.layout = w.Layout(**_FILL) if spec.kind != "bool" else w.Layout()
             if spec.kind == "loops":
-                # Under the text field, aligned with it: beside it, both were squeezed.
-                adder = Dropdown(
-                    options=[(_ADD_LABEL, _ADD)],
-                    value=_ADD,
-                    layout=w.Layout(width="auto", margin=f"2px 0 2px calc({label_width} + 6px)"),
+                # Under the text field, aligned with it: beside it, both were squeezed. A
+                # button per loop, not a list to pick from: ipywidgets sends a list's picks
+                # made while the kernel answers an earlier one as one (the last), and a new
+                # user's five quick picks became two.
+                adder = w.HBox(
+                    layout=w.Layout(
+                        flex_flow="row wrap", margin=f"2px 0 2px calc({label_width} + 6px)"
+                    )
                 )
                 adder.add_class(f"se-param-{spec.name}-add")
-                adder.observe(self._make_adder(field, adder), names="value")
-                self._loop_adders[spec.name] = adder
+                self._loop_adders[spec.name] = (field, adder)
                 rows.append(w.VBox([field, adder], layout=w.Layout(**_FILL)))
             else:
                 rows.append(field)
         self.form.children = tuple(rows)
         self._fill_pickers(self.session.snapshot if self.session is not None else None)
 
-    @staticmethod
-    def _make_adder(field: w.Text, adder: w.Dropdown) -> Callable[[Mapping[str, Any]], None]:
-        def add(change: Mapping[str, Any]) -> None:
-            name = change["new"]
-            if not name:
-                return
-            current = [n for n in re.split(r"[,\s]+", field.value.strip()) if n]
-            field.value = ", ".join([*current, str(name)])
-            adder.value = _ADD
+    def _add_buttons(
+        self, field: w.Text, names: list[str], labels: Mapping[str, str]
+    ) -> list[w.Button]:
+        """One button per loop name: a click appends it to ``field``'s list."""
 
-        return add
+        def button(name: str) -> w.Button:
+            b = w.Button(
+                description=name, icon="plus", tooltip=f"add {labels.get(name, name)}",
+                layout=w.Layout(width="auto"),
+            )  # fmt: skip
+            b.add_class("se-add-loop")
+            b.on_click(lambda _b: self._guard(lambda: _append(field, name)))
+            return b
+
+        return [button(name) for name in names]
 
     def _fill_pickers(self, snapshot: Snapshot | None, *, step: bool = False) -> None:
         """Refresh loop/block choices; a still-valid selection is kept (names are stable).
@@ -369,8 +375,14 @@ class ScheduleEditor(Panel):
                 keep = _PICK
             _set_choices(field, options, keep)
         labels = {lp.name: lp.label for lp in snapshot.loops} if snapshot is not None else {}
-        for adder in self._loop_adders.values():
-            _set_choices(adder, [(_ADD_LABEL, _ADD)] + [(labels[n], n) for n in loops], _ADD)
+        for field, adder in self._loop_adders.values():
+            if [b.description for b in adder.children] != loops:
+                old, adder.children = (
+                    adder.children,
+                    tuple(self._add_buttons(field, loops, labels)),
+                )
+                for button in old:
+                    button.close()
 
     def _render(self, snapshot: Snapshot | None) -> None:
         previous = self._shown
@@ -429,6 +441,11 @@ def _set_choices(field: Any, options: list[tuple[str, Any]], value: Any) -> None
         field.options = options
     if field.value != value:
         field.value = value
+
+
+def _append(field: w.Text, name: str) -> None:
+    current = [n for n in re.split(r"[,\s]+", field.value.strip()) if n]
+    field.value = ", ".join([*current, name])
 
 
 def _button(description: str, css: str, style: str, icon: str) -> w.Button:

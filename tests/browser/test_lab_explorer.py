@@ -37,6 +37,7 @@ from browser_helpers import (
     shot,
     show_tab,
     stderr_outputs,
+    text_input,
     visible_text,
     wait_plot_points,
     write_notebook,
@@ -416,6 +417,27 @@ def test_a_loop_picked_before_a_step_landed_is_the_loop_split(ui):
     threads = kernel_eval(page, "print(sorted(set(_se_choice_threads)), end='')")
     assert threads == "['MainThread']", threads
     assert_page_clean(page, page.log, "after a loop picked before a step landed")
+
+
+def test_quick_clicks_on_the_add_loop_buttons_each_add_their_loop(ui):
+    """A new user picked five loops quickly from the "add loop..." list under reorder's field
+    and got two: ipywidgets sends a list's picks made while the kernel answers an earlier one
+    as one, the last. A button per loop: every click is a message of its own."""
+    page = ui
+    reset = page.locator(".se-reset").first
+    if reset.is_enabled():
+        reset.click()
+    choose_primitive(page, "reorder", ["loops"])
+    set_text(page, "se-param-loops", "")
+    kernel_settled(page)
+    buttons = page.locator(".se-param-loops-add .se-add-loop")
+    expect(buttons).to_have_count(3)
+    by_name = {buttons.nth(i).inner_text().strip(): buttons.nth(i) for i in range(3)}
+    for name in ("k", "j", "i", "j", "k"):
+        by_name[name].click()  # no wait between them
+    kernel_settled(page)
+    field = text_input(page, "se-param-loops")
+    expect(field).to_have_value("k, j, i, j, k")
 
 
 _RECORD_CHOICE_THREADS = """

@@ -215,12 +215,21 @@ def test_reorder_with_the_loop_list_and_its_picker(ctx: Context, session: Schedu
     e = ScheduleEditor(ctx)
     e.primitive.value = "reorder"
     adder = next(w for w in e.form.children[0].children if "se-param-loops-add" in w._dom_classes)
-    adder.value = "k"
-    adder.value = "j"
-    assert e.params["loops"].value == "k, j" and adder.value == ""  # back to "add loop..."
+    add = {b.description: b for b in adder.children}
+    assert list(add) == session.loops()
+    add["k"].click()
+    add["j"].click()
+    assert e.params["loops"].value == "k, j"
     e.apply_button.click()
     assert e.banner.layout.display == "none"
     assert session.loops() == ["i", "k", "j"]
+    # one button per loop, after every step (a list to pick from lost quick picks: ipywidgets
+    # sends picks made while the kernel answers an earlier one as one)
+    assert [b.description for b in adder.children] == ["i", "k", "j"]
+    e.params["loops"].value = ""
+    for name in ("j", "i", "k", "k"):
+        {b.description: b for b in adder.children}[name].click()
+    assert e.params["loops"].value == "j, i, k, k"
 
 
 def test_optional_pickers_and_ints(ctx: Context, session: ScheduleSession) -> None:
