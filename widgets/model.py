@@ -342,6 +342,13 @@ class ModelPanel(Panel):
 
     # -- internals (UI thread) ----------------------------------------------------------------
     def _need_model(self, what: str) -> ModelRecord | None:
+        """The shown model, or ``None`` (and why, in the status). ``None`` too, silently, while
+        this panel's own job runs: a second click that reached the kernel before the buttons'
+        disabling reached the page, whose checks (the tune's budget spent) would overwrite
+        the job's status (a new user's double-click on Tune: "Not started: ... has spent 8
+        trials already" during the race that followed)."""
+        if self.job is not None and self.job.is_active:
+            return None
         if self.model is None:
             self._say(f"Nothing to {what}: import a model (or pick one) first.")
         return self.model

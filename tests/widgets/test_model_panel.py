@@ -251,6 +251,10 @@ def test_budget_again_double_click_and_a_stopped_race(local_ctx, tiny_onnx) -> N
     settle(panel)
     # the race that follows a tune stops when asked, at once, and stores nothing
     assert panel.job is not None and panel.job.name == RACE
+    # a click on Tune meanwhile (a double-click's second) leaves the race's status alone: it
+    # said "Not started: ... has spent 4 trials already" over the race that followed
+    racing = panel.status.value
+    assert panel.tune() is None and panel.status.value == racing, panel.status.value
     started = time.monotonic()
     panel.stop_button.click()
     assert panel.status.value == "Stopping the race (nothing of it is stored)..."
