@@ -160,8 +160,14 @@ def _search(args: argparse.Namespace, plan: _Plan) -> Any:
                     bar.set_postfix_str(f"best {format_secs(p.best_secs)}")
                 bar.refresh()
 
+            def working(what: str) -> None:
+                # A Ctrl-C that lands in a TVM callback while the static model builds its
+                # candidates comes back as a refused candidate: scoring went on for 2 minutes.
+                raise_unanswered_interrupt()
+                bar.set_description_str(what)
+
             # A strategy that works long before it measures says what it does on the bar.
-            plan.strategy.on_working = bar.set_description_str
+            plan.strategy.on_working = working
             if args.resume is not None:
                 result = tuner.resume(args.resume, strategy=plan.strategy, on_progress=progress)
             else:
