@@ -46,6 +46,12 @@ from explorer._tvm_relax import (
     with_weights_layout_free,
 )
 
+# A Python function TVM calls back (a postprocessor, a cost model, a measurer) hands its exception
+# back through TVM's FFI, which rebuilds it by its name and makes a name it does not know a bare
+# ``RuntimeError('')``. A Ctrl-C landing in such a callback became a refused schedule: code that
+# treats TVM's failures as data went on (a static-model scoring ran 2 more minutes after it).
+tvm_ffi.register_error("KeyboardInterrupt", KeyboardInterrupt)
+
 TVM_VERSION: str = tvm.__version__
 FFI_VERSION: str = getattr(tvm_ffi, "__version__", "unknown")
 

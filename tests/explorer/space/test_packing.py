@@ -313,3 +313,22 @@ def test_an_nhwc_depthwise_convolution_packs_its_weights_and_computes_the_right_
         assert len(built) == 3, f"sketch {sketch}: fewer than 3 of 200 random points build"
         for candidate in built:
             _computes(candidate)
+
+
+def test_a_ctrl_c_in_the_register_tile_check_is_an_interrupt_not_a_refused_schedule(
+    cpu_target, monkeypatch
+):
+    """The check is Python that TVM's C++ calls back. TVM's FFI made a KeyboardInterrupt raised
+    there a bare RuntimeError, which the space takes for a refused schedule: a Ctrl-C during
+    the static model's scoring was swallowed and scoring went on for 2 minutes (a loaded CI)."""
+    space = DesignSpace.of(get_workload("matmul", M=16, N=16, K=16), cpu_target)
+    knobs = KnobSpace(space)
+    sketch = space.num_metaschedule_sketches  # the first packed sketch: it runs the check
+    assert knobs.materialize(knobs.origin(sketch)) is not None
+
+    def pressed(*_args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("explorer.space._packing._fits", pressed)
+    with pytest.raises(KeyboardInterrupt):
+        knobs.materialize(knobs.origin(sketch))
