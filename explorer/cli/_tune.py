@@ -161,8 +161,9 @@ def _search(args: argparse.Namespace, plan: _Plan) -> Any:
                 bar.refresh()
 
             def working(what: str) -> None:
-                # A Ctrl-C that lands in a TVM callback while the static model builds its
-                # candidates comes back as a refused candidate: scoring went on for 2 minutes.
+                # An interrupt swallowed on its way (SIGTERM's, raised in a TVM callback, comes
+                # back as a refused schedule) ends the tune at the static model's next batch of
+                # scores, not after all of them (2 minutes on a loaded machine).
                 raise_unanswered_interrupt()
                 bar.set_description_str(what)
 
