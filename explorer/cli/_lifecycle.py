@@ -83,9 +83,9 @@ def remember_interrupts() -> None:
     Python raises it wherever the main thread is; where that is Python code called back from
     TVM's C++ (a TVM FFI callback), TVM handed it back to its caller as a ``RuntimeError``, which
     code that treats TVM's failures as data catches: the tune went on and exited 0 (CI, Ctrl-C
-    1.5 s into a tune on a loaded machine). The TVM shim now has TVM hand it back as itself, but
-    not SIGTERM's ``Terminated``, nor one a library catches whole: ``raise_unanswered_interrupt``
-    answers those.
+    1.5 s into a tune on a loaded machine). The TVM shim has TVM hand a ``KeyboardInterrupt``
+    back as itself, but not SIGTERM's ``Terminated``, nor one a library catches whole:
+    ``raise_unanswered_interrupt`` answers those.
     Nothing changes where SIGINT is ignored (a background job) or handled by someone else."""
     if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         return

@@ -268,7 +268,8 @@ def test_cached_features_are_metaschedules_own_and_each_program_is_read_once(spa
 def test_the_first_round_draws_packed_sketches_and_only_tiles_that_fit(cpu_target):
     """MetaSchedule's evolution picks a sketch, then its decisions, and drops what a
     postprocessor refuses: a packed sketch of a 7x7 layer fits in under half its draws, so it
-    is listed as often as that asks, and the packed schedules keep their share of the round."""
+    is listed as often as that asks; packed schedules reach the first round, and only tiles
+    that fit."""
     from explorer.space._packing import register_tile, vector_registers
 
     w = get_workload("conv2d", N=1, CI=16, H=7, W=7, CO=32, padding=1)

@@ -37,14 +37,15 @@ def test_draws_are_uniform_over_points_not_over_sketches(cpu_target):
     got = s.ask(300)
     sketches = Counter(c.decisions["sketch"] for c in got)
     ms, n = space.num_metaschedule_sketches, space.num_sketches
-    sizes = [KnobSpace(space).size(k) for k in range(n)]
+    knobs = KnobSpace(space)
+    sizes = [knobs.size(k) for k in range(n)]
     assert ms == 3 and sizes[:ms] == [sizes[0]] * ms
     assert n > ms and all(size * 25 < sizes[0] for size in sizes[ms:])
     assert min(sketches[k] for k in range(ms)) > 60
     packed_share = sum(sizes[ms:]) / sum(sizes)
     assert sum(sketches[k] for k in range(ms, n)) <= 300 * packed_share * 3 + 3
     unroll = Counter(c.decisions["point"][-1] for c in got)
-    assert len(unroll) == KnobSpace(space).dims(0)[-1]
+    assert len(unroll) == knobs.dims(0)[-1]
 
 
 def test_registry_refuses_unknown_names_and_kwargs():
