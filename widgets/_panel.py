@@ -64,3 +64,17 @@ class Panel:
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)
+
+
+def close_widgets(widgets: tuple[w.Widget, ...] | list[w.Widget]) -> None:
+    """Close ``widgets`` and everything inside them: a form rebuilt for another primitive or
+    operator otherwise leaves its old fields alive in the kernel and as models in the page,
+    which a reload fetches all over again."""
+    for widget in widgets:
+        close_widgets(list(getattr(widget, "children", ())))
+        # a widget's layout and style are models of their own, made with it (never shared
+        # between the explorer's widgets)
+        for part in (getattr(widget, "layout", None), getattr(widget, "style", None)):
+            if isinstance(part, w.Widget):
+                part.close()
+        widget.close()

@@ -27,7 +27,7 @@ from explorer.session import (
 )
 from widgets._context import Context
 from widgets._editor_views import changed_lines, loop_table_html, primitive_help, script_html
-from widgets._panel import Panel
+from widgets._panel import Panel, close_widgets
 from widgets._pickers import Dropdown, Select, refused_choice
 from widgets._style import themed
 from widgets._whole import WholeText
@@ -315,7 +315,9 @@ class ScheduleEditor(Panel):
             if spec.kind != "bool":
                 field.style.description_width = label_width
             self.params[spec.name] = field
-            field.layout = w.Layout(**_FILL) if spec.kind != "bool" else w.Layout()
+            if spec.kind != "bool":
+                field.layout.close()  # the one the field was made with: never shown
+                field.layout = w.Layout(**_FILL)
             if spec.kind == "loops":
                 # Under the text field, aligned with it: beside it, both were squeezed. A
                 # button per loop, not a list to pick from: ipywidgets sends a list's picks
@@ -331,7 +333,8 @@ class ScheduleEditor(Panel):
                 rows.append(w.VBox([field, adder], layout=w.Layout(**_FILL)))
             else:
                 rows.append(field)
-        self.form.children = tuple(rows)
+        old, self.form.children = self.form.children, tuple(rows)
+        close_widgets(old)
         self._fill_pickers(self.session.snapshot if self.session is not None else None)
 
     def _add_buttons(
@@ -381,8 +384,7 @@ class ScheduleEditor(Panel):
                     adder.children,
                     tuple(self._add_buttons(field, loops, labels)),
                 )
-                for button in old:
-                    button.close()
+                close_widgets(old)
 
     def _render(self, snapshot: Snapshot | None) -> None:
         previous = self._shown

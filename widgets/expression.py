@@ -28,7 +28,7 @@ from explorer.workloads import (
     presets,
 )
 from widgets._context import Context
-from widgets._panel import Panel
+from widgets._panel import Panel, close_widgets
 from widgets._style import themed
 from widgets._whole import WholeText
 
@@ -254,12 +254,14 @@ class ExpressionBuilder(Panel):
         is_expr = family_name == EXPR
         self.custom.layout.display = None if is_expr else "none"
         self.form.layout.display = "none" if is_expr else None
+        old = self.form.children
         if is_expr:
             self.fields = {}
             self.form.children = ()
-            return
-        self.fields = {p.name: _field(p, fixed.get(p.name, p.default)) for p in family.params}
-        self.form.children = tuple(self.fields.values())
+        else:
+            self.fields = {p.name: _field(p, fixed.get(p.name, p.default)) for p in family.params}
+            self.form.children = tuple(self.fields.values())
+        close_widgets(old)
 
 
 def _field(param: Any, value: Any) -> w.ValueWidget:

@@ -57,6 +57,32 @@ def test_dom_classes(ctx: Context, session: ScheduleSession) -> None:
     assert e.banner.layout.display == "none"
 
 
+def live_models() -> set[str]:
+    from ipywidgets.widgets.widget import _instances
+
+    return set(_instances)
+
+
+def test_a_form_rebuilt_for_another_primitive_closes_the_old_one(
+    ctx: Context, session: ScheduleSession
+) -> None:
+    """Each primitive's form replaced the last one's fields, loop buttons and boxes without
+    closing them: a user picking primitives in turn grew the kernel's (and the page's) widget
+    models by tens a pick, and a reloaded page fetches every live model."""
+    e = ScheduleEditor(ctx)
+    names = list(PRIMITIVES)
+    for name in names:  # every form once, and back to the first
+        e.primitive.value = name
+    e.primitive.value = names[0]
+    after_one_round = live_models()
+    for _ in range(3):
+        for name in [*names[1:], names[0]]:
+            e.primitive.value = name
+    assert len(live_models()) == len(after_one_round)
+    assert list(e.params) == [p.name for p in PRIMITIVES[names[0]].params]
+    assert all(field.comm is not None for field in e.params.values())  # the shown form lives
+
+
 @pytest.mark.parametrize("name", list(PRIMITIVES))
 def test_every_primitive_gets_a_form_from_its_params(
     ctx: Context, session: ScheduleSession, name: str
