@@ -87,6 +87,12 @@ class PlotView(anywidget.AnyWidget):
     state = traitlets.Instance(_FigureState).tag(sync=True, **w.widget_serialization)
     library = traitlets.Instance(_PlotlyLibrary).tag(sync=True, **w.widget_serialization)
 
+    def close(self) -> None:
+        """Close the view and the figure's state it draws (one view a figure); the library
+        stays, shared by every figure of the kernel."""
+        super().close()
+        self.state.close()
+
 
 _library: _PlotlyLibrary | None = None
 

@@ -27,6 +27,7 @@ from explorer.storage import RecordStore
 from explorer.target import Target
 from explorer.workloads import Workload, get_workload
 from widgets._context import Context
+from widgets._panel import close_widgets
 from widgets._style import themed
 from widgets.cost import CostPanel
 from widgets.dashboards import Dashboards
@@ -209,7 +210,7 @@ class Explorer:
             if close is not None:
                 close()
         self.ctx.close()
-        self._root.close()
+        close_widgets([self._root])
 
 
 def _resolve(workload: Workload | str | None) -> Workload:

@@ -88,6 +88,21 @@ def test_the_other_tabs_are_built_when_first_opened(
         ex.nas  # noqa: B018
 
 
+def test_close_closes_every_widget_of_the_explorer(make_replay: Callable[..., Measurer]) -> None:
+    # close() closed the outer box only: the ~570 models of an explorer whose tabs had all
+    # been opened stayed alive in the kernel, and a reloaded page fetched them all again.
+    before = live_models()
+    ex = Explorer(store=":memory:", measurer=make_replay())
+    for tab in range(len(ex.tabs.children)):
+        ex.tabs.selected_index = tab
+    made = live_models() - before
+    ex.close()
+    from ipywidgets.widgets.widget import _instances
+
+    left = {type(_instances[m]).__name__ for m in live_models() - before}
+    assert len(made) > 300 and left <= {"_PlotlyLibrary"}  # one for every figure of the kernel
+
+
 def test_no_box_of_the_explorer_can_change_a_typed_number(explorer: Explorer) -> None:
     # IntText's front end read a typed "2.5" as 25 and BoundedIntText moved a number outside
     # its range to the bound, both without a word: every whole-number box is a WholeText, read
