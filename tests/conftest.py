@@ -11,6 +11,7 @@ import pytest
 from hypothesis import settings
 
 from explorer.machine import CACHE_ENV as PEAK_CACHE_ENV
+from explorer.nas import JAX_CACHE_ENV
 
 # No per-example time limit: Hypothesis's default deadline (200 ms) is a timing assertion, and
 # on a busy machine an example of a storage property took 472 ms once and 3 ms when replayed
@@ -24,7 +25,8 @@ GOLDEN_DIR = Path(__file__).parent / "golden"
 # it under its own load (two test processes, CPU burners), and its notebooks measure fleet
 # devices' peaks: neither reading may become the user's. The suite keeps its own, in a folder
 # made by the first process (the controller: xdist's workers inherit its environment) and
-# removed with it.
+# removed with it; so are the programs XLA compiles for the NAS tests (explorer.nas), which
+# start cold and are then shared by the suite's processes.
 _OWN_CACHE_FOLDER = "EXPLORER_TESTS_CACHE_FOLDER"
 _cache_folder_key = pytest.StashKey[str]()
 
@@ -35,6 +37,7 @@ def pytest_configure(config: pytest.Config) -> None:
     folder = tempfile.mkdtemp(prefix="explorer-tests-cache-")
     os.environ[_OWN_CACHE_FOLDER] = folder
     os.environ[PEAK_CACHE_ENV] = os.path.join(folder, "peak.json")
+    os.environ[JAX_CACHE_ENV] = os.path.join(folder, "jax")  # XLA's programs, shared by the suite
     config.stash[_cache_folder_key] = folder
 
 

@@ -11,7 +11,8 @@ workloads, which the rest of the explorer measures, tunes and stores unchanged.
 * ``TRANSFORMATIONS`` / ``make_transformation``: ``Group``, ``Depthwise``, ``Bottleneck``,
   ``SplitGroup``, ``UnrollGroup``, ``SpatialSplit``; each ``Layer -> Layer | Refusal``.
 * ``fisher_potential(network)``, ``is_legal(candidate_fp, original_fp, tau)``: needs the ``nas``
-  extra (JAX and scikit-learn): ``pip install 'schedule-explorer[nas]'``.
+  extra (JAX and scikit-learn): ``pip install 'schedule-explorer[nas]'``. What XLA compiles is
+  kept on disk for the next process (``JAX_CACHE_ENV``, ``explorer.nas._jax``).
 * ``sample_candidates(network, n, rng)``: random transformation plans with their Fisher
   Potential ratio, MACs, parameters and legality.
 * ``nas_search(network, samples=N, budget=T, store=..., measurer=..., target=...)``: the paper's
@@ -42,6 +43,7 @@ from explorer.nas._fisher import (
     init_params,
     is_legal,
 )
+from explorer.nas._jax import CACHE_ENV as JAX_CACHE_ENV
 from explorer.nas._layer import Conv, Layer, Piece
 from explorer.nas._network import (
     NETWORKS,
@@ -88,6 +90,7 @@ from explorer.nas._transforms import (
 )
 
 __all__ = [
+    "JAX_CACHE_ENV",
     "KINDS",
     "NETWORKS",
     "NUM_DIGITS",

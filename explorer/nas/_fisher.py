@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from explorer.extras import require
 from explorer.nas._data import digits_minibatch
+from explorer.nas._jax import jax_for
 from explorer.nas._layer import Layer
 from explorer.nas._network import Block, Network
 
@@ -45,7 +45,7 @@ BN_EPS = 1e-5  # PyTorch's BatchNorm2d default
 
 
 def _jax() -> Any:
-    return require("jax", "the Fisher Potential", "nas")
+    return jax_for("the Fisher Potential")
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ import numpy as np
 from explorer.extras import require
 from explorer.nas._data import NUM_DIGITS, digits_images
 from explorer.nas._fisher import _block, _block_weights, _stem, init_params
+from explorer.nas._jax import jax_for
 from explorer.nas._network import Network
 
 NUM_TEST = 500
@@ -52,7 +53,7 @@ def _split(network: Network) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
 
 
 def _logits(network: Network, params: Any, x: Any) -> Any:
-    jnp = require("jax", "training a network", "nas").numpy
+    jnp = jax_for("training a network").numpy
     out = _stem(network, params["layers"][network.stem.name], x)
     for block in network.blocks:
         out, _ = _block(block, _block_weights(params, block), out, 0.0)
@@ -75,7 +76,7 @@ def train(
         MissingExtraError: JAX or scikit-learn is not installed (the ``nas`` extra).
         ValueError: ``epochs`` or ``batch_size`` out of range (misuse).
     """
-    jax = require("jax", "training a network", "nas")
+    jax = jax_for("training a network")
     jnp = jax.numpy
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
         raise ValueError(f"epochs must be an integer >= 0 (got {epochs!r})")
