@@ -1,10 +1,11 @@
 """JAX, imported on first use, with the programs XLA compiles kept on disk between processes.
 
-Compiling a network's Fisher Potential (its forward and backward passes) took XLA 18-26 s on a
-2-core AMD EPYC and running it 0.1 s, so every ``explorer nas`` run, notebook and NAS tab paid
-the compile again for the networks it had seen before. JAX's persistent compilation cache keeps
-them in ``$SCHEDULE_EXPLORER_JAX_CACHE``, else ``$XDG_CACHE_HOME/schedule-explorer/jax``
-(``~/.cache`` without ``XDG_CACHE_HOME``): the same network in a new process then took 4.6 s.
+Compiling a network's Fisher Potential (its forward and backward passes) took XLA 11.8 s for the
+CIFAR ResNet-18 at width 2 on a quiet 2-core AMD EPYC (Zen 3), and running it 0.1 s, so every
+``explorer nas`` run, notebook and NAS tab paid the compile again for the networks it had seen
+before. JAX's persistent compilation cache keeps them in ``$SCHEDULE_EXPLORER_JAX_CACHE``, else
+``$XDG_CACHE_HOME/schedule-explorer/jax`` (``~/.cache`` without ``XDG_CACHE_HOME``): the same
+network in a new process then took 3.8 s.
 Where the user configured JAX's own cache (``JAX_COMPILATION_CACHE_DIR``), theirs is used.
 
 The cache holds at most ``MAX_CACHE_BYTES``, the least recently used programs going first (a
