@@ -65,9 +65,9 @@ postgresql:
 # are set up once; a third at a time was no faster: the two cores are busy). All of `make test`,
 # coverage included, took 26-28 minutes on a clean clone on the 2-core Intel Xeon of 2026-11-27
 # (the parallel part 22) and 24 on the one of 2026-12-02 (parallel part 19.5, serial 3.5), and
-# 40 on the 2-core AMD EPYC of 2026-11-28 (parallel part 33, serial part 6), and 55 (set-up
-# included) on the 2-core AMD EPYC Zen 3 (AVX2 only) of 2026-12-07 (parallel part 46, serial 7):
-# over the 20 minutes we aim for. The timing-sensitive tests (marker
+# 40 on the 2-core AMD EPYC of 2026-11-28 (parallel part 33, serial part 6), and 48 (set-up
+# included) on the 2-core AMD EPYC Zen 3 (AVX2 only) of 2026-12-07 evening (parallel part 38,
+# serial 7; 55 that afternoon): over the 20 minutes we aim for. The timing-sensitive tests (marker
 # `serial`: the measured peak, noisy timings, the baseline) then run alone. Coverage is measured
 # across the three runs and printed at the end, with the modules under 80% named; the slowest tests
 # of the parallel part are listed after it (what to look at first when the suite grows). Exit status 5 is
