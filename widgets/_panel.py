@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import ipywidgets as w
@@ -66,12 +66,12 @@ class Panel:
         return self.widget._repr_mimebundle_(**kwargs)
 
 
-def close_widgets(widgets: tuple[w.Widget, ...] | list[w.Widget]) -> None:
+def close_widgets(widgets: Iterable[w.Widget]) -> None:
     """Close ``widgets`` and everything inside them: a form rebuilt for another primitive or
     operator otherwise leaves its old fields alive in the kernel and as models in the page,
     which a reload fetches all over again."""
     for widget in widgets:
-        close_widgets(list(getattr(widget, "children", ())))
+        close_widgets(getattr(widget, "children", ()))
         # a widget's layout and style are models of their own, made with it (never shared
         # between the explorer's widgets)
         for part in (getattr(widget, "layout", None), getattr(widget, "style", None)):

@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from explorer._cache import user_cache_dir
 from explorer.errors import ExplorerError, TargetError
 from explorer.machine._busy import BUSY
 from explorer.target import Target
@@ -168,8 +169,7 @@ def cache_path() -> Path:
     """The cache file: ``$SCHEDULE_EXPLORER_PEAK_CACHE``, else under the user's cache dir."""
     if os.environ.get(CACHE_ENV):
         return Path(os.environ[CACHE_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
-    return Path(base) / "schedule-explorer" / "peak.json"
+    return user_cache_dir() / "peak.json"
 
 
 def measured_peak(

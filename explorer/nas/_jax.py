@@ -24,6 +24,7 @@ import warnings
 from pathlib import Path
 from types import ModuleType
 
+from explorer._cache import user_cache_dir
 from explorer.extras import require
 
 CACHE_ENV = "SCHEDULE_EXPLORER_JAX_CACHE"
@@ -42,8 +43,7 @@ def cache_dir() -> Path:
     cache dir."""
     if os.environ.get(CACHE_ENV):
         return Path(os.environ[CACHE_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
-    return Path(base) / "schedule-explorer" / "jax"
+    return user_cache_dir() / "jax"
 
 
 @functools.cache

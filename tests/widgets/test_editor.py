@@ -6,6 +6,7 @@ import html
 import re
 
 import pytest
+from test_explorer import live_models
 
 from explorer.errors import PrimitiveError
 from explorer.session import PRIMITIVES, ScheduleSession, parse_factors, parse_loops
@@ -55,12 +56,6 @@ def test_dom_classes(ctx: Context, session: ScheduleSession) -> None:
         "Redo",
     ]
     assert e.banner.layout.display == "none"
-
-
-def live_models() -> set[str]:
-    from ipywidgets.widgets.widget import _instances
-
-    return set(_instances)
 
 
 def test_a_form_rebuilt_for_another_primitive_closes_the_old_one(

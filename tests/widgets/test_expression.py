@@ -6,6 +6,7 @@ import html
 import re
 
 import pytest
+from test_explorer import live_models
 
 from explorer.errors import WorkloadError
 from explorer.session import ScheduleSession
@@ -75,18 +76,16 @@ def test_every_family_and_preset_is_offered(ctx: Context) -> None:
 def test_a_form_rebuilt_for_another_operator_closes_the_old_one(ctx: Context) -> None:
     """Picking another operator replaced the form's fields without closing them (the widget
     models of every operator picked stayed alive in the kernel and the page)."""
-    from ipywidgets.widgets.widget import _instances
-
     b = ExpressionBuilder(ctx)
     values = [v for _label, v in b.family.options]
     for value in values:
         b.family.value = value
     b.family.value = values[0]
-    after_one_round = len(_instances)
+    after_one_round = live_models()
     for _ in range(3):
         for value in [*values[1:], values[0]]:
             b.family.value = value
-    assert len(_instances) == after_one_round
+    assert len(live_models()) == len(after_one_round)
     assert all(field.comm is not None for field in b.fields.values())
 
 
