@@ -72,3 +72,13 @@ def test_jax_s_own_cache_setting_is_the_user_s_and_is_kept(tmp_path, env):
     users["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # keep even the small programs
     fisher({**env, **users})
     assert entries(own) and not entries(tmp_path / "jax")
+
+
+def test_a_cache_folder_that_cannot_be_used_costs_time_not_the_result(tmp_path, env):
+    """A file where the folder should be, or a folder below it: nothing kept, nothing said."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
+    first = fisher(env)
+    for folder in (a_file, a_file / "below"):
+        assert fisher({**env, JAX_CACHE_ENV: str(folder)}) == first
+    assert a_file.read_text() == "not a folder"
