@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from explorer.core import Candidate, MeasureResult, pool_results
+from explorer.core import BASELINE_MARK, Candidate, MeasureResult, has_mark, pool_results
 from explorer.target import Target
 from explorer.types import CacheFlush
 
@@ -104,6 +104,13 @@ class MeasureConfig:
         if cand.target.kind != "llvm":
             return CacheFlush.NONE
         return self.cache_flush if self.cache_flush is not None else cand.workload.spec.cache_flush
+
+
+def is_own_reference(cand: Candidate) -> bool:
+    """Whether ``cand`` is a run's baseline whose workload's reference is that very program
+    (a model's task): its check's call is made and timed as any other, but compared with
+    nothing, as computing the reference would only compile the same program a second time."""
+    return cand.workload.spec.reference_is_unscheduled and has_mark(cand.decisions, BASELINE_MARK)
 
 
 M = TypeVar("M", bound="Measurer")

@@ -63,7 +63,7 @@ from explorer.core import (
     server_pids,
     shutdown_pool,
 )
-from explorer.measure._base import MeasureConfig, Measurer
+from explorer.measure._base import MeasureConfig, Measurer, is_own_reference
 from explorer.measure._batch import CUT_MIN_CALL_SECS, Batch
 from explorer.measure._builds import Build, BuildCache, build_key
 from explorer.target import Target, available_cores, cuda_available
@@ -471,6 +471,7 @@ class LocalMeasurer(Measurer):
             "device": "cuda" if cand.target.kind == "cuda" else "cpu",
             "seed": self.seed,
             "check": check,
+            "own_reference": is_own_reference(cand),
             "repeat": cfg.repeat,
             "min_repeat_secs": cfg.min_repeat_secs,
             "cache_flush_bytes": flush,

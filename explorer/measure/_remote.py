@@ -369,7 +369,7 @@ class RemoteMeasurer(LocalMeasurer):
         # cuts only kernels of 0.1 s or more a call against it (CUT_MIN_CALL_SECS).
         first, bar = batch.cands[chunk[0]], self._hopeless_secs(batch)
         request = self._run_request(first, batch, chunk[0], False, bar)
-        per_item = ("workload", "family_module", "path", "prepacked", "check")
+        per_item = ("workload", "family_module", "path", "prepacked", "check", "own_reference")
         for key in per_item:
             request.pop(key, None)
         items = []

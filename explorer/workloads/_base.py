@@ -161,6 +161,9 @@ class OperatorFamily:
     cache_flush: CacheFlush = CacheFlush.NONE
     # Whose output a schedule's is checked against, as the checks' verdicts name it.
     reference_name: str = "NumPy"
+    # Whether that reference is the unscheduled program itself (a model's task): its own
+    # timing then needs no check, which would only compile the same program twice.
+    reference_is_unscheduled: bool = False
 
     def resolve(self, given: Params) -> dict[str, ParamValue]:
         """Fill defaults, coerce and validate; raises ``WorkloadError`` on anything wrong."""

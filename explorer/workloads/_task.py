@@ -146,6 +146,7 @@ TASK_FAMILY = OperatorFamily(
     flops=_flops,
     reference=_reference,
     reference_name="its unscheduled program",
+    reference_is_unscheduled=True,
     bytes_moved=_bytes_moved,
     validate=_validate,
     signature=_signature,
