@@ -383,6 +383,39 @@ def test_a_re_measurement_ranks_as_one_of_the_stored_timings(
     p.close()
 
 
+def test_a_re_timed_best_shows_its_fastest_timing_and_ranks_first(
+    ctx: Context, session: ScheduleSession
+) -> None:
+    """A new user opened a tune's best in the editor: the panel showed its latest re-timing
+    (41.4 us, the slowest of its four) and ranked it "#3 ... 1.15x slower" than a schedule
+    the same tune had beaten, while "Compare with" listed its 34.5 us as the fastest."""
+    p = CostPanel(ctx)
+    flops = session.workload.flops()
+    run = ctx.store.create_run(session.workload, ctx.target, "evolutionary")
+    best, other = session.candidate(), ScheduleSession(session.workload, ctx.target)
+    other.apply("split", loop="j", factors=[None, 8])
+
+    def timed(secs: float) -> MeasureResult:
+        return MeasureResult(MeasureStatus.OK, run_secs=(secs,) * 3, flops=flops)
+
+    records = ctx.store.add_trials(
+        run.id,
+        [
+            NewTrial(best, timed(37.2e-6)),
+            NewTrial(other.candidate(), timed(36.1e-6)),
+            *(NewTrial(best, timed(s), is_remeasure=True) for s in (36.3e-6, 34.5e-6, 41.4e-6)),
+        ],
+    )
+    ctx.open_record(records[-1])  # what "Open in editor" opens: the run's latest reading of it
+    settle(p)
+    latency = text_of(p.latency.value)
+    assert "34.5 \u00b5s" in latency and "41.4 \u00b5s:" not in latency, latency
+    assert "the fastest of its 4 timings, 34.5 \u00b5s to 41.4 \u00b5s" in latency, latency
+    details = text_of(p.details.value)
+    assert "Rank: the fastest of the 3 correct timings" in details, details
+    p.close()
+
+
 @pytest.mark.parametrize(
     ("status", "words"),
     [
