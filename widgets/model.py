@@ -276,7 +276,7 @@ class ModelPanel(Panel):
                     on_step=lambda step: _ui.call_soon(self._say, f"{model.name}: {step}..."),
                 )  # fmt: skip
 
-        self.progress.value, self.progress.max = 0, trials
+        self._reset_progress(trials)
         return self._submit(
             TUNE, work, self._on_tuned,
             f"Tuning {model.name}: {more} with {how}...",
@@ -369,11 +369,11 @@ class ModelPanel(Panel):
         def on_done(job: Job) -> None:
             self._set_running(False)
             if isinstance(job.exception, RaceStopped):
-                self.progress.bar_style = "warning"
                 self._say("Race stopped before it ended; nothing of it was stored.")
                 return
             if job.state is JobState.ERROR:
-                self.progress.bar_style = "danger"
+                if name == TUNE:
+                    self.progress.bar_style = "danger"
                 self._say(f"{name} failed: {error_text(job.exception)}.")
                 return
             done(job.result)
@@ -445,8 +445,15 @@ class ModelPanel(Panel):
         notes = [n for n in (busy_note(race), speed_note(race, races)) if n]
         self._say(" ".join([f"Race {race.id}: {race_summary(race)}.", *notes]))
 
+    def _reset_progress(self, trials: int = 1) -> None:
+        """The Trials bar is a tune's: emptied, uncoloured, for another model or tune (a
+        failed import had left it red beside the next import's and race's success)."""
+        self.progress.value, self.progress.max, self.progress.bar_style = 0, trials, ""
+
     def _on_pick(self) -> None:
         model_id = self.models.value
+        if self.job is None or not self.job.is_active:
+            self._reset_progress()
         self.model = None if model_id is None else self.ctx.store.get_model(int(model_id))
         info = self._show_tasks()
         races = self._show_races()

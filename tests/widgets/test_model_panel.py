@@ -78,6 +78,7 @@ def test_import_tune_race_and_open_a_task(local_ctx, tiny_onnx, tmp_path) -> Non
     tune_job = panel.job
     settle(panel)
     assert tune_job is not None and panel.progress.value == 10
+    assert panel.progress.bar_style == "success"
     # the race starts once the tune's job has ended
     assert panel.job is not tune_job and panel.job.name == "Model race"
     settle(panel)
@@ -132,6 +133,8 @@ def test_import_tune_race_and_open_a_task(local_ctx, tiny_onnx, tmp_path) -> Non
     assert panel.models.disabled
     settle(panel)
     assert not panel.models.disabled and panel.model.name == "tiny2"
+    # the Trials bar is a tune's: a new user saw tiny's full green bar under tiny2, never tuned
+    assert (panel.progress.value, panel.progress.bar_style) == (0, ""), panel.progress
     panel.models.value = tiny_id
     said = panel.status.value
     assert said.startswith("tiny: 6 tasks, untuned ") and "latest race: tuned " in said, said
@@ -176,6 +179,8 @@ def test_what_it_refuses_before_any_work(local_ctx, tmp_path) -> None:
     assert job is not None and job.wait(WAIT) and job.state is JobState.ERROR
     assert panel.status.value.startswith("Model import failed: ")
     assert "is not an ONNX model" in panel.status.value and not panel.import_button.disabled
+    # the Trials bar is a tune's: a failed import turned it red beside later successes
+    assert panel.progress.bar_style == ""
     assert local_ctx.store.models() == []
 
 
