@@ -160,13 +160,21 @@ def cmd_tune(args: argparse.Namespace) -> int:
                 f"tune {planned} has spent {plural(before, 'trial')} already and --trials is "
                 f"its total: nothing to tune (give --trials above {before} to tune further)"
             )
-        with LocalMeasurer() as measurer:
-            tune = tune_model(
-                model, store, measurer, max_trials=args.trials, strategy=args.strategy,
-                seed=args.seed, scheduler=args.scheduler, chunk=args.chunk,
-                transfer=args.transfer, on_progress=None if args.quiet else progress,
-                on_step=lambda step: None if args.quiet else say(f"{step}..."),
-            )  # fmt: skip
+        try:
+            with LocalMeasurer() as measurer:
+                tune = tune_model(
+                    model, store, measurer, max_trials=args.trials, strategy=args.strategy,
+                    seed=args.seed, scheduler=args.scheduler, chunk=args.chunk,
+                    transfer=args.transfer, on_progress=None if args.quiet else progress,
+                    on_step=lambda step: None if args.quiet else say(f"{step}..."),
+                )  # fmt: skip
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (explorer.cli._lifecycle)
+            print(
+                f"interrupted; tune {planned} keeps every stored trial: run the same command "
+                "again to go on from there",
+                file=sys.stderr,
+            )
+            raise
         print(f"tune {tune}: {plural(tune_spent(model, store, tune), 'trial')} in all")
         if args.no_race:
             return EXIT_OK

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import difflib
 import hashlib
 import json
 import math
@@ -425,7 +426,9 @@ class RecordStore(abc.ABC):
             if name_or_id in (model.name, model.id, str(model.id)):
                 return model
         names = ", ".join(m.name for m in stored) or "none yet: `explorer model import FILE`"
-        raise KeyError(f"no model {name_or_id!r} in this database (models: {names})")
+        close = difflib.get_close_matches(str(name_or_id), [m.name for m in stored], n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise KeyError(f"no model {name_or_id!r} in this database (models: {names}){hint}")
 
     # -- events and lifetime ------------------------------------------------------------------
     @abc.abstractmethod

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 
@@ -49,6 +50,11 @@ def test_list_and_show_read_what_was_stored(imported):
     out = explorer("model", "show", "resnet", "--db", str(db))
     assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
     assert "no model 'resnet'" in out.stderr and "models: tiny" in out.stderr
+    assert "did you mean" not in out.stderr  # nothing close
+    # a slip of the keyboard is named with the README's "did you mean"
+    out = explorer("model", "show", "tini", "--db", str(db))
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.rstrip().endswith("did you mean 'tiny'?"), out.stderr
 
 
 def test_importing_again_says_the_model_is_stored_without_converting_it(imported):
@@ -119,6 +125,27 @@ def test_tune_then_race_from_the_command_line(imported):
     assert out.returncode == 0, out.stdout + out.stderr
     assert "has spent 10 trials already and --trials is its total: nothing to tune" in out.stderr
     assert out.stdout.splitlines() == ["tune random/seed0/gradient: 10 trials in all"]
+
+
+def test_a_tune_stopped_by_sigterm_says_how_to_go_on_and_the_same_command_does(imported):
+    """A new user stopped `explorer model tune` (exit 143, "every stored trial is kept") and
+    was not told how to go on, as `explorer tune` tells its --resume."""
+    _, db, _ = imported
+    argv = [sys.executable, "-m", "explorer", "model", "tune", "tiny", "--trials", "8"]
+    argv += ["--strategy", "random", "--seed", "5", "--chunk", "4", "--no-race", "--db", str(db)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    first = proc.stdout.readline()  # the first chunk's line: a trial is stored
+    assert first.startswith("[4/8] "), first
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, (proc.returncode, out, err)
+    assert "Traceback" not in err, err
+    said = "interrupted; tune random/seed5/gradient keeps every stored trial: run the same "
+    assert said + "command again to go on from there" in err, err
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert again.stdout.splitlines()[-1] == "tune random/seed5/gradient: 8 trials in all"
 
 
 @pytest.mark.parametrize(
