@@ -799,8 +799,12 @@ def test_open_best_shows_its_own_stored_measurement(ui):
     text = visible_text(latency)
     assert LATENCY.search(text) and "not measured" not in text, text
     # named in its run (issue 21): "trial 5 of run 2", or its re-timing at the run's end (the
-    # unscheduled baseline when no schedule of the run beat it)
-    named = r"stored: (a re-measurement of )?(trial \d+|the unscheduled baseline) of run \d+\)"
+    # unscheduled baseline when no schedule of the run beat it); re-timed, the fastest of its
+    # timings, and how many it has
+    named = (
+        r"stored: (a re-measurement of )?(trial \d+|the unscheduled baseline) of run \d+"
+        r"(; the fastest of its \d+ timings, [^)]+ to [^)]+)?\)"
+    )
     assert re.search(named, text), text
     shot(page, f"11_open_best_{ui_size(page)}", page.locator(".se-cost").first)
 
