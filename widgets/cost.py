@@ -520,11 +520,11 @@ def _shown_of(
     ok = [r for r in stored if r.result.is_ok and r.median_secs is not None]
     if not ok:
         return stored[-1], f"stored: {name(stored[-1])}"
-    shown = min(ok, key=lambda r: (r.median_secs, -r.id))
+    secs = {r.id: r.median_secs or 0.0 for r in ok}
+    shown = min(ok, key=lambda r: (secs[r.id], -r.id))
     if len(ok) == 1:
         return shown, f"stored: {name(shown)}"
-    times = sorted(r.median_secs for r in ok if r.median_secs is not None)
-    spread = f"{format_secs(times[0])} to {format_secs(times[-1])}"
+    spread = f"{format_secs(secs[shown.id])} to {format_secs(max(secs.values()))}"
     return shown, f"stored: {name(shown)}; the fastest of its {len(ok)} timings, {spread}"
 
 
